@@ -1,0 +1,43 @@
+//! The world as one node sees it.
+
+use std::future::Future;
+use std::time::Duration;
+
+/// Clocks, sleep and randomness of the node an algorithm runs on.
+///
+/// The two clocks are deliberately different, because lock algorithms fail in different ways
+/// depending on which one they trust:
+/// - [`Env::wall_now`] is the node's wall clock. It may run fast or slow and may JUMP (an NTP step,
+///   an operator fixing the time). Servers expire keys and sessions by such clocks.
+/// - [`Env::mono_now`] is the node's monotonic clock. It may drift with the node's oscillator but
+///   never jumps. Clients measure how long their lock stays valid with it.
+pub trait Env {
+    /// The node's wall clock, as time since the Unix epoch.
+    fn wall_now(&self) -> Duration;
+
+    /// The node's monotonic clock, from an arbitrary origin.
+    fn mono_now(&self) -> Duration;
+
+    /// Sleeps for `duration` as measured by this node's monotonic clock.
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()>;
+
+    /// A random number from the node's seeded generator (never an unseeded source: a run must be
+    /// replayable from its seed).
+    fn random_u64(&self) -> u64;
+
+    /// A random duration in `[low, high]`, for retry jitter.
+    fn random_between(&self, low: Duration, high: Duration) -> Duration {
+        if high <= low {
+            return low;
+        }
+        let span = (high - low).as_nanos() as u64;
+        low + Duration::from_nanos(self.random_u64() % (span + 1))
+    }
+
+    /// A fresh lock token: 128 random bits in hex. Unique per acquisition with overwhelming
+    /// probability, so a client can never mistake another client's lock (or its own older one)
+    /// for the one it holds.
+    fn new_token(&self) -> String {
+        format!("{:016x}{:016x}", self.random_u64(), self.random_u64())
+    }
+}

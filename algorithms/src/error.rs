@@ -1,0 +1,32 @@
+//! Errors of stores and algorithms.
+
+use thiserror::Error;
+
+/// Why a store call did not return a reply.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum StoreError {
+    /// No reply in time. The command may or may not have been applied: a real Redis applies a SET
+    /// whose reply was lost, so an algorithm must treat this as "maybe applied".
+    #[error("no reply within the request timeout (the command may have been applied)")]
+    Timeout,
+    /// The request was refused before reaching the server (connection refused, reset before
+    /// sending). The command was certainly not applied.
+    #[error("server unreachable: {0}")]
+    Unreachable(String),
+}
+
+/// Why a lock operation failed (as opposed to "the lock is held by someone else", which is an
+/// ordinary outcome, not an error).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum LockError {
+    /// The store did not answer.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The server answered with an error reply.
+    #[error("server error: {0}")]
+    Server(String),
+    /// The server answered with a reply the algorithm does not expect (a bug in the model or a
+    /// mismatched server version).
+    #[error("unexpected reply: {0}")]
+    UnexpectedReply(String),
+}

@@ -1,0 +1,8 @@
+//! The Redis family: commands, the store trait, and the locks built on them.
+
+pub mod command;
+pub mod single;
+pub mod store;
+
+pub use command::{Command, Reply, Script, SetOptions};
+pub use store::RedisStore;

@@ -1,0 +1,321 @@
+//! What must hold, as pure functions of a history (no I/O, no simulator): testable on
+//! hand-written histories.
+//!
+//! - **Mutual exclusion**, judged only on accesses the resource ACCEPTED: a client's critical
+//!   section runs from its accepted `enter` to its accepted `exit`; if any other client's access
+//!   was accepted in between, two clients were inside at once. (A section whose exit never comes,
+//!   say because the client crashed, writes nothing after its enter, so it cannot interleave.)
+//! - **Foreign release**: a server deleted a lock value at the request of a node other than the
+//!   one that wrote it.
+//! - **Deadlock**: after the faults and the clients stopped, the probe could not acquire the lock
+//!   within its wait.
+//!
+//! Stale accesses rejected by a fencing resource are reported separately: they are the fence
+//! doing its job, not violations.
+
+use crate::history::{Entry, KeyChange, Kind, Op, Phase};
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The kind of a violation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationKind {
+    /// Two clients inside the critical section at once.
+    MutualExclusion,
+    /// A lock released by a client that did not hold it.
+    ForeignRelease,
+    /// The lock did not become free again after the faults stopped.
+    Deadlock,
+}
+
+/// One thing that must not happen, and did.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Violation {
+    /// What kind.
+    pub kind: ViolationKind,
+    /// The clients involved (for mutual exclusion: the earlier holder first).
+    pub clients: Vec<String>,
+    /// Their lock tokens, in the same order.
+    pub tokens: Vec<String>,
+    /// True time at which it became certain, in ns.
+    pub at_ns: u64,
+    /// History indices of the entries that show it.
+    pub entries: Vec<usize>,
+    /// One sentence for people.
+    pub story: String,
+}
+
+/// An access the fencing resource turned away.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StaleAccess {
+    /// Who.
+    pub client: String,
+    /// Its fencing token (none: it had none).
+    pub fence: Option<u64>,
+    /// When, true time in ns.
+    pub at_ns: u64,
+    /// History index of the resource's entry.
+    pub entry: usize,
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.1} ms", ns as f64 / 1e6)
+}
+
+/// Mutual exclusion over the resource's accepted accesses.
+pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
+    // Accepted accesses in true order: (entry, client, phase, token).
+    let accepted: Vec<(&Entry, &str, Phase, &str)> = history
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                client,
+                phase,
+                token,
+                accepted: true,
+                ..
+            } => Some((e, client.as_str(), *phase, token.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut open: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
+    // Each overlapping pair once, whichever of the two exits first.
+    let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut found = Vec::new();
+    for (pos, &(entry, client, phase, token)) in accepted.iter().enumerate() {
+        match phase {
+            Phase::Enter => {
+                open.insert(client, (pos, token));
+            }
+            Phase::Exit if open.get(client).is_some_and(|(_, held)| *held != token) => {
+                // An exit for a section whose enter was not accepted: nothing to pair it with.
+            }
+            Phase::Exit => {
+                let Some((start, held)) = open.remove(client) else {
+                    continue;
+                };
+                let enter = accepted[start].0;
+                for &(other, other_client, _, other_token) in &accepted[start + 1..pos] {
+                    let pair = (held.min(other_token), held.max(other_token));
+                    if other_client == client || !seen.insert(pair) {
+                        continue;
+                    }
+                    found.push(Violation {
+                        kind: ViolationKind::MutualExclusion,
+                        clients: vec![client.to_string(), other_client.to_string()],
+                        tokens: vec![held.to_string(), other_token.to_string()],
+                        at_ns: entry.true_ns,
+                        entries: vec![enter.index, other.index, entry.index],
+                        story: format!(
+                            "{client} entered at {} and was still inside (exit at {}) when {other_client} \
+                             entered at {}: two holders at once",
+                            ms(enter.true_ns),
+                            ms(entry.true_ns),
+                            ms(other.true_ns),
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Deletions of a lock value by a node other than the one that wrote it.
+pub fn foreign_releases(history: &[Entry]) -> Vec<Violation> {
+    let mut writer: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    let mut found = Vec::new();
+    for e in history {
+        let Op::Key {
+            key,
+            change,
+            value: Some(value),
+            by: Some(by),
+            ..
+        } = &e.op
+        else {
+            continue;
+        };
+        match change {
+            KeyChange::Set => {
+                writer.insert((key, value), by);
+            }
+            KeyChange::Deleted => {
+                if let Some(owner) = writer.get(&(key.as_str(), value.as_str())) {
+                    if owner != by {
+                        found.push(Violation {
+                            kind: ViolationKind::ForeignRelease,
+                            clients: vec![owner.to_string(), by.clone()],
+                            tokens: vec![value.clone()],
+                            at_ns: e.true_ns,
+                            entries: vec![e.index],
+                            story: format!(
+                                "{by} deleted {key} at {} while it held {owner}'s token",
+                                ms(e.true_ns)
+                            ),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// Whether the liveness probe failed to acquire.
+pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
+    history
+        .iter()
+        .filter(|e| e.node == Topology::PROBE && e.kind == Kind::Fail)
+        .filter_map(|e| match &e.op {
+            Op::Acquire { error, .. } => Some(Violation {
+                kind: ViolationKind::Deadlock,
+                clients: vec![Topology::PROBE.to_string()],
+                tokens: vec![],
+                at_ns: e.true_ns,
+                entries: vec![e.index],
+                story: format!(
+                    "after every fault and client had stopped, the lock was still not free at {} ({})",
+                    ms(e.true_ns),
+                    error.as_deref().unwrap_or("no reason given")
+                ),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every check, violations in order of time.
+pub fn check(history: &[Entry]) -> Vec<Violation> {
+    let mut all = mutual_exclusion(history);
+    all.extend(foreign_releases(history));
+    all.extend(deadlock(history));
+    all.sort_by_key(|v| (v.at_ns, v.kind));
+    all
+}
+
+/// Accesses the resource rejected (only a fencing resource rejects).
+pub fn stale_accesses(history: &[Entry]) -> Vec<StaleAccess> {
+    history
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                client,
+                fence,
+                accepted: false,
+                ..
+            } => Some(StaleAccess {
+                client: client.clone(),
+                fence: *fence,
+                at_ns: e.true_ns,
+                entry: e.index,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::History;
+
+    fn access(h: &mut History, t: u64, client: &str, phase: Phase, token: &str, accepted: bool) {
+        h.push(
+            t,
+            "resource",
+            t as i64,
+            Kind::Observe,
+            Op::Resource {
+                client: client.into(),
+                phase,
+                token: token.into(),
+                fence: None,
+                accepted,
+            },
+        );
+    }
+
+    #[test]
+    fn interleaved_sections_violate_mutual_exclusion() {
+        let mut h = History::default();
+        access(&mut h, 1, "client-0", Phase::Enter, "a", true);
+        access(&mut h, 2, "client-1", Phase::Enter, "b", true);
+        access(&mut h, 3, "client-1", Phase::Exit, "b", true);
+        access(&mut h, 4, "client-0", Phase::Exit, "a", true);
+        let v = mutual_exclusion(&h.entries);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].clients, vec!["client-0", "client-1"]);
+        assert_eq!(v[0].entries, vec![0, 1, 3]);
+    }
+
+    #[test]
+    fn sequential_sections_and_unfinished_ones_are_fine() {
+        let mut h = History::default();
+        access(&mut h, 1, "client-0", Phase::Enter, "a", true);
+        access(&mut h, 2, "client-0", Phase::Exit, "a", true);
+        access(&mut h, 3, "client-1", Phase::Enter, "b", true);
+        access(&mut h, 4, "client-1", Phase::Exit, "b", true);
+        // client-0 enters and never exits (crashed): nothing of it interleaves.
+        access(&mut h, 5, "client-0", Phase::Enter, "c", true);
+        access(&mut h, 6, "client-1", Phase::Enter, "d", true);
+        access(&mut h, 7, "client-1", Phase::Exit, "d", true);
+        assert!(mutual_exclusion(&h.entries).is_empty());
+    }
+
+    #[test]
+    fn rejected_accesses_do_not_count_but_are_listed() {
+        let mut h = History::default();
+        access(&mut h, 1, "client-0", Phase::Enter, "a", true);
+        access(&mut h, 2, "client-1", Phase::Enter, "b", true);
+        access(&mut h, 3, "client-1", Phase::Exit, "b", true);
+        access(&mut h, 4, "client-0", Phase::Exit, "a", false);
+        assert!(mutual_exclusion(&h.entries).is_empty());
+        assert_eq!(stale_accesses(&h.entries).len(), 1);
+    }
+
+    #[test]
+    fn deleting_another_clients_value_is_a_foreign_release() {
+        let mut h = History::default();
+        let key = |change, by: &str| Op::Key {
+            key: "lock".into(),
+            change,
+            value: Some("t1".into()),
+            by: Some(by.into()),
+            expires_local_ns: None,
+        };
+        h.push(
+            1,
+            "redis-0",
+            1,
+            Kind::Observe,
+            key(KeyChange::Set, "client-0"),
+        );
+        h.push(
+            2,
+            "redis-0",
+            2,
+            Kind::Observe,
+            key(KeyChange::Deleted, "client-0"),
+        );
+        assert!(foreign_releases(&h.entries).is_empty());
+        h.push(
+            3,
+            "redis-0",
+            3,
+            Kind::Observe,
+            key(KeyChange::Set, "client-0"),
+        );
+        h.push(
+            4,
+            "redis-0",
+            4,
+            Kind::Observe,
+            key(KeyChange::Deleted, "client-1"),
+        );
+        assert_eq!(foreign_releases(&h.entries).len(), 1);
+    }
+}

@@ -1,0 +1,39 @@
+//! [`Env`] for a simulated node: its own drifting, jumping clocks and madsim's seeded randomness.
+
+use crate::world::World;
+use lockcheck_algorithms::Env;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The world as simulated node `node` sees it.
+#[derive(Clone)]
+pub struct SimEnv {
+    world: Arc<World>,
+    node: usize,
+}
+
+impl SimEnv {
+    /// The environment of node `node`.
+    pub fn new(world: Arc<World>, node: usize) -> SimEnv {
+        SimEnv { world, node }
+    }
+}
+
+impl Env for SimEnv {
+    fn wall_now(&self) -> Duration {
+        Duration::from_nanos(self.world.wall_ns(self.node).max(0) as u64)
+    }
+
+    fn mono_now(&self) -> Duration {
+        Duration::from_nanos(self.world.mono_ns(self.node))
+    }
+
+    async fn sleep(&self, duration: Duration) {
+        let true_duration = self.world.clock(self.node).true_duration(duration);
+        madsim::time::sleep(true_duration).await
+    }
+
+    fn random_u64(&self) -> u64 {
+        madsim::rand::random()
+    }
+}

@@ -1,0 +1,380 @@
+//! Searching for violations: proptest generates fault schedules and workloads, runs each in the
+//! simulator, and shrinks the first failing case to a minimal one.
+//!
+//! The search is itself deterministic: proptest's generator is seeded from `--seed`, and each
+//! case carries its own madsim seed (which shrinking leaves alone), so the same command finds the
+//! same minimal counterexample on any machine. Nothing is read from the environment (proptest's
+//! `PROPTEST_*` variables are overridden).
+
+use crate::runner::{run, Outcome};
+use crate::scenario::{Algorithm, Fault, Params, Scenario, Workload};
+use crate::topology::Role;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+
+/// A family of faults to search over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultProfile {
+    /// No faults: the algorithm on a good day.
+    None,
+    /// GC-like pauses of clients and servers.
+    Pause,
+    /// Wall-clock steps, forwards and backwards.
+    ClockJump,
+    /// Clocks running fast or slow (up to ±5 %).
+    ClockDrift,
+    /// Crash and immediate restart.
+    CrashRestart,
+    /// Crash and restart no sooner than one TTL later (seed 002's remedy).
+    CrashDelayedRestart,
+    /// Network partitions.
+    Partition,
+    /// All of the above, mixed.
+    All,
+}
+
+impl FaultProfile {
+    /// Every profile.
+    pub const ALL: &'static [FaultProfile] = &[
+        FaultProfile::None,
+        FaultProfile::Pause,
+        FaultProfile::ClockJump,
+        FaultProfile::ClockDrift,
+        FaultProfile::CrashRestart,
+        FaultProfile::CrashDelayedRestart,
+        FaultProfile::Partition,
+        FaultProfile::All,
+    ];
+
+    /// The user-facing name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultProfile::None => "none",
+            FaultProfile::Pause => "pause",
+            FaultProfile::ClockJump => "clock-jump",
+            FaultProfile::ClockDrift => "clock-drift",
+            FaultProfile::CrashRestart => "crash-restart",
+            FaultProfile::CrashDelayedRestart => "crash-delayed-restart",
+            FaultProfile::Partition => "partition",
+            FaultProfile::All => "all",
+        }
+    }
+
+    /// Parses a comma-separated list of profile names.
+    pub fn parse_list(text: &str) -> Result<Vec<FaultProfile>, String> {
+        let mut out = Vec::new();
+        for name in text.split(',').map(str::trim) {
+            let profile = Self::ALL
+                .iter()
+                .copied()
+                .find(|p| p.name() == name)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
+                    format!(
+                        "unknown fault profile '{name}' (known: {})",
+                        known.join(", ")
+                    )
+                })?;
+            if !out.contains(&profile) {
+                out.push(profile);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What to search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExploreOptions {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Fault families; their faults are combined in each case.
+    pub profiles: Vec<FaultProfile>,
+    /// Fixed parameters (TTL, fencing, persistence, …). `crash-delayed-restart` raises
+    /// `restart_delay_ms` to at least the TTL.
+    pub params: Params,
+    /// Cases to try before concluding that nothing was found.
+    pub cases: u32,
+    /// Seed of the search.
+    pub seed: u64,
+}
+
+/// The result of a search.
+#[derive(Clone, Debug)]
+pub enum Exploration {
+    /// A violation, shrunk.
+    Found(Finding),
+    /// Nothing in `cases` cases.
+    NotFound {
+        /// Cases run.
+        cases: u32,
+        /// Simulated time they covered, in ns.
+        simulated_ns: u64,
+    },
+}
+
+/// A minimal failing case.
+#[derive(Clone, Debug)]
+pub struct Finding {
+    /// The shrunk scenario: runnable as is.
+    pub scenario: Scenario,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// The first failing case, before shrinking.
+    pub original: Scenario,
+    /// Cases run before the first failure (it included).
+    pub cases: u32,
+    /// Runs spent shrinking.
+    pub shrink_runs: u32,
+}
+
+fn run_length_ms(params: &Params) -> u64 {
+    (4 * params.ttl_ms).max(10_000)
+}
+
+/// One fault of a concrete profile, as a unit that stays valid when shrinking drops other units
+/// (a crash and its restart form one unit).
+fn unit_of(
+    profile: FaultProfile,
+    nodes: &[String],
+    servers: &[String],
+    everyone: &[String],
+    ttl: u64,
+    duration: u64,
+) -> BoxedStrategy<Vec<Fault>> {
+    let at = 0..duration / 2;
+    let span = 1..=2 * ttl;
+    let node = prop::sample::select(nodes.to_vec());
+    match profile {
+        FaultProfile::None | FaultProfile::All => unreachable!("not a concrete profile"),
+        FaultProfile::Pause => (at, node, span)
+            .prop_map(|(at_ms, node, for_ms)| {
+                vec![Fault::Pause {
+                    at_ms,
+                    node,
+                    for_ms,
+                }]
+            })
+            .boxed(),
+        FaultProfile::ClockJump => {
+            let t = ttl as i64;
+            (at, node, prop_oneof![1..=2 * t, -2 * t..=-1])
+                .prop_map(|(at_ms, node, by_ms)| vec![Fault::ClockJump { at_ms, node, by_ms }])
+                .boxed()
+        }
+        FaultProfile::ClockDrift => (at, node, 950u32..=1050)
+            .prop_map(|(at_ms, node, permille)| {
+                vec![Fault::ClockDrift {
+                    at_ms,
+                    node,
+                    rate: f64::from(permille) / 1000.0,
+                }]
+            })
+            .boxed(),
+        FaultProfile::CrashRestart | FaultProfile::CrashDelayedRestart => {
+            (at, prop::sample::select(servers.to_vec()))
+                .prop_map(|(at_ms, node)| {
+                    vec![
+                        Fault::Crash {
+                            at_ms,
+                            node: node.clone(),
+                        },
+                        Fault::Restart { at_ms, node },
+                    ]
+                })
+                .boxed()
+        }
+        FaultProfile::Partition => (
+            at,
+            prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
+            span,
+        )
+            .prop_map(|(at_ms, isolate, for_ms)| {
+                vec![Fault::Partition {
+                    at_ms,
+                    isolate,
+                    for_ms,
+                }]
+            })
+            .boxed(),
+    }
+}
+
+/// The concrete profiles a list names (`all` expands, `none` adds nothing).
+fn concrete(profiles: &[FaultProfile]) -> Vec<FaultProfile> {
+    let mut out: Vec<FaultProfile> = Vec::new();
+    for &p in profiles {
+        let expanded = match p {
+            FaultProfile::None => Vec::new(),
+            FaultProfile::All => FaultProfile::ALL
+                .iter()
+                .copied()
+                .filter(|q| !matches!(q, FaultProfile::None | FaultProfile::All))
+                .collect(),
+            other => vec![other],
+        };
+        for q in expanded {
+            if !out.contains(&q) {
+                out.push(q);
+            }
+        }
+    }
+    out
+}
+
+/// The scenarios `options` searches: workload shape, seed and faults vary; parameters do not.
+pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
+    let mut params = options.params.clone();
+    if options
+        .profiles
+        .contains(&FaultProfile::CrashDelayedRestart)
+    {
+        params.restart_delay_ms = params.restart_delay_ms.max(params.ttl_ms);
+    }
+    let algorithm = options.algorithm;
+    let ttl = params.ttl_ms;
+    let duration = run_length_ms(&params);
+    let template = {
+        let mut s = Scenario::new(algorithm);
+        s.params = params.clone();
+        s.clients = 3;
+        s
+    };
+    let topology = template.topology();
+    let named = |role: Role| -> Vec<String> {
+        topology
+            .with_role(role)
+            .into_iter()
+            .map(|i| topology.name(i).to_string())
+            .collect()
+    };
+    let servers = named(Role::Server);
+    let mut nodes = named(Role::Client);
+    nodes.truncate(2); // client-2 exists only when three clients are drawn
+    nodes.extend(servers.iter().cloned());
+    let mut everyone = nodes.clone();
+    everyone.push(crate::topology::Topology::RESOURCE.to_string());
+    let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles)
+        .into_iter()
+        .map(|p| unit_of(p, &nodes, &servers, &everyone, ttl, duration))
+        .collect();
+    let faults: BoxedStrategy<Vec<Vec<Fault>>> = if units.is_empty() {
+        Just(Vec::new()).boxed()
+    } else {
+        prop::collection::vec(prop::strategy::Union::new(units), 1..=3).boxed()
+    };
+    let workload = (
+        1u32..=3,
+        0..=ttl * 8 / 10,
+        prop::bool::weighted(0.3),
+        0u64..=500,
+    )
+        .prop_map(
+            |(acquisitions, hold_ms, until_validity, think_ms)| Workload {
+                acquisitions_per_client: acquisitions,
+                hold_ms,
+                hold_until_validity: until_validity,
+                think_ms,
+                check_before_access: false,
+            },
+        );
+    (2u32..=3, workload, any::<u64>().no_shrink(), faults)
+        .prop_map(move |(clients, workload, seed, faults)| Scenario {
+            algorithm,
+            params: params.clone(),
+            clients,
+            workload,
+            duration_ms: duration,
+            seed,
+            faults: faults.into_iter().flatten().collect(),
+        })
+        .prop_filter("a valid scenario", |s| s.validate().is_ok())
+        .boxed()
+}
+
+/// A proptest configuration that depends on nothing but its arguments.
+fn config(cases: u32) -> Config {
+    Config {
+        cases,
+        max_local_rejects: 65_536,
+        max_global_rejects: 1_024,
+        max_flat_map_regens: 1_000_000,
+        failure_persistence: None,
+        source_file: None,
+        test_name: None,
+        max_shrink_time: 0,
+        max_shrink_iters: 2_048,
+        verbose: 0,
+        rng_algorithm: RngAlgorithm::ChaCha,
+        ..Config::default()
+    }
+}
+
+fn rng(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
+/// Why a search could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum ExploreError {
+    /// proptest gave up (too many generated cases were rejected as invalid).
+    #[error("exploration aborted: {0}")]
+    Aborted(String),
+}
+
+/// Searches for a violation; `progress(cases_run)` is called after every case until the first
+/// failure (shrinking runs are not counted as cases).
+pub fn explore(
+    options: &ExploreOptions,
+    progress: &dyn Fn(u32),
+) -> Result<Exploration, ExploreError> {
+    let mut runner = TestRunner::new_with_rng(config(options.cases), rng(options.seed));
+    let strategy = scenarios(options);
+    let cases = Cell::new(0u32);
+    let runs_at_failure = Cell::new(None::<u32>);
+    let simulated = Cell::new(0u64);
+    let first_failure = std::cell::RefCell::new(None::<Scenario>);
+    let result = runner.run(&strategy, |scenario| {
+        let outcome = run(&scenario);
+        let runs = cases.get() + 1;
+        cases.set(runs);
+        if runs_at_failure.get().is_none() {
+            progress(runs);
+            simulated
+                .set(simulated.get() + outcome.history.entries.last().map_or(0, |e| e.true_ns));
+        }
+        if outcome.violated() {
+            if runs_at_failure.get().is_none() {
+                runs_at_failure.set(Some(runs));
+                *first_failure.borrow_mut() = Some(scenario.clone());
+            }
+            return Err(TestCaseError::fail(outcome.violations[0].story.clone()));
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => Ok(Exploration::NotFound {
+            cases: cases.get(),
+            simulated_ns: simulated.get(),
+        }),
+        Err(TestError::Fail(_, scenario)) => {
+            let outcome = run(&scenario);
+            let found_at = runs_at_failure.get().unwrap_or(cases.get());
+            Ok(Exploration::Found(Finding {
+                original: first_failure
+                    .into_inner()
+                    .unwrap_or_else(|| scenario.clone()),
+                scenario,
+                outcome,
+                cases: found_at,
+                shrink_runs: cases.get() - found_at,
+            }))
+        }
+        Err(TestError::Abort(reason)) => Err(ExploreError::Aborted(reason.to_string())),
+    }
+}

@@ -1,0 +1,229 @@
+//! What happened, as plain data (Jepsen's history).
+//!
+//! Clients record each operation twice: an `invoke` when they start it and an `ok`, `fail` or
+//! `info` (outcome unknown) when it completes. Servers, the resource and the nemesis record
+//! `observe` entries: things they saw happen, in true order. Every entry carries the true time and
+//! the reading of the node's own wall clock, because lock bugs live in the gap between the two.
+//! Checkers are pure functions of this list.
+
+use serde::{Deserialize, Serialize};
+
+/// The type of an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// An operation starts.
+    Invoke,
+    /// It completed and did what it says.
+    Ok,
+    /// It completed and certainly did not happen.
+    Fail,
+    /// Its outcome is unknown (a timeout).
+    Info,
+    /// A node saw something happen (a server changed a key, the resource took an access, the
+    /// nemesis struck).
+    Observe,
+}
+
+/// Which access of a critical section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    /// The first touch, right after acquiring.
+    Enter,
+    /// The last touch, right before releasing.
+    Exit,
+}
+
+/// How a server changed a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyChange {
+    /// Written.
+    Set,
+    /// Removed by a command.
+    Deleted,
+    /// Removed because its deadline passed by the server's clock.
+    Expired,
+    /// Given a new deadline.
+    ExpiryChanged,
+    /// Lost in a crash (not on disk).
+    Lost,
+}
+
+/// The operation or observation of an entry.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "f", rename_all = "snake_case")]
+pub enum Op {
+    /// A client acquires the lock.
+    Acquire {
+        /// The token it holds (on `ok`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        token: Option<String>,
+        /// The fencing token (on `ok`, when the algorithm has one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<u64>,
+        /// The validity the client computed, in ns of its monotonic clock (on `ok`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        valid_ns: Option<u64>,
+        /// Why it failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A client releases the lock.
+    Release {
+        /// The token it releases.
+        token: String,
+        /// Why it failed, or that the lock was no longer held.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A client touches the protected resource.
+    Access {
+        /// Enter or exit.
+        phase: Phase,
+        /// The lock token it holds.
+        token: String,
+        /// The fencing token it presents.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<u64>,
+    },
+    /// The resource took (or, with fencing, rejected) an access. In true order.
+    Resource {
+        /// Who.
+        client: String,
+        /// Enter or exit.
+        phase: Phase,
+        /// The lock token.
+        token: String,
+        /// The fencing token presented.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fence: Option<u64>,
+        /// Whether the resource accepted it.
+        accepted: bool,
+    },
+    /// A server changed a key.
+    Key {
+        /// The key.
+        key: String,
+        /// How.
+        change: KeyChange,
+        /// The value written or removed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<String>,
+        /// The node whose request caused it (none for expiry and crashes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// The new deadline by the server's wall clock, in ns since the run's wall origin.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_local_ns: Option<i64>,
+    },
+    /// The nemesis acted.
+    Nemesis {
+        /// What it did, for people.
+        action: String,
+        /// The node it acted on (the first, for a partition).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
+    /// A remark from the harness (e.g. why a check was skipped).
+    Note {
+        /// The remark.
+        text: String,
+    },
+}
+
+/// One line of the history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Position in the history.
+    pub index: usize,
+    /// True (simulated global) time since the start of the run, in ns.
+    pub true_ns: u64,
+    /// The node that recorded it.
+    pub node: String,
+    /// That node's wall clock at that moment, in ns since the run's wall origin (equal to
+    /// `true_ns` on a node whose clock never drifted or jumped).
+    pub local_ns: i64,
+    /// Invoke / ok / fail / info / observe.
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    /// What.
+    #[serde(flatten)]
+    pub op: Op,
+}
+
+/// The history of one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct History {
+    /// The entries in the order they were recorded (true time order).
+    pub entries: Vec<Entry>,
+}
+
+impl History {
+    /// Appends an entry, numbering it.
+    pub fn push(&mut self, true_ns: u64, node: &str, local_ns: i64, kind: Kind, op: Op) {
+        let index = self.entries.len();
+        self.entries.push(Entry {
+            index,
+            true_ns,
+            node: node.to_string(),
+            local_ns,
+            kind,
+            op,
+        });
+    }
+
+    /// A stable 64-bit digest (FNV-1a over the canonical JSON), printed as hex. Two runs are
+    /// identical exactly when their digests are; FNV is enough because this detects divergence,
+    /// it does not defend against an adversary.
+    pub fn digest(&self) -> String {
+        let json = serde_json::to_vec(self).expect("a history always serializes");
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in json {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        format!("{hash:016x}")
+    }
+
+    /// The index of the first entry where two histories differ, if they do.
+    pub fn first_difference(&self, other: &History) -> Option<usize> {
+        let common = self.entries.len().min(other.entries.len());
+        (0..common)
+            .find(|&i| self.entries[i] != other.entries[i])
+            .or((self.entries.len() != other.entries.len()).then_some(common))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_serialize_in_jepsen_shape_and_round_trip() {
+        let mut h = History::default();
+        h.push(
+            5,
+            "client-0",
+            5,
+            Kind::Ok,
+            Op::Acquire {
+                token: Some("ab".into()),
+                fence: None,
+                valid_ns: Some(9),
+                error: None,
+            },
+        );
+        let json = serde_json::to_string(&h).unwrap();
+        assert_eq!(
+            json,
+            r#"[{"index":0,"true_ns":5,"node":"client-0","local_ns":5,"type":"ok","f":"acquire","token":"ab","valid_ns":9}]"#
+        );
+        let back: History = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.digest(), h.digest());
+        assert_eq!(back.first_difference(&h), None);
+    }
+}

@@ -1,0 +1,293 @@
+//! The nemesis: turns a fault schedule into actions at true times and carries them out.
+//!
+//! A schedule is first expanded into a [`Timeline`] of primitive actions (a pause becomes a pause
+//! and a resume, a partition a cut and a heal, a restart waits out `restart_delay_ms`), sorted by
+//! time and, for equal times, by the schedule's order. Then one task on the simulator's main node
+//! sleeps to each action and applies it. Partitions are counted per link, so overlapping partitions
+//! heal correctly.
+
+use crate::history::{Kind, Op};
+use crate::scenario::{Fault, Scenario};
+use crate::topology::Topology;
+use crate::world::World;
+use madsim::net::NetSim;
+use madsim::runtime::Handle;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A primitive action of the nemesis.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Freeze a node.
+    Pause(usize),
+    /// Unfreeze it.
+    Resume(usize),
+    /// Kill a node.
+    Crash(usize),
+    /// Start a killed node again.
+    Restart(usize),
+    /// Step a node's wall clock.
+    ClockJump(usize, i64),
+    /// Change a node's clock rate.
+    ClockDrift(usize, f64),
+    /// Cut a group (partition `id`) off from everyone else.
+    Cut(usize, Vec<usize>),
+    /// Heal partition `id`.
+    Heal(usize, Vec<usize>),
+    /// Start message fault `id` on a node: loss probability and extra delay.
+    MessagesStart(usize, usize, f64, Duration),
+    /// End message fault `id` on a node.
+    MessagesEnd(usize, usize),
+}
+
+/// The schedule as primitive actions: (true time in ns, action, its description).
+pub type Timeline = Vec<(u64, Action, String)>;
+
+/// Expands `scenario`'s fault schedule. The scenario must be valid.
+pub fn timeline(scenario: &Scenario) -> Timeline {
+    let topology = scenario.topology();
+    let idx = |name: &str| topology.index_of(name).expect("validated node name");
+    let ms = |v: u64| v * 1_000_000;
+    let delay = ms(scenario.params.restart_delay_ms);
+    let mut order: Vec<(u64, usize)> = scenario
+        .faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.at_ms(), i))
+        .collect();
+    order.sort();
+    let mut crashed_at: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut out: Vec<(u64, usize, Action, String)> = Vec::new();
+    for (seq, (_, i)) in order.into_iter().enumerate() {
+        let fault = &scenario.faults[i];
+        let at = ms(fault.at_ms());
+        let mut push = |t: u64, action: Action, text: String| out.push((t, seq, action, text));
+        match fault {
+            Fault::Pause { node, for_ms, .. } => {
+                let n = idx(node);
+                push(at, Action::Pause(n), format!("pause {node}"));
+                push(
+                    at + ms(*for_ms),
+                    Action::Resume(n),
+                    format!("resume {node}"),
+                );
+            }
+            Fault::ClockJump { node, by_ms, .. } => push(
+                at,
+                Action::ClockJump(idx(node), by_ms * 1_000_000),
+                format!("{node}'s wall clock jumps by {by_ms:+} ms"),
+            ),
+            Fault::ClockDrift { node, rate, .. } => push(
+                at,
+                Action::ClockDrift(idx(node), *rate),
+                format!("{node}'s clocks now run at {rate}x"),
+            ),
+            Fault::Crash { node, .. } => {
+                crashed_at.insert(idx(node), at);
+                push(at, Action::Crash(idx(node)), format!("crash {node}"));
+            }
+            Fault::Restart { node, .. } => {
+                let n = idx(node);
+                let earliest = crashed_at.get(&n).map_or(at, |c| c + delay);
+                let when = at.max(earliest);
+                let text = if when > at {
+                    format!("restart {node} (held down for restart_delay_ms)")
+                } else {
+                    format!("restart {node}")
+                };
+                push(when, Action::Restart(n), text);
+            }
+            Fault::Partition {
+                isolate, for_ms, ..
+            } => {
+                let group: Vec<usize> = isolate.iter().map(|n| idx(n)).collect();
+                let names = isolate.join(", ");
+                push(
+                    at,
+                    Action::Cut(i, group.clone()),
+                    format!("isolate [{names}]"),
+                );
+                push(
+                    at + ms(*for_ms),
+                    Action::Heal(i, group),
+                    format!("heal [{names}]"),
+                );
+            }
+            Fault::Loss {
+                node, rate, for_ms, ..
+            } => {
+                let n = idx(node);
+                push(
+                    at,
+                    Action::MessagesStart(n, i, *rate, Duration::ZERO),
+                    format!("drop {rate} of {node}'s messages"),
+                );
+                push(
+                    at + ms(*for_ms),
+                    Action::MessagesEnd(n, i),
+                    format!("stop dropping {node}'s messages"),
+                );
+            }
+            Fault::Delay {
+                node,
+                extra_ms,
+                for_ms,
+                ..
+            } => {
+                let n = idx(node);
+                push(
+                    at,
+                    Action::MessagesStart(n, i, 0.0, Duration::from_millis(*extra_ms)),
+                    format!("delay {node}'s messages by {extra_ms} ms"),
+                );
+                push(
+                    at + ms(*for_ms),
+                    Action::MessagesEnd(n, i),
+                    format!("stop delaying {node}'s messages"),
+                );
+            }
+        }
+    }
+    out.sort_by_key(|(t, seq, _, _)| (*t, *seq));
+    out.into_iter().map(|(t, _, a, d)| (t, a, d)).collect()
+}
+
+/// The true time of the last action, i.e. when every fault has ended (0 without faults).
+pub fn quiet_after_ns(timeline: &Timeline) -> u64 {
+    timeline.last().map_or(0, |(t, _, _)| *t)
+}
+
+/// Applies `timeline` in order, sleeping to each action's time. Runs on the main node.
+pub async fn run(world: Arc<World>, timeline: Timeline) {
+    let handle = Handle::current();
+    let net = NetSim::current();
+    let topology = world.topology.clone();
+    let mut cuts: BTreeMap<(usize, usize), u32> = BTreeMap::new();
+    for (at, action, text) in timeline {
+        let now = world.true_ns();
+        if at > now {
+            madsim::time::sleep(Duration::from_nanos(at - now)).await;
+        }
+        let target = match &action {
+            Action::Pause(n)
+            | Action::Resume(n)
+            | Action::Crash(n)
+            | Action::Restart(n)
+            | Action::ClockJump(n, _)
+            | Action::ClockDrift(n, _)
+            | Action::MessagesStart(n, ..)
+            | Action::MessagesEnd(n, _) => *n,
+            Action::Cut(_, g) | Action::Heal(_, g) => g[0],
+        };
+        let id = |n: usize| world.node_id(n);
+        let mut applied = true;
+        match action {
+            Action::Pause(n) => handle.pause(id(n)),
+            Action::Resume(n) => handle.resume(id(n)),
+            Action::Crash(n) => {
+                handle.kill(id(n));
+                world.set_down(n, true);
+            }
+            Action::Restart(n) => {
+                handle.restart(id(n));
+                world.set_down(n, false);
+            }
+            Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
+            Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
+            Action::Cut(_, group) | Action::Heal(_, group) if group.is_empty() => applied = false,
+            Action::Cut(_, group) => {
+                for (a, b) in links_across(&topology, &group) {
+                    let count = cuts.entry((a, b)).or_insert(0);
+                    *count += 1;
+                    if *count == 1 {
+                        net.clog_link(id(a), id(b));
+                    }
+                }
+            }
+            Action::Heal(_, group) => {
+                for (a, b) in links_across(&topology, &group) {
+                    let count = cuts.entry((a, b)).or_insert(1);
+                    *count -= 1;
+                    if *count == 0 {
+                        net.unclog_link(id(a), id(b));
+                    }
+                }
+            }
+            Action::MessagesStart(n, fault, loss, delay) => {
+                world.set_message_fault(n, fault, Some((loss, delay)))
+            }
+            Action::MessagesEnd(n, fault) => world.set_message_fault(n, fault, None),
+        }
+        if applied {
+            world.record(
+                target,
+                Kind::Observe,
+                Op::Nemesis {
+                    action: text,
+                    target: Some(topology.name(target).to_string()),
+                },
+            );
+        }
+    }
+}
+
+/// Both directions of every link between `group` and the other nodes.
+fn links_across(topology: &Topology, group: &[usize]) -> Vec<(usize, usize)> {
+    let mut links = Vec::new();
+    for a in group {
+        for b in (0..topology.len()).filter(|b| !group.contains(b)) {
+            links.push((*a, b));
+            links.push((b, *a));
+        }
+    }
+    links
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Algorithm;
+
+    #[test]
+    fn restart_waits_out_the_restart_delay() {
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        s.params.restart_delay_ms = 5_000;
+        s.faults = vec![
+            Fault::Crash {
+                at_ms: 1_000,
+                node: "redis-0".into(),
+            },
+            Fault::Restart {
+                at_ms: 1_000,
+                node: "redis-0".into(),
+            },
+        ];
+        let t = timeline(&s);
+        assert_eq!(t[0].0, 1_000_000_000);
+        assert_eq!(t[1].0, 6_000_000_000);
+        assert_eq!(
+            t[1].1,
+            Action::Restart(s.topology().index_of("redis-0").unwrap())
+        );
+    }
+
+    #[test]
+    fn pauses_expand_to_pause_and_resume_in_time_order() {
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        s.faults = vec![
+            Fault::Pause {
+                at_ms: 100,
+                node: "client-0".into(),
+                for_ms: 1_000,
+            },
+            Fault::Pause {
+                at_ms: 50,
+                node: "client-1".into(),
+                for_ms: 10,
+            },
+        ];
+        let times: Vec<u64> = timeline(&s).iter().map(|(t, _, _)| t / 1_000_000).collect();
+        assert_eq!(times, vec![50, 60, 100, 1_100]);
+    }
+}

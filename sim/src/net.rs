@@ -1,0 +1,168 @@
+//! Request/reply messaging between simulated nodes, with the nemesis's message faults.
+//!
+//! Built on madsim's raw endpoints: messages are Rust values (no serialization), latency and
+//! partitions (clogged links) come from madsim's network, and a paused node's messages queue up
+//! until it resumes. On top, this layer drops and delays messages for `loss` and `delay` faults.
+//! Randomness is drawn only while such a fault is active, so a schedule without them leaves the
+//! seed's random stream untouched (shrinking stays stable).
+
+use crate::topology::Topology;
+use crate::world::World;
+use lockcheck_algorithms::redis::{Command, Reply};
+use lockcheck_algorithms::StoreError;
+use madsim::net::Endpoint;
+use rand::Rng;
+use std::any::Any;
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The tag requests are sent with; replies use per-call tags above it.
+const REQUEST_TAG: u64 = 0;
+
+/// A request to a server or to the resource.
+#[derive(Debug)]
+pub enum Request {
+    /// A Redis command.
+    Redis(Command),
+    /// An access to the protected resource.
+    Access(AccessRequest),
+}
+
+/// A client touching the protected resource.
+#[derive(Clone, Debug)]
+pub struct AccessRequest {
+    /// Enter or exit of a critical section.
+    pub phase: crate::history::Phase,
+    /// The lock token the client holds.
+    pub token: String,
+    /// The fencing token it presents.
+    pub fence: Option<u64>,
+}
+
+/// A reply.
+#[derive(Debug)]
+pub enum Response {
+    /// A Redis reply.
+    Redis(Reply),
+    /// Whether the resource accepted the access.
+    Access(bool),
+}
+
+struct Envelope {
+    reply_tag: u64,
+    request: Request,
+}
+
+/// Sends `payload` from node `from` to `to`, subject to loss and delay faults.
+async fn send(
+    world: &World,
+    ep: &Endpoint,
+    from: usize,
+    to: SocketAddr,
+    tag: u64,
+    payload: Box<dyn Any + Send + Sync>,
+) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    let (loss, delay) = world.message_faults(from, to_node);
+    if loss > 0.0 && madsim::rand::thread_rng().gen_bool(loss.min(1.0)) {
+        return;
+    }
+    if delay.is_zero() {
+        // A send error means the destination is gone; the sender's timeout covers it.
+        let _ = ep.send_to_raw(to, tag, payload).await;
+    } else {
+        let ep = ep.clone();
+        madsim::task::spawn_local(async move {
+            madsim::time::sleep(delay).await;
+            let _ = ep.send_to_raw(to, tag, payload).await;
+        });
+    }
+}
+
+/// A node's client side: sends requests and waits for their replies.
+pub struct RpcClient {
+    world: Arc<World>,
+    me: usize,
+    ep: Endpoint,
+    next_tag: Cell<u64>,
+}
+
+impl RpcClient {
+    /// Opens node `me`'s client endpoint. Call on that node.
+    pub async fn bind(world: Arc<World>, me: usize) -> RpcClient {
+        let ip = Topology::addr(me).ip();
+        let ep = Endpoint::bind(SocketAddr::new(ip, 0))
+            .await
+            .expect("a fresh node can bind an ephemeral port");
+        RpcClient {
+            world,
+            me,
+            ep,
+            next_tag: Cell::new(REQUEST_TAG + 1),
+        }
+    }
+
+    /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock.
+    pub async fn call(
+        &self,
+        to: usize,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, StoreError> {
+        let reply_tag = self.next_tag.get();
+        self.next_tag.set(reply_tag + 1);
+        let envelope = Envelope { reply_tag, request };
+        send(
+            &self.world,
+            &self.ep,
+            self.me,
+            Topology::addr(to),
+            REQUEST_TAG,
+            Box::new(envelope),
+        )
+        .await;
+        let wait = self.world.clock(self.me).true_duration(timeout);
+        match madsim::time::timeout(wait, self.ep.recv_from_raw(reply_tag)).await {
+            Ok(Ok((payload, _))) => Ok(*payload
+                .downcast::<Response>()
+                .expect("replies are Responses")),
+            Ok(Err(e)) => Err(StoreError::Unreachable(e.to_string())),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+}
+
+/// Serves requests on node `me` forever, one at a time (as a single-threaded server does):
+/// `handle(from, request)` computes each reply.
+pub async fn serve(
+    world: Arc<World>,
+    me: usize,
+    mut handle: impl FnMut(usize, Request) -> Response,
+) {
+    let ep = Endpoint::bind(Topology::addr(me))
+        .await
+        .expect("a fresh node can bind its service port");
+    loop {
+        let Ok((payload, from)) = ep.recv_from_raw(REQUEST_TAG).await else {
+            return;
+        };
+        let envelope = *payload
+            .downcast::<Envelope>()
+            .expect("requests are Envelopes");
+        let Some(from_node) = Topology::index_of_addr(from) else {
+            continue;
+        };
+        let response = handle(from_node, envelope.request);
+        send(
+            &world,
+            &ep,
+            me,
+            from,
+            envelope.reply_tag,
+            Box::new(response),
+        )
+        .await;
+    }
+}

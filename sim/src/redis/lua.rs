@@ -1,0 +1,1113 @@
+//! `EVAL`: Redis Lua scripts run against the model by an embedded Lua 5.4.
+//!
+//! Lock algorithms put their critical steps (compare-and-delete, compare-and-extend, acquire plus
+//! fencing token) in scripts because Redis runs a script atomically. The model therefore runs the
+//! very script text the algorithm sends to a real server, and this module reproduces what Redis 7
+//! does around it (`eval.c`, `script_lua.c`): the `KEYS`/`ARGV` globals, `redis.call` and
+//! `redis.pcall`, the conversions between Lua values and replies, the error texts, and the
+//! read-only globals.
+//!
+//! Deliberate differences from Redis:
+//! - Lua 5.4, not Redis's 5.1: integers are a subtype (`tostring(10/2)` is `"5.0"`), and 5.1-only
+//!   names are aliased where scripts commonly use them (`unpack`, `loadstring`).
+//! - Only the base, string, table and math libraries are loaded, without `math.random`, `print`,
+//!   `dofile`, `loadfile` (no `cjson`, `cmsgpack`, `bit`, `struct`): the model must not depend on
+//!   anything outside its inputs.
+//! - Determinism: Lua randomises its string-hash seed per process, so the order in which `pairs`
+//!   or `next` visit string keys can differ between two runs of the same simulation. A script
+//!   whose outcome depends on that order would make replays diverge; scripts must iterate arrays
+//!   with `ipairs` or numeric `for` instead (the order is unspecified in real Redis too).
+//! - A script that never ends hangs the caller: there is no `SCRIPT KILL` and no time limit.
+
+use lockcheck_algorithms::redis::command::{Command, Reply, Script};
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
+
+use super::model::{KeyEffect, Keyspace};
+
+/// Redis compiles scripts under this chunk name, which is what appears in its error messages.
+const USER_SCRIPT: &str = "@user_script";
+
+/// Deeper tables than this are not converted into a reply; Redis stops at its Lua stack limit the
+/// same way, and a self-referencing table must not overflow the harness's stack.
+const MAX_REPLY_DEPTH: usize = 1000;
+
+/// Sets up what scripts see, once per engine: the `redis` API, Redis's `pcall`, and Redis 7's
+/// read-only globals. Redis makes the global table and the library tables read-only so that one
+/// script can neither leave state behind for the next nor break the sandbox; stock Lua has no
+/// read-only tables, so scripts get proxies that reject writes. It returns the environment scripts
+/// run in and the real `redis` table, into which each `EVAL` plugs `call` and `pcall`.
+const PRELUDE: &str = r#"
+local status_reply, error_reply, call_error_text = ...
+local base = _G
+local error, next, rawset, setmetatable, tostring, type = error, next, rawset, setmetatable, tostring, type
+local real_load, real_pcall, real_xpcall = load, pcall, xpcall
+
+local protected = {}
+local function readonly(real)
+  local proxy = setmetatable({}, {
+    __index = real,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __pairs = function() return next, real, nil end,
+    __metatable = false,
+  })
+  protected[proxy] = true
+  return proxy
+end
+
+base.print, base.dofile, base.loadfile, base.warn = nil, nil, nil, nil
+math.random, math.randomseed = nil, nil
+base.unpack = table.unpack
+
+local redis = { status_reply = status_reply, error_reply = error_reply }
+local env = readonly(base)
+
+-- Chunks loaded by a script get the script's environment, not the writable real globals.
+function base.load(chunk, name, mode, chunk_env)
+  return real_load(chunk, name, "t", chunk_env or env)
+end
+base.loadstring = base.load
+
+function base.rawset(t, k, v)
+  if protected[t] then error("Attempt to modify a readonly table", 2) end
+  return rawset(t, k, v)
+end
+
+-- Redis's redis.call raises an {err=...} table; here it raises a host error carrying the text,
+-- which a script that catches it sees as the table again (xpcall) or as the text (pcall).
+local function as_table(err)
+  local text = call_error_text(err)
+  if text then return { err = text } end
+  return err
+end
+-- Redis's own pcall hands back the error text, not the table.
+local function pcall_result(ok, ...)
+  if ok then return true, ... end
+  local err = as_table((...))
+  if type(err) == "table" then
+    local text = err.err
+    if type(text) == "string" or type(text) == "number" then return false, text end
+  end
+  return false, err
+end
+function base.pcall(f, ...)
+  return pcall_result(real_pcall(f, ...))
+end
+function base.xpcall(f, handler, ...)
+  return real_xpcall(f, function(err) return handler(as_table(err)) end, ...)
+end
+
+base.redis = readonly(redis)
+base.string = readonly(string)
+base.table = readonly(table)
+base.math = readonly(math)
+base._G = env
+setmetatable(base, {
+  __index = function(_, name)
+    error("Script attempted to access nonexistent global variable '" .. tostring(name) .. "'", 2)
+  end,
+  __metatable = false,
+})
+return env, redis
+"#;
+
+/// A Lua state set up like Redis's scripting engine, with its script cache.
+pub(crate) struct Engine {
+    lua: Lua,
+    /// The real global table, where `KEYS` and `ARGV` are put before each run.
+    globals: Table,
+    /// The read-only view of the globals that scripts run in.
+    env: Table,
+    /// The real `redis` table (scripts see a read-only view), where each `EVAL` plugs in `call`
+    /// and `pcall` bound to the keyspace it runs against.
+    redis: Table,
+    /// Taken before any script runs, so no script can replace what the engine calls.
+    xpcall: Function,
+    /// Redis's error handler for a script's run (see [`error_handler`]).
+    handler: Function,
+    /// Compiled scripts by SHA1, as Redis caches them (never evicted, as in Redis 7).
+    scripts: BTreeMap<Arc<str>, Function>,
+}
+
+impl Engine {
+    /// Creates the Lua state. This costs about 0.1 ms, a thousand times a plain command, so the
+    /// model does it on its first `EVAL` only.
+    pub(crate) fn new() -> mlua::Result<Engine> {
+        let lua = Lua::new_with(
+            StdLib::STRING | StdLib::TABLE | StdLib::MATH,
+            LuaOptions::default(),
+        )?;
+        let globals = lua.globals();
+        let xpcall: Function = globals.raw_get("xpcall")?;
+        let tostring: Function = globals.raw_get("tostring")?;
+        let handler =
+            lua.create_function(move |lua, err: Value| error_handler(lua, &tostring, err))?;
+        let status_reply =
+            lua.create_function(|lua, args: MultiValue| match single_string(&args) {
+                Some(s) => {
+                    let t = lua.create_table()?;
+                    t.raw_set("ok", s)?;
+                    Ok(Value::Table(t))
+                }
+                None => error_table(lua, "ERR wrong number or type of arguments"),
+            })?;
+        let error_reply = lua.create_function(|lua, args: MultiValue| {
+            match single_string(&args) {
+                // Redis reads the text as an error reply, with or without the leading '-'.
+                Some(s) => {
+                    let s = s.to_string_lossy();
+                    error_table(lua, s.strip_prefix('-').unwrap_or(&s))
+                }
+                None => error_table(lua, "ERR wrong number or type of arguments"),
+            }
+        })?;
+        let call_error_text = lua.create_function(|_, err: Value| {
+            Ok(match &err {
+                Value::Error(err) => call_error_text(err).map(str::to_owned),
+                _ => None,
+            })
+        })?;
+        let (env, redis): (Table, Table) = lua.load(PRELUDE).set_name("=redis").call((
+            status_reply,
+            error_reply,
+            call_error_text,
+        ))?;
+        Ok(Engine {
+            lua,
+            globals,
+            env,
+            redis,
+            xpcall,
+            handler,
+            scripts: BTreeMap::new(),
+        })
+    }
+
+    /// Runs a script atomically against `keyspace`. Time is frozen for its whole run: every
+    /// `redis.call` sees `now_ms`, as Redis 7 freezes the clock during a script. Writes made before
+    /// a failing `redis.call` stay, as in Redis: scripts are atomic, not transactional.
+    pub(crate) fn eval(
+        &mut self,
+        keyspace: &mut Keyspace,
+        script: &Script,
+        keys: &[String],
+        args: &[String],
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let function = match self.function(script) {
+            Ok(function) => function,
+            Err(reply) => return reply,
+        };
+        // Shared by `redis.call` and `redis.pcall`; a command never runs Lua, so the two never
+        // borrow it at once.
+        let target = RefCell::new((keyspace, effects));
+        let run = || -> mlua::Result<Reply> {
+            let keys = self
+                .lua
+                .create_sequence_from(keys.iter().map(String::as_str))?;
+            let args = self
+                .lua
+                .create_sequence_from(args.iter().map(String::as_str))?;
+            self.globals.raw_set("KEYS", keys)?;
+            self.globals.raw_set("ARGV", args)?;
+            self.lua.scope(|scope| {
+                let call = scope.create_function(|lua, argv: MultiValue| {
+                    let mut target = target.borrow_mut();
+                    let (keyspace, effects) = &mut *target;
+                    execute(lua, keyspace, now_ms, effects, argv)?
+                        .map_err(|text| mlua::Error::external(CallError(text)))
+                })?;
+                let pcall = scope.create_function(|lua, argv: MultiValue| {
+                    let mut target = target.borrow_mut();
+                    let (keyspace, effects) = &mut *target;
+                    match execute(lua, keyspace, now_ms, effects, argv)? {
+                        Ok(value) => Ok(value),
+                        Err(text) => error_table(lua, &text),
+                    }
+                })?;
+                self.redis.raw_set("call", call)?;
+                self.redis.raw_set("pcall", pcall)?;
+                let outcome = self
+                    .xpcall
+                    .call::<(bool, Value)>((function, self.handler.clone()));
+                self.redis.raw_set("call", Value::Nil)?;
+                self.redis.raw_set("pcall", Value::Nil)?;
+                let (ok, value) = outcome?;
+                Ok(if ok {
+                    lua_to_reply(&value, 0)
+                } else {
+                    script_error(&value, &script.sha1)
+                })
+            })
+        };
+        // Only a failure of the engine itself (e.g. out of memory) gets here; script errors are
+        // replies.
+        run().unwrap_or_else(|err| Reply::Error(one_line(&format!("ERR {err}"))))
+    }
+
+    /// The compiled script, compiling it on first use. Like Redis, the body becomes a function
+    /// (so `...` is not allowed and line numbers match the source) named after `@user_script`.
+    fn function(&mut self, script: &Script) -> Result<Function, Reply> {
+        if let Some(function) = self.scripts.get(&script.sha1) {
+            return Ok(function.clone());
+        }
+        let function: Function = self
+            .lua
+            .load(format!("return function() {}\nend", script.source))
+            .set_name(USER_SCRIPT)
+            .set_environment(self.env.clone())
+            .call(())
+            .map_err(|err| {
+                let detail = match err {
+                    mlua::Error::SyntaxError { message, .. } => message,
+                    other => other.to_string(),
+                };
+                Reply::Error(one_line(&format!(
+                    "ERR Error compiling script (new function): {detail}"
+                )))
+            })?;
+        self.scripts.insert(script.sha1.clone(), function.clone());
+        Ok(function)
+    }
+
+    /// How many scripts are compiled.
+    #[cfg(test)]
+    pub(crate) fn cached_scripts(&self) -> usize {
+        self.scripts.len()
+    }
+}
+
+/// The error `redis.call` raises, carrying the text of the `{err=…}` table Redis would raise. A
+/// Rust callback can only raise a Rust error, so the engine's handler and the script-visible
+/// `pcall`/`xpcall` turn it back into the table (or its text) Redis scripts expect.
+#[derive(Debug)]
+struct CallError(String);
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for CallError {}
+
+/// The text of a [`CallError`], through the wrapping mlua adds when it leaves the callback.
+fn call_error_text(err: &mlua::Error) -> Option<&str> {
+    match err {
+        mlua::Error::CallbackError { cause, .. } => call_error_text(cause),
+        other => other.downcast_ref::<CallError>().map(|e| e.0.as_str()),
+    }
+}
+
+/// Runs one command for `redis.call`/`redis.pcall`: `Ok` with the reply as Lua sees it, or `Err`
+/// with the text for the `{err=…}` table when the command (or its arguments) failed.
+fn execute(
+    lua: &Lua,
+    keyspace: &mut Keyspace,
+    now_ms: u64,
+    effects: &mut Vec<KeyEffect>,
+    argv: MultiValue,
+) -> mlua::Result<Result<Value, String>> {
+    if argv.is_empty() {
+        let err = "ERR Please specify at least one argument for this redis lib call";
+        return Ok(Err(lua_error_text(err)));
+    }
+    let mut args = Vec::with_capacity(argv.len());
+    for value in argv.iter() {
+        args.push(match value {
+            Value::String(s) => s.to_string_lossy(),
+            Value::Integer(n) => n.to_string(),
+            Value::Number(n) => float_argument(*n),
+            _ => {
+                let err = "ERR Lua redis lib command arguments must be strings or integers";
+                return Ok(Err(lua_error_text(err)));
+            }
+        });
+    }
+    let reply = match Command::parse(&args) {
+        Ok(cmd) => keyspace.exec(&cmd, now_ms, effects),
+        Err(err) => Reply::Error(err),
+    };
+    match reply {
+        Reply::Error(err) => Ok(Err(lua_error_text(&err))),
+        other => Ok(Ok(reply_to_lua(lua, &other)?)),
+    }
+}
+
+/// A reply as `redis.call` returns it: integer → integer, bulk → string, nil → `false`, status →
+/// `{ok=…}`, error → `{err=…}`, array → array table.
+fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Nil => Value::Boolean(false),
+        Reply::Int(n) => Value::Integer(*n),
+        Reply::Bulk(s) => Value::String(lua.create_string(s)?),
+        Reply::Status(s) => {
+            let t = lua.create_table()?;
+            t.raw_set("ok", s.as_str())?;
+            Value::Table(t)
+        }
+        Reply::Error(err) => error_table(lua, err)?,
+        Reply::Array(items) => {
+            let t = lua.create_table_with_capacity(items.len(), 0)?;
+            for (i, item) in items.iter().enumerate() {
+                t.raw_set(i + 1, reply_to_lua(lua, item)?)?;
+            }
+            Value::Table(t)
+        }
+    })
+}
+
+/// The `{err=…}` table Redis builds for an error reply.
+fn error_table(lua: &Lua, error: &str) -> mlua::Result<Value> {
+    let t = lua.create_table()?;
+    t.raw_set("err", lua_error_text(error))?;
+    Ok(Value::Table(t))
+}
+
+/// The text Redis stores in an `{err=…}` table for an error reply (`luaPushErrorBuff`): the first
+/// word is the error code, and a text without one gets `ERR`.
+fn lua_error_text(error: &str) -> String {
+    let (code, message) = error.split_once(' ').unwrap_or(("ERR", error));
+    format!("{code} {}", message.trim_matches(['\r', '\n']))
+}
+
+/// The one string argument `redis.status_reply`/`redis.error_reply` accept (Redis takes no number
+/// in its place).
+fn single_string(args: &MultiValue) -> Option<&mlua::String> {
+    match (args.len(), args.front()) {
+        (1, Some(Value::String(s))) => Some(s),
+        _ => None,
+    }
+}
+
+/// A float argument to `redis.call` as Redis formats it (`%.17g` layout with the shortest digits
+/// that round-trip, as Redis 7.2's `fpconv_dtoa`): integral values print as integers, which is what
+/// matters for Lua 5.4, where `/` always makes a float.
+fn float_argument(n: f64) -> String {
+    if n.is_nan() {
+        return "nan".into();
+    }
+    if n.is_infinite() {
+        return if n > 0.0 { "inf" } else { "-inf" }.into();
+    }
+    let scientific = format!("{n:e}");
+    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    if (-4..17).contains(&exponent) {
+        format!("{n}")
+    } else {
+        let sign = if exponent < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    }
+}
+
+/// A script's return value as the reply Redis sends: number → integer (truncated toward zero),
+/// string → bulk, `true` → 1, `false`/`nil` → nil, `{err=…}` → error, `{ok=…}` → status, other
+/// table → array up to the first `nil`.
+fn lua_to_reply(value: &Value, depth: usize) -> Reply {
+    match value {
+        Value::String(s) => Reply::Bulk(s.to_string_lossy()),
+        Value::Boolean(true) => Reply::Int(1),
+        Value::Integer(n) => Reply::Int(*n),
+        // `as` truncates toward zero like Redis's C cast, and saturates where C is undefined.
+        Value::Number(n) => Reply::Int(*n as i64),
+        Value::Table(t) => table_to_reply(t, depth),
+        _ => Reply::Nil,
+    }
+}
+
+fn table_to_reply(t: &Table, depth: usize) -> Reply {
+    if depth >= MAX_REPLY_DEPTH {
+        return Reply::Error("ERR reached lua stack limit".into());
+    }
+    // Only string fields count, as in Redis: `{err=1}` is an (empty) array.
+    if let Ok(Value::String(err)) = t.raw_get("err") {
+        return Reply::Error(one_line(&err.to_string_lossy()));
+    }
+    if let Ok(Value::String(ok)) = t.raw_get("ok") {
+        return Reply::Status(ok.to_string_lossy().replace(['\r', '\n'], " "));
+    }
+    let mut items = Vec::new();
+    for i in 1.. {
+        match t.raw_get::<Value>(i) {
+            Ok(Value::Nil) | Err(_) => break,
+            Ok(item) => items.push(lua_to_reply(&item, depth + 1)),
+        }
+    }
+    Reply::Array(items)
+}
+
+/// Redis's `__redis__err__handler`: turns whatever a script raised into an `{err=…}` table (a
+/// plain Lua error gets `ERR `), and records the script line it came from.
+fn error_handler(lua: &Lua, tostring: &Function, err: Value) -> mlua::Result<Table> {
+    let table = match err {
+        Value::Table(t) => t,
+        other => {
+            let text = match &other {
+                Value::Error(e) => call_error_text(e).map(str::to_owned),
+                _ => None,
+            };
+            let text = match text {
+                Some(text) => text,
+                None => format!(
+                    "ERR {}",
+                    tostring.call::<mlua::String>(other)?.to_string_lossy()
+                ),
+            };
+            let t = lua.create_table()?;
+            t.raw_set("err", text)?;
+            t
+        }
+    };
+    if let Some(line) = user_script_line(lua) {
+        table.raw_set("source", USER_SCRIPT)?;
+        table.raw_set("line", line)?;
+    }
+    Ok(table)
+}
+
+/// The line of the innermost script frame on the stack: Redis reports the caller when the error
+/// was raised by a C function such as `redis.call` or `error`, and the prelude's own Lua functions
+/// (the global-variable guard, `rawset`) are not the script either.
+fn user_script_line(lua: &Lua) -> Option<usize> {
+    // Between the handler and the script there are at most a few C and prelude frames.
+    for level in 1..64 {
+        let (source, line) = lua.inspect_stack(level, |frame| {
+            let source = frame.source().source.map(|s| s.into_owned());
+            (source, frame.current_line())
+        })?;
+        if source.as_deref() == Some(USER_SCRIPT) {
+            return line;
+        }
+    }
+    None
+}
+
+/// The reply for a failed script, worded as Redis's `luaCallFunction` does:
+/// `<err> script: <sha1>, on @user_script:<line>.`
+fn script_error(err: &Value, sha1: &str) -> Reply {
+    let Value::Table(t) = err else {
+        // Only when the error handler itself failed.
+        return Reply::Error(one_line(&format!(
+            "ERR Error running script {sha1}, {err:?}"
+        )));
+    };
+    let field = |name: &str| match t.raw_get::<Value>(name) {
+        Ok(Value::String(s)) => Some(s.to_string_lossy()),
+        Ok(Value::Integer(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let mut text = field("err").unwrap_or_else(|| "ERR unknown script error".into());
+    if let (Some(source), Some(line)) = (field("source"), field("line")) {
+        text.push_str(&format!(" script: {sha1}, on {source}:{line}."));
+    }
+    Reply::Error(one_line(&text))
+}
+
+/// An error text that fits on one RESP line, as Redis makes it: trailing newlines dropped, inner
+/// ones turned into spaces.
+fn one_line(text: &str) -> String {
+    text.trim_end_matches(['\r', '\n'])
+        .replace(['\r', '\n'], " ")
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{KeyEffect, RedisModel};
+    use lockcheck_algorithms::redis::command::{Command, Reply, Script};
+
+    const COMPARE_AND_DELETE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#;
+    const COMPARE_AND_PEXPIRE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end"#;
+    const ACQUIRE_WITH_FENCING: &str = r#"if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) else return false end"#;
+
+    fn eval_cmd(source: &str, keys: &[&str], args: &[&str]) -> Command {
+        Command::Eval {
+            script: Script::new(source),
+            keys: keys.iter().map(|s| s.to_string()).collect(),
+            args: args.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn eval_at(
+        m: &mut RedisModel,
+        now: u64,
+        source: &str,
+        keys: &[&str],
+        args: &[&str],
+    ) -> (Reply, Vec<KeyEffect>) {
+        let mut effects = Vec::new();
+        let reply = m.apply(&eval_cmd(source, keys, args), now, &mut effects);
+        (reply, effects)
+    }
+
+    fn eval(m: &mut RedisModel, source: &str) -> Reply {
+        eval_at(m, 0, source, &[], &[]).0
+    }
+
+    fn run(m: &mut RedisModel, line: &str, now: u64) -> Reply {
+        let argv: Vec<String> = line.split(' ').map(String::from).collect();
+        m.apply(&Command::parse(&argv).unwrap(), now, &mut Vec::new())
+    }
+
+    fn error_text(reply: Reply) -> String {
+        match reply {
+            Reply::Error(text) => text,
+            other => panic!("expected an error reply, got {other:?}"),
+        }
+    }
+
+    fn bulk(s: &str) -> Reply {
+        Reply::Bulk(s.into())
+    }
+
+    #[test]
+    fn compare_and_delete_script_deletes_only_the_owners_key() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET lock alice PX 100", 0);
+        let (r, effects) = eval_at(&mut m, 10, COMPARE_AND_DELETE, &["lock"], &["bob"]);
+        assert_eq!(r, Reply::Int(0));
+        assert!(effects.is_empty());
+        assert_eq!(run(&mut m, "GET lock", 10), bulk("alice"));
+
+        let (r, effects) = eval_at(&mut m, 10, COMPARE_AND_DELETE, &["lock"], &["alice"]);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::Deleted {
+                key: "lock".into(),
+                value: Some("alice".into())
+            }]
+        );
+        assert!(m.is_empty());
+
+        // An expired lock is not deleted by its former owner: the script sees nil.
+        run(&mut m, "SET lock alice PX 100", 0);
+        let (r, effects) = eval_at(&mut m, 101, COMPARE_AND_DELETE, &["lock"], &["alice"]);
+        assert_eq!(r, Reply::Int(0));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::Expired {
+                key: "lock".into(),
+                value: Some("alice".into())
+            }]
+        );
+    }
+
+    #[test]
+    fn compare_and_pexpire_script_extends_only_the_owners_key() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET lock alice PX 100", 0);
+        let (r, effects) = eval_at(&mut m, 50, COMPARE_AND_PEXPIRE, &["lock"], &["bob", "1000"]);
+        assert_eq!(r, Reply::Int(0));
+        assert!(effects.is_empty());
+        assert_eq!(run(&mut m, "PTTL lock", 50), Reply::Int(50));
+
+        let (r, effects) = eval_at(
+            &mut m,
+            50,
+            COMPARE_AND_PEXPIRE,
+            &["lock"],
+            &["alice", "1000"],
+        );
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::ExpiryChanged {
+                key: "lock".into(),
+                expires_at_ms: Some(1_050)
+            }]
+        );
+        assert_eq!(run(&mut m, "PTTL lock", 50), Reply::Int(1_000));
+    }
+
+    #[test]
+    fn fencing_script_returns_increasing_tokens_only_when_the_lock_is_free() {
+        let mut m = RedisModel::new();
+        let keys = ["lock", "fence"];
+        let (r, effects) = eval_at(&mut m, 0, ACQUIRE_WITH_FENCING, &keys, &["alice", "100"]);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![
+                KeyEffect::Set {
+                    key: "lock".into(),
+                    value: "alice".into(),
+                    expires_at_ms: Some(100)
+                },
+                KeyEffect::Set {
+                    key: "fence".into(),
+                    value: "1".into(),
+                    expires_at_ms: None
+                },
+            ]
+        );
+        // Held: SET NX gives nil, which Lua sees as false, and the script returns false → nil.
+        let (r, effects) = eval_at(&mut m, 100, ACQUIRE_WITH_FENCING, &keys, &["bob", "100"]);
+        assert_eq!(r, Reply::Nil);
+        assert!(effects.is_empty());
+        let (r, _) = eval_at(&mut m, 101, ACQUIRE_WITH_FENCING, &keys, &["bob", "100"]);
+        assert_eq!(r, Reply::Int(2));
+        assert_eq!(run(&mut m, "GET lock", 101), bulk("bob"));
+    }
+
+    #[test]
+    fn script_return_values_convert_like_redis() {
+        let mut m = RedisModel::new();
+        assert_eq!(eval(&mut m, "return 42"), Reply::Int(42));
+        assert_eq!(eval(&mut m, "return 3.99"), Reply::Int(3));
+        assert_eq!(eval(&mut m, "return -3.99"), Reply::Int(-3));
+        assert_eq!(eval(&mut m, "return 10 / 4"), Reply::Int(2));
+        assert_eq!(eval(&mut m, "return 'hi'"), bulk("hi"));
+        assert_eq!(eval(&mut m, "return true"), Reply::Int(1));
+        assert_eq!(eval(&mut m, "return false"), Reply::Nil);
+        assert_eq!(eval(&mut m, "return nil"), Reply::Nil);
+        assert_eq!(eval(&mut m, "local x = 1"), Reply::Nil);
+        assert_eq!(eval(&mut m, "return redis.call"), Reply::Nil);
+        assert_eq!(eval(&mut m, "return function() end"), Reply::Nil);
+        assert_eq!(eval(&mut m, "return 1, 2"), Reply::Int(1));
+    }
+
+    #[test]
+    fn status_and_error_tables_become_status_and_error_replies() {
+        let mut m = RedisModel::new();
+        assert_eq!(
+            eval(&mut m, "return {ok='PONG'}"),
+            Reply::Status("PONG".into())
+        );
+        assert_eq!(
+            eval(&mut m, "return {err='MYERR went wrong'}"),
+            Reply::Error("MYERR went wrong".into())
+        );
+        // `err` wins over `ok`, and only string fields count.
+        assert_eq!(
+            eval(&mut m, "return {ok='x', err='E x'}"),
+            Reply::Error("E x".into())
+        );
+        assert_eq!(eval(&mut m, "return {err=1}"), Reply::Array(vec![]));
+        assert_eq!(
+            eval(&mut m, "return redis.status_reply('FINE')"),
+            Reply::Status("FINE".into())
+        );
+        // error_reply keeps a code the text starts with, else adds ERR (Redis's luaPushErrorBuff).
+        assert_eq!(
+            eval(&mut m, "return redis.error_reply('MY Error')"),
+            Reply::Error("MY Error".into())
+        );
+        assert_eq!(
+            eval(&mut m, "return redis.error_reply('-NOPE not now')"),
+            Reply::Error("NOPE not now".into())
+        );
+        assert_eq!(
+            eval(&mut m, "return redis.error_reply('oops')"),
+            Reply::Error("ERR oops".into())
+        );
+        assert_eq!(
+            eval(&mut m, "return redis.status_reply(1)"),
+            Reply::Error("ERR wrong number or type of arguments".into())
+        );
+        assert_eq!(
+            eval(&mut m, "return redis.error_reply('a', 'b')"),
+            Reply::Error("ERR wrong number or type of arguments".into())
+        );
+    }
+
+    #[test]
+    fn arrays_stop_at_the_first_nil_and_nest() {
+        let mut m = RedisModel::new();
+        assert_eq!(
+            eval(&mut m, "return {1, 'two', {3, {ok='OK'}}, false, nil, 6}"),
+            Reply::Array(vec![
+                Reply::Int(1),
+                bulk("two"),
+                Reply::Array(vec![Reply::Int(3), Reply::Status("OK".into())]),
+                Reply::Nil,
+            ])
+        );
+        assert_eq!(eval(&mut m, "return {}"), Reply::Array(vec![]));
+        assert_eq!(
+            eval(&mut m, "return {KEYS[1], ARGV[1], #KEYS, #ARGV}"),
+            Reply::Array(vec![])
+        );
+        let (r, _) = eval_at(
+            &mut m,
+            0,
+            "return {KEYS[2], ARGV[1], #KEYS}",
+            &["a", "b"],
+            &["x"],
+        );
+        assert_eq!(r, Reply::Array(vec![bulk("b"), bulk("x"), Reply::Int(2)]));
+        // A table that contains itself stops at a depth limit instead of overflowing the stack.
+        let r = eval(&mut m, "local t = {}; t[1] = t; return t");
+        let mut depth = 0;
+        let mut cur = &r;
+        while let Reply::Array(items) = cur {
+            depth += 1;
+            cur = &items[0];
+        }
+        assert_eq!(cur, &Reply::Error("ERR reached lua stack limit".into()));
+        assert!(depth > 100);
+    }
+
+    #[test]
+    fn redis_call_results_convert_to_lua_like_redis() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET s hello", 0);
+        run(&mut m, "SET n 5", 0);
+        let probe = r#"
+            local set = redis.call('SET', 'k', 'v')
+            local missing = redis.call('GET', 'nope')
+            local n = redis.call('INCR', 'n')
+            return {
+                type(set), set.ok,
+                type(missing), tostring(missing),
+                math.type(n), n,
+                type(redis.call('GET', 's')), redis.call('GET', 's'),
+            }"#;
+        assert_eq!(
+            eval(&mut m, probe),
+            Reply::Array(vec![
+                bulk("table"),
+                bulk("OK"),
+                bulk("boolean"),
+                bulk("false"),
+                bulk("integer"),
+                Reply::Int(6),
+                bulk("string"),
+                bulk("hello"),
+            ])
+        );
+        // A status table from redis.call goes back out as a status.
+        assert_eq!(
+            eval(&mut m, "return redis.call('SET', 'k', 'w')"),
+            Reply::Status("OK".into())
+        );
+    }
+
+    #[test]
+    fn redis_call_error_aborts_the_script_but_keeps_earlier_writes() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET s abc", 0);
+        let source = "redis.call('SET', 'before', '1')\nredis.call('INCR', 's')\nredis.call('SET', 'after', '1')";
+        let sha1 = Script::new(source).sha1;
+        let (r, effects) = eval_at(&mut m, 0, source, &[], &[]);
+        assert_eq!(
+            r,
+            Reply::Error(format!(
+                "ERR value is not an integer or out of range script: {sha1}, on @user_script:2."
+            ))
+        );
+        assert_eq!(effects.len(), 1, "{effects:?}");
+        assert_eq!(run(&mut m, "GET before", 0), bulk("1"));
+        assert_eq!(run(&mut m, "EXISTS after", 0), Reply::Int(0));
+    }
+
+    #[test]
+    fn redis_pcall_returns_the_error_table_and_the_script_goes_on() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET s abc", 0);
+        assert_eq!(
+            eval(
+                &mut m,
+                "local r = redis.pcall('INCR', 's'); return {type(r), r.err}"
+            ),
+            Reply::Array(vec![
+                bulk("table"),
+                bulk("ERR value is not an integer or out of range")
+            ])
+        );
+        // Returning the table makes it the script's (undecorated) error reply.
+        assert_eq!(
+            eval(&mut m, "return redis.pcall('INCR', 's')"),
+            Reply::Error("ERR value is not an integer or out of range".into())
+        );
+        assert_eq!(eval(&mut m, "return redis.pcall('GET', 's')"), bulk("abc"));
+        // Lua's own pcall around redis.call yields the error text, as Redis's pcall does.
+        assert_eq!(
+            eval(
+                &mut m,
+                "local ok, e = pcall(redis.call, 'INCR', 's'); return {tostring(ok), e}"
+            ),
+            Reply::Array(vec![
+                bulk("false"),
+                bulk("ERR value is not an integer or out of range")
+            ])
+        );
+        assert_eq!(
+            eval(&mut m, "local ok, e = pcall(error, 'boom', 0); return e"),
+            bulk("boom")
+        );
+        // xpcall's handler gets the {err=...} table, as in Redis.
+        assert_eq!(
+            eval(
+                &mut m,
+                "local ok, e = xpcall(redis.call, function(e) return e end, 'INCR', 's'); return {type(e), e.err}"
+            ),
+            Reply::Array(vec![
+                bulk("table"),
+                bulk("ERR value is not an integer or out of range")
+            ])
+        );
+    }
+
+    #[test]
+    fn redis_call_arguments_follow_redis_rules() {
+        let mut m = RedisModel::new();
+        // Numbers become their integer text; a float from `/` is integral here.
+        assert_eq!(
+            eval(
+                &mut m,
+                "redis.call('SET', 'k', 'v', 'PX', 1000 / 2); return redis.call('PTTL', 'k')"
+            ),
+            Reply::Int(500)
+        );
+        assert_eq!(
+            eval(
+                &mut m,
+                "redis.call('SET', 'n', 7); return redis.call('GET', 'n')"
+            ),
+            bulk("7")
+        );
+        assert_eq!(
+            eval(
+                &mut m,
+                "redis.call('SET', 'f', 2.5); return redis.call('GET', 'f')"
+            ),
+            bulk("2.5")
+        );
+        // Command names and options are case-insensitive.
+        assert_eq!(
+            eval(&mut m, "return redis.call('set', 'k', 'x', 'nx')"),
+            Reply::Nil
+        );
+        let sha = |s: &str| Script::new(s).sha1.to_string();
+        let cases = [
+            (
+                "return redis.call()",
+                "ERR Please specify at least one argument for this redis lib call",
+            ),
+            (
+                "return redis.call('GET', {})",
+                "ERR Lua redis lib command arguments must be strings or integers",
+            ),
+            (
+                "return redis.call('GET', nil)",
+                "ERR Lua redis lib command arguments must be strings or integers",
+            ),
+            (
+                "return redis.call('GET')",
+                "ERR wrong number of arguments for 'get' command",
+            ),
+            (
+                "return redis.call('SET', 'k', 'v', 'PX', 0)",
+                "ERR invalid expire time in 'set' command",
+            ),
+            (
+                "return redis.call('EVAL', 'return 1', 0)",
+                "ERR This Redis command is not allowed from script",
+            ),
+        ];
+        for (source, err) in cases {
+            assert_eq!(
+                eval(&mut m, source),
+                Reply::Error(format!("{err} script: {}, on @user_script:1.", sha(source))),
+                "{source}"
+            );
+        }
+        assert_eq!(
+            eval(&mut m, "return redis.pcall()"),
+            Reply::Error("ERR Please specify at least one argument for this redis lib call".into())
+        );
+        let r = error_text(eval(&mut m, "return redis.call('FLUSHALL')"));
+        assert!(r.starts_with("ERR unknown command 'FLUSHALL'"), "{r}");
+    }
+
+    #[test]
+    fn float_arguments_are_formatted_as_redis_does() {
+        use super::float_argument;
+        assert_eq!(float_argument(2.0), "2");
+        assert_eq!(float_argument(-3.0), "-3");
+        assert_eq!(float_argument(2.5), "2.5");
+        assert_eq!(float_argument(0.1), "0.1");
+        assert_eq!(float_argument(1e16), "10000000000000000");
+        assert_eq!(float_argument(1e17), "1e+17");
+        assert_eq!(float_argument(1.5e-7), "1.5e-07");
+        assert_eq!(float_argument(0.0001), "0.0001");
+    }
+
+    #[test]
+    fn syntax_and_runtime_errors_become_err_replies_and_the_model_stays_usable() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET k v", 0);
+
+        let compile = error_text(eval(&mut m, "return +"));
+        assert!(
+            compile.starts_with("ERR Error compiling script (new function): user_script:1:"),
+            "{compile}"
+        );
+        let vararg = error_text(eval(&mut m, "return ..."));
+        assert!(vararg.starts_with("ERR Error compiling script"), "{vararg}");
+
+        let source = "local x = nil\nreturn x + 1";
+        let runtime = error_text(eval(&mut m, source));
+        assert!(
+            runtime.starts_with("ERR user_script:2: attempt to perform arithmetic on a nil value"),
+            "{runtime}"
+        );
+        assert!(
+            runtime.ends_with(&format!(
+                "script: {}, on @user_script:2.",
+                Script::new(source).sha1
+            )),
+            "{runtime}"
+        );
+
+        let raised = error_text(eval(&mut m, "error('boom')"));
+        assert!(
+            raised.starts_with("ERR user_script:1: boom script: "),
+            "{raised}"
+        );
+        let raised_table = error_text(eval(&mut m, "error({err='CUSTOM thing'})"));
+        assert!(
+            raised_table.starts_with("CUSTOM thing script: "),
+            "{raised_table}"
+        );
+
+        assert_eq!(m.cached_scripts(), 3, "failed compilations are not cached");
+        assert_eq!(run(&mut m, "GET k", 0), bulk("v"));
+        assert_eq!(eval(&mut m, "return redis.call('GET', 'k')"), bulk("v"));
+    }
+
+    #[test]
+    fn globals_are_read_only_and_nothing_leaks_between_scripts() {
+        let mut m = RedisModel::new();
+        let create = error_text(eval(&mut m, "x = 1"));
+        assert!(
+            create.starts_with("ERR user_script:1: Attempt to modify a readonly table script:"),
+            "{create}"
+        );
+        let read = error_text(eval(&mut m, "return undefined_thing"));
+        assert!(
+            read.starts_with(
+                "ERR user_script:1: Script attempted to access nonexistent global variable 'undefined_thing'"
+            ),
+            "{read}"
+        );
+        for escape in [
+            "redis = nil",
+            "redis.call = nil",
+            "string.rep = nil",
+            "_G.x = 1",
+            "rawset(_G, 'x', 1)",
+            "load('y = 1')()",
+            "setmetatable(_G, nil)",
+            "KEYS = {}",
+        ] {
+            let r = eval(&mut m, escape);
+            assert!(matches!(r, Reply::Error(_)), "{escape} gave {r:?}");
+        }
+        // After all that, a fresh script sees a pristine environment.
+        assert_eq!(
+            eval(
+                &mut m,
+                "return {type(redis.call), type(string.rep), rawget(_G, 'x') == nil and 'clean' or 'dirty'}"
+            ),
+            Reply::Array(vec![bulk("function"), bulk("function"), bulk("clean")])
+        );
+        // Locals, and scripts' own tables, are as usual.
+        assert_eq!(
+            eval(
+                &mut m,
+                "local t = {}; rawset(t, 'a', 1); t.b = 2; return t.a + t.b"
+            ),
+            Reply::Int(3)
+        );
+    }
+
+    #[test]
+    fn only_deterministic_libraries_are_available() {
+        let mut m = RedisModel::new();
+        let probe = "return {type(os), type(io), type(print), type(dofile), type(require), \
+                     type(math.random), type(math.floor), type(string.format), \
+                     type(table.concat), type(unpack), type(cjson)}";
+        // `type(os)` reads a nonexistent global, which Redis makes an error; use rawget instead.
+        assert!(matches!(eval(&mut m, probe), Reply::Error(_)));
+        let probe = "local g = {}; for _, n in ipairs({'os', 'io', 'print', 'dofile', 'require', 'loadfile'}) do \
+                     g[#g + 1] = type(rawget(_G, n)) end; \
+                     g[#g + 1] = type(math.random); g[#g + 1] = type(math.floor); \
+                     g[#g + 1] = type(string.format); g[#g + 1] = type(table.concat); \
+                     g[#g + 1] = type(unpack); return g";
+        let expected: Vec<Reply> = [
+            "nil", "nil", "nil", "nil", "nil", "nil", "nil", "function", "function", "function",
+            "function",
+        ]
+        .iter()
+        .map(|s| bulk(s))
+        .collect();
+        assert_eq!(eval(&mut m, probe), Reply::Array(expected));
+    }
+
+    #[test]
+    fn time_is_frozen_during_a_script() {
+        let mut m = RedisModel::new();
+        let source = "redis.call('SET', KEYS[1], 'v', 'PX', 10)\n\
+                      local s = 0\n\
+                      for i = 1, 100000 do s = s + i end\n\
+                      return redis.call('PTTL', KEYS[1])";
+        let (r, _) = eval_at(&mut m, 1_000, source, &["k"], &[]);
+        assert_eq!(r, Reply::Int(10));
+    }
+
+    #[test]
+    fn scripts_are_compiled_once_per_sha1() {
+        let mut m = RedisModel::new();
+        assert_eq!(m.cached_scripts(), 0);
+        for i in 0..3 {
+            let i = i.to_string();
+            let (r, _) = eval_at(&mut m, 0, "return ARGV[1]", &[], &[i.as_str()]);
+            assert_eq!(r, bulk(&i));
+        }
+        assert_eq!(m.cached_scripts(), 1);
+        eval(&mut m, "return 2");
+        assert_eq!(m.cached_scripts(), 2);
+        // A restart loses the cache, as in Redis.
+        let restarted = RedisModel::restore(m.snapshot());
+        assert_eq!(restarted.cached_scripts(), 0);
+    }
+
+    #[test]
+    fn scripts_see_expiry_and_emit_effects_like_direct_commands() {
+        let mut m = RedisModel::new();
+        run(&mut m, "SET gone x PX 5", 0);
+        run(&mut m, "SET kept y", 0);
+        let (r, effects) = eval_at(
+            &mut m,
+            6,
+            "return {redis.call('EXISTS', KEYS[1]), redis.call('DEL', KEYS[1], KEYS[2]), redis.call('PEXPIRE', KEYS[2], 5)}",
+            &["gone", "kept"],
+            &[],
+        );
+        assert_eq!(
+            r,
+            Reply::Array(vec![Reply::Int(0), Reply::Int(1), Reply::Int(0)])
+        );
+        assert_eq!(
+            effects,
+            vec![
+                KeyEffect::Expired {
+                    key: "gone".into(),
+                    value: Some("x".into())
+                },
+                KeyEffect::Deleted {
+                    key: "kept".into(),
+                    value: Some("y".into())
+                },
+            ]
+        );
+    }
+}

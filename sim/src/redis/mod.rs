@@ -1,0 +1,10 @@
+//! The simulated Redis server: a pure state machine ([`model`]) running scripts with an embedded
+//! Lua ([`lua`]), wrapped as a madsim node ([`node`]), and the client side ([`store`]).
+
+mod lua;
+pub mod model;
+pub mod node;
+pub mod store;
+
+pub use model::{KeyEffect, RedisModel, Snapshot};
+pub use store::SimRedis;

@@ -1,0 +1,49 @@
+//! The protected resource: the node clients touch inside their critical section.
+//!
+//! It is the checker's eye. It sees every access in true order (it runs on true time, so its
+//! order is the real one) and records it. With fencing on it also enforces Kleppmann's rule: an
+//! access whose fencing token is below the highest it has accepted comes from a stale holder and
+//! is rejected. Equal tokens are accepted, because a holder touches twice with the same token.
+
+use crate::history::{Kind, Op};
+use crate::net::{serve, Request, Response};
+use crate::world::World;
+use std::sync::Arc;
+
+/// Runs the resource on node `me` until the node is stopped.
+pub async fn run_resource(world: Arc<World>, me: usize) {
+    let fencing = world.scenario.params.fencing;
+    let mut highest: Option<u64> = None;
+    let recorder = world.clone();
+    serve(world, me, move |from, request| {
+        let Request::Access(access) = request else {
+            return Response::Access(false);
+        };
+        let accepted = if fencing {
+            // No token, no access: a resource that demands fencing cannot judge a client without one.
+            match (access.fence, highest) {
+                (Some(f), Some(h)) => f >= h,
+                (Some(_), None) => true,
+                (None, _) => false,
+            }
+        } else {
+            true
+        };
+        if accepted && fencing {
+            highest = highest.max(access.fence);
+        }
+        recorder.record(
+            me,
+            Kind::Observe,
+            Op::Resource {
+                client: recorder.topology.name(from).to_string(),
+                phase: access.phase,
+                token: access.token,
+                fence: access.fence,
+                accepted,
+            },
+        );
+        Response::Access(accepted)
+    })
+    .await
+}

@@ -1,0 +1,170 @@
+//! One deterministic run: build the nodes, start the nemesis and the workload, wait for the end,
+//! probe liveness, check the history.
+
+use crate::checker::{self, StaleAccess, Violation};
+use crate::disk::Disk;
+use crate::history::{History, Kind, Op};
+use crate::nemesis;
+use crate::redis::node::run_server;
+use crate::resource::run_resource;
+use crate::scenario::Scenario;
+use crate::topology::{Role, Topology};
+use crate::workload::{run_client, run_probe};
+use crate::world::World;
+use madsim::runtime::{Handle, Runtime};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a run produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// Everything that happened.
+    pub history: History,
+    /// What must not have happened, and did.
+    pub violations: Vec<Violation>,
+    /// Accesses a fencing resource rejected (not violations).
+    pub stale_accesses: Vec<StaleAccess>,
+    /// [`History::digest`] of `history`.
+    pub digest: String,
+}
+
+impl Outcome {
+    /// Whether any violation was found.
+    pub fn violated(&self) -> bool {
+        !self.violations.is_empty()
+    }
+}
+
+/// How often the main node looks whether the clients are done.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs `scenario` (which must be valid) and checks it. Same scenario, same outcome.
+pub fn run(scenario: &Scenario) -> Outcome {
+    let runtime = Runtime::with_seed_and_config(scenario.seed, madsim::Config::default());
+    let scenario = scenario.clone();
+    let history = runtime.block_on(simulate(scenario));
+    let violations = checker::check(&history.entries);
+    let stale_accesses = checker::stale_accesses(&history.entries);
+    let digest = history.digest();
+    Outcome {
+        history,
+        violations,
+        stale_accesses,
+        digest,
+    }
+}
+
+fn start_node<F, Fut>(handle: &Handle, world: &Arc<World>, node: usize, body: F)
+where
+    F: Fn(Arc<World>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let w = world.clone();
+    let id = handle
+        .create_node()
+        .name(world.topology.name(node))
+        .ip(Topology::addr(node).ip())
+        .init(move || body(w.clone()))
+        .build()
+        .id();
+    world.set_node_id(node, id);
+}
+
+async fn simulate(scenario: Scenario) -> History {
+    let handle = Handle::current();
+    let timeline = nemesis::timeline(&scenario);
+    let quiet_ns = nemesis::quiet_after_ns(&timeline);
+    let world = Arc::new(World::new(scenario));
+    let topology = world.topology.clone();
+    let params = world.scenario.params.clone();
+
+    for server in topology.with_role(Role::Server) {
+        let disk = Arc::new(Disk::new(params.persistence));
+        start_node(&handle, &world, server, move |w| {
+            run_server(w, server, disk.clone())
+        });
+    }
+    let resource = topology.resource();
+    start_node(&handle, &world, resource, move |w| {
+        run_resource(w, resource)
+    });
+    // Servers and the resource bind their ports before any client sends.
+    madsim::time::sleep(Duration::from_millis(1)).await;
+    let clients = topology.with_role(Role::Client);
+    for &client in &clients {
+        start_node(&handle, &world, client, move |w| run_client(w, client));
+    }
+    let nemesis = madsim::task::spawn(nemesis::run(world.clone(), timeline));
+
+    // The run ends when every client is done (or down for good) and the nemesis is through, or,
+    // for clients that never finish (blocked, or holding on), at a hard limit after the end.
+    let ttl = Duration::from_millis(params.ttl_ms);
+    let hold = Duration::from_millis(world.scenario.workload.hold_ms);
+    let end_ns = world.scenario.duration_ms * 1_000_000;
+    let limit_ns = end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000;
+    loop {
+        let settled = clients
+            .iter()
+            .all(|&c| world.is_finished(c) || world.is_down(c));
+        if (settled && world.true_ns() >= quiet_ns) || world.true_ns() >= limit_ns {
+            break;
+        }
+        madsim::time::sleep(POLL).await;
+    }
+    let _ = nemesis.await;
+    for &c in &clients {
+        if !world.is_finished(c) && !world.is_down(c) {
+            world.record(
+                c,
+                Kind::Observe,
+                Op::Note {
+                    text: format!(
+                        "still running at the run's hard limit ({} left); stopped",
+                        plural(world.remaining(c), "critical section")
+                    ),
+                },
+            );
+        }
+        handle.kill(world.node_id(c));
+    }
+
+    // Liveness: with every fault over and every client stopped, the lock must come free within
+    // twice the TTL (one TTL for a lease left by a stopped holder, one more as slack).
+    let probe = topology.probe();
+    let down: Vec<usize> = topology
+        .with_role(Role::Server)
+        .into_iter()
+        .filter(|&s| world.is_down(s))
+        .collect();
+    if down.is_empty() {
+        let wait = 2 * ttl;
+        let w = world.clone();
+        start_node(&handle, &world, probe, move |w2| run_probe(w2, probe, wait));
+        let probe_limit = world.true_ns() + (wait + Duration::from_secs(5)).as_nanos() as u64;
+        // The probe node exits when its init future returns.
+        while !handle.is_exit(w.node_id(probe)) && w.true_ns() < probe_limit {
+            madsim::time::sleep(POLL).await;
+        }
+    } else {
+        let names: Vec<&str> = down.iter().map(|&s| topology.name(s)).collect();
+        world.record(
+            probe,
+            Kind::Observe,
+            Op::Note {
+                text: format!(
+                    "liveness not checked: {} still down at the end of the run",
+                    names.join(", ")
+                ),
+            },
+        );
+    }
+    world.history()
+}
+
+fn plural(n: u32, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}

@@ -1,0 +1,620 @@
+//! The scenario: everything that decides a run, and nothing else.
+//!
+//! Like a TigerBeetle VOPR seed, a [`Scenario`] is the whole truth of a run: the same scenario gives
+//! the same history, byte for byte, whatever machine, thread count or wall time. It is also the
+//! user-facing file format (`lockcheck run FILE`) and is embedded in every report, so it is
+//! parsed strictly: unknown keys and impossible values are errors that name the field at fault.
+
+use crate::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// A scenario file that cannot be run, with the reason.
+#[derive(Debug, Error, PartialEq)]
+pub enum ScenarioError {
+    /// Not valid JSON, or not of the scenario's shape.
+    #[error("{path}: {message}")]
+    Parse {
+        /// Where in the document (`params.ttl_ms`, `faults[2]`, or `.` for the whole).
+        path: String,
+        /// What is wrong there.
+        message: String,
+    },
+    /// Well-formed, but impossible or contradictory.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The lock algorithm under test, by its user-facing name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Algorithm {
+    /// One Redis server, `SET NX PX` + Lua compare-and-delete.
+    #[serde(rename = "single-redis")]
+    SingleRedis,
+}
+
+impl Algorithm {
+    /// Every implemented algorithm.
+    pub const ALL: &'static [Algorithm] = &[Algorithm::SingleRedis];
+
+    /// The user-facing name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::SingleRedis => "single-redis",
+        }
+    }
+
+    /// Looks an algorithm up by its user-facing name.
+    pub fn from_name(name: &str) -> Option<Algorithm> {
+        Self::ALL.iter().copied().find(|a| a.name() == name)
+    }
+
+    /// How many servers the algorithm runs against, given the `nodes` parameter.
+    pub fn servers(self, params: &Params) -> usize {
+        match self {
+            Algorithm::SingleRedis => params.nodes.unwrap_or(1) as usize,
+        }
+    }
+}
+
+/// What a crashed server keeps on restart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Persistence {
+    /// Nothing: a restarted server is empty.
+    #[default]
+    None,
+    /// The data set as of the last whole second (Redis `appendfsync everysec`): up to a second of
+    /// writes is lost.
+    Everysec,
+    /// Every write is on disk before it is acknowledged (`appendfsync always`).
+    Always,
+}
+
+fn default_ttl_ms() -> u64 {
+    10_000
+}
+fn default_drift_factor() -> f64 {
+    0.01
+}
+fn default_retry_delay_ms() -> u64 {
+    200
+}
+fn default_request_timeout_ms() -> u64 {
+    100
+}
+
+/// Algorithm parameters; the names are shared by all algorithms where they apply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Number of servers (single-redis: 1, the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
+    /// Lease length in milliseconds (default 10 000).
+    #[serde(default = "default_ttl_ms")]
+    pub ttl_ms: u64,
+    /// Clock drift allowance as a fraction of the TTL (default 0.01, Redlock's).
+    #[serde(default = "default_drift_factor")]
+    pub drift_factor: f64,
+    /// Draw a fencing token on acquisition and have the resource reject stale ones (default false).
+    #[serde(default)]
+    pub fencing: bool,
+    /// What servers keep across a crash (default `none`).
+    #[serde(default)]
+    pub persistence: Persistence,
+    /// A crashed server stays down at least this long; an earlier `restart` waits (default 0).
+    #[serde(default)]
+    pub restart_delay_ms: u64,
+    /// Base delay between acquisition attempts, jittered in [d/2, d] (default 200).
+    #[serde(default = "default_retry_delay_ms")]
+    pub retry_delay_ms: u64,
+    /// How long a client waits for one reply before treating it as unknown (default 100).
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// Renew the lease every TTL/3 while held (Redisson's watchdog; default false).
+    #[serde(default)]
+    pub watchdog: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("defaults parse")
+    }
+}
+
+fn default_acquisitions() -> u32 {
+    3
+}
+fn default_hold_ms() -> u64 {
+    1_000
+}
+fn default_think_ms() -> u64 {
+    100
+}
+
+/// What each client does.
+///
+/// The default client is the classic one: `acquire; touch resource; work for hold_ms; touch
+/// resource; release; think`. It does not re-check its lock before touching, because a pause
+/// between such a check and the write is the same bug; `check_before_access` models the careful
+/// client anyway.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Critical sections each client completes (default 3).
+    #[serde(default = "default_acquisitions")]
+    pub acquisitions_per_client: u32,
+    /// Work time inside the critical section (default 1000).
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
+    /// Instead of `hold_ms`, work right up to the validity the lock reported: the lock's contract
+    /// says that is allowed (default false).
+    #[serde(default)]
+    pub hold_until_validity: bool,
+    /// Pause between a release and the next attempt (default 100).
+    #[serde(default = "default_think_ms")]
+    pub think_ms: u64,
+    /// Check the lock's validity (client clock) before each access and give up when it has run out.
+    #[serde(default)]
+    pub check_before_access: bool,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        serde_json::from_str("{}").expect("defaults parse")
+    }
+}
+
+/// One fault, at a true time from the start of the run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Fault {
+    /// Freeze every task of a node (a GC pause, SIGSTOP) for `for_ms`; its messages queue up.
+    Pause {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+        /// How long.
+        for_ms: u64,
+    },
+    /// Step the node's wall clock by `by_ms` (negative: backwards). Monotonic clocks never jump.
+    ClockJump {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+        /// By how much.
+        by_ms: i64,
+    },
+    /// From now on the node's clocks (wall and monotonic) run at `rate` × true time.
+    ClockDrift {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+        /// Rate, e.g. 1.05 for 5 % fast.
+        rate: f64,
+    },
+    /// Kill the node (kill -9): its tasks stop, its memory is lost, its disk is kept.
+    Crash {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+    },
+    /// Start a crashed node again from its disk (not before `restart_delay_ms` after the crash).
+    Restart {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+    },
+    /// Cut the listed nodes, as one group, off from every other node for `for_ms`.
+    Partition {
+        /// When.
+        at_ms: u64,
+        /// The isolated group.
+        isolate: Vec<String>,
+        /// How long.
+        for_ms: u64,
+    },
+    /// Drop each message to or from the node with probability `rate` for `for_ms`.
+    Loss {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+        /// Probability in [0, 1].
+        rate: f64,
+        /// How long.
+        for_ms: u64,
+    },
+    /// Delay each message to or from the node by an extra `extra_ms` for `for_ms`.
+    Delay {
+        /// When.
+        at_ms: u64,
+        /// Which node.
+        node: String,
+        /// Added latency.
+        extra_ms: u64,
+        /// How long.
+        for_ms: u64,
+    },
+}
+
+impl Fault {
+    /// When the fault starts.
+    pub fn at_ms(&self) -> u64 {
+        match self {
+            Fault::Pause { at_ms, .. }
+            | Fault::ClockJump { at_ms, .. }
+            | Fault::ClockDrift { at_ms, .. }
+            | Fault::Crash { at_ms, .. }
+            | Fault::Restart { at_ms, .. }
+            | Fault::Partition { at_ms, .. }
+            | Fault::Loss { at_ms, .. }
+            | Fault::Delay { at_ms, .. } => *at_ms,
+        }
+    }
+
+    /// The nodes the fault names.
+    pub fn nodes(&self) -> Vec<&str> {
+        match self {
+            Fault::Partition { isolate, .. } => isolate.iter().map(String::as_str).collect(),
+            Fault::Pause { node, .. }
+            | Fault::ClockJump { node, .. }
+            | Fault::ClockDrift { node, .. }
+            | Fault::Crash { node, .. }
+            | Fault::Restart { node, .. }
+            | Fault::Loss { node, .. }
+            | Fault::Delay { node, .. } => vec![node.as_str()],
+        }
+    }
+
+    /// The fault's kind as written in the file.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::Pause { .. } => "pause",
+            Fault::ClockJump { .. } => "clock_jump",
+            Fault::ClockDrift { .. } => "clock_drift",
+            Fault::Crash { .. } => "crash",
+            Fault::Restart { .. } => "restart",
+            Fault::Partition { .. } => "partition",
+            Fault::Loss { .. } => "loss",
+            Fault::Delay { .. } => "delay",
+        }
+    }
+
+    /// A one-line description for people.
+    pub fn describe(&self) -> String {
+        match self {
+            Fault::Pause {
+                at_ms,
+                node,
+                for_ms,
+            } => format!("{at_ms} ms: pause {node} for {for_ms} ms"),
+            Fault::ClockJump { at_ms, node, by_ms } => {
+                format!("{at_ms} ms: {node}'s wall clock jumps by {by_ms:+} ms")
+            }
+            Fault::ClockDrift { at_ms, node, rate } => {
+                format!("{at_ms} ms: {node}'s clocks run at {rate}x")
+            }
+            Fault::Crash { at_ms, node } => format!("{at_ms} ms: crash {node}"),
+            Fault::Restart { at_ms, node } => format!("{at_ms} ms: restart {node}"),
+            Fault::Partition {
+                at_ms,
+                isolate,
+                for_ms,
+            } => format!(
+                "{at_ms} ms: isolate [{}] for {for_ms} ms",
+                isolate.join(", ")
+            ),
+            Fault::Loss {
+                at_ms,
+                node,
+                rate,
+                for_ms,
+            } => format!("{at_ms} ms: drop {rate} of {node}'s messages for {for_ms} ms"),
+            Fault::Delay {
+                at_ms,
+                node,
+                extra_ms,
+                for_ms,
+            } => format!("{at_ms} ms: delay {node}'s messages by {extra_ms} ms for {for_ms} ms"),
+        }
+    }
+}
+
+fn default_clients() -> u32 {
+    2
+}
+fn default_duration_ms() -> u64 {
+    60_000
+}
+
+/// A whole run: algorithm, parameters, workload, seed and fault schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// The algorithm under test.
+    pub algorithm: Algorithm,
+    /// Its parameters.
+    #[serde(default)]
+    pub params: Params,
+    /// Number of clients, `client-0` … (default 2).
+    #[serde(default = "default_clients")]
+    pub clients: u32,
+    /// What the clients do.
+    #[serde(default)]
+    pub workload: Workload,
+    /// Clients stop starting acquisitions after this true time (default 60 000).
+    #[serde(default = "default_duration_ms")]
+    pub duration_ms: u64,
+    /// Seed of the simulator: message latencies, scheduling and the clients' randomness.
+    #[serde(default)]
+    pub seed: u64,
+    /// The fault schedule.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+impl Scenario {
+    /// A scenario with every default, for building scenarios in code.
+    pub fn new(algorithm: Algorithm) -> Scenario {
+        Scenario {
+            algorithm,
+            params: Params::default(),
+            clients: default_clients(),
+            workload: Workload::default(),
+            duration_ms: default_duration_ms(),
+            seed: 0,
+            faults: Vec::new(),
+        }
+    }
+
+    /// Parses and validates a scenario document.
+    pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            ScenarioError::Parse {
+                path,
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        scenario.validate()?;
+        Ok(scenario)
+    }
+
+    /// The scenario as pretty JSON (what `from_json` reads back to an equal value).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a scenario always serializes")
+    }
+
+    /// The nodes of this scenario.
+    pub fn topology(&self) -> Topology {
+        Topology::new(self.clients as usize, self.algorithm.servers(&self.params))
+    }
+
+    /// Checks everything a file can get wrong that its shape cannot express.
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let bad = |m: String| Err(ScenarioError::Invalid(m));
+        let p = &self.params;
+        if p.ttl_ms == 0 {
+            return bad("params.ttl_ms must be greater than 0".into());
+        }
+        if p.retry_delay_ms == 0 {
+            return bad("params.retry_delay_ms must be greater than 0".into());
+        }
+        if p.request_timeout_ms == 0 {
+            return bad("params.request_timeout_ms must be greater than 0".into());
+        }
+        if !(0.0..1.0).contains(&p.drift_factor) {
+            return bad(format!(
+                "params.drift_factor must be in [0, 1), got {}",
+                p.drift_factor
+            ));
+        }
+        match self.algorithm {
+            Algorithm::SingleRedis => {
+                if let Some(n) = p.nodes.filter(|&n| n != 1) {
+                    return bad(format!(
+                        "params.nodes: single-redis runs against exactly 1 server, got {n}"
+                    ));
+                }
+            }
+        }
+        if self.clients == 0 {
+            return bad("clients must be at least 1".into());
+        }
+        if self.duration_ms == 0 {
+            return bad("duration_ms must be greater than 0".into());
+        }
+        if self.workload.acquisitions_per_client == 0 {
+            return bad("workload.acquisitions_per_client must be at least 1".into());
+        }
+        if self.workload.hold_until_validity && p.watchdog {
+            return bad(
+                "workload.hold_until_validity with params.watchdog: the watchdog keeps renewing, \
+                 so a client holding until its validity ends would never stop"
+                    .into(),
+            );
+        }
+        self.validate_faults()
+    }
+
+    fn validate_faults(&self) -> Result<(), ScenarioError> {
+        let topology = self.topology();
+        let mut order: Vec<(u64, usize)> = self
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.at_ms(), i))
+            .collect();
+        order.sort();
+        // Whether each node is down, replayed in time order (restarts must follow crashes).
+        let mut down: BTreeMap<&str, bool> = BTreeMap::new();
+        for (_, i) in order {
+            let fault = &self.faults[i];
+            let at = |m: &str| {
+                Err(ScenarioError::Invalid(format!(
+                    "faults[{i}] ({}): {m}",
+                    fault.kind()
+                )))
+            };
+            if fault.at_ms() >= self.duration_ms {
+                return at(&format!(
+                    "at_ms {} is not before the end of the run (duration_ms {})",
+                    fault.at_ms(),
+                    self.duration_ms
+                ));
+            }
+            for node in fault.nodes() {
+                if topology.index_of(node).is_none() {
+                    return at(&format!(
+                        "no node named '{node}' (this scenario has {})",
+                        topology.names().join(", ")
+                    ));
+                }
+                if node == Topology::RESOURCE && !matches!(fault, Fault::Partition { .. }) {
+                    return at(
+                        "the resource is the checker's observer; only partitions may name it",
+                    );
+                }
+            }
+            match fault {
+                Fault::Pause { for_ms, .. }
+                | Fault::Partition { for_ms, .. }
+                | Fault::Loss { for_ms, .. }
+                | Fault::Delay { for_ms, .. }
+                    if *for_ms == 0 =>
+                {
+                    return at("for_ms must be greater than 0");
+                }
+                Fault::Partition { isolate, .. } if isolate.is_empty() => {
+                    return at("isolate must name at least one node");
+                }
+                Fault::ClockJump { by_ms: 0, .. } => return at("by_ms must not be 0"),
+                Fault::ClockDrift { rate, .. } if !(*rate > 0.0 && *rate <= 100.0) => {
+                    return at(&format!("rate must be in (0, 100], got {rate}"));
+                }
+                Fault::Loss { rate, .. } if !(0.0..=1.0).contains(rate) => {
+                    return at(&format!("rate must be in [0, 1], got {rate}"));
+                }
+                Fault::Crash { node, .. } => {
+                    if down.insert(node, true) == Some(true) {
+                        return at(&format!("{node} is already down"));
+                    }
+                }
+                Fault::Restart { node, .. } => {
+                    if down.insert(node, false) != Some(true) {
+                        return at(&format!("{node} was not crashed before this restart"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_json(text)
+    }
+
+    #[test]
+    fn defaults_fill_a_minimal_file() {
+        let s = parse(r#"{"algorithm": "single-redis"}"#).unwrap();
+        assert_eq!(s, Scenario::new(Algorithm::SingleRedis));
+        assert_eq!(s.params.ttl_ms, 10_000);
+        assert_eq!(Scenario::from_json(&s.to_json()).unwrap(), s);
+    }
+
+    #[test]
+    fn unknown_algorithm_is_named() {
+        let e = parse(r#"{"algorithm": "paxos-lock"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("algorithm") && e.contains("paxos-lock"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = parse(r#"{"algorithm": "single-redis", "params": {"tll_ms": 5}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tll_ms"), "{e}");
+        let e = parse(
+            r#"{"algorithm": "single-redis", "faults": [{"at_ms": 1, "fault": "crash", "node": "redis-0", "x": 1}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("faults[0]") && e.contains('x'), "{e}");
+    }
+
+    #[test]
+    fn impossible_durations_are_errors() {
+        for (doc, needle) in [
+            (
+                r#"{"algorithm": "single-redis", "params": {"ttl_ms": 0}}"#,
+                "ttl_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"ttl_ms": -5}}"#,
+                "params.ttl_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "faults": [{"at_ms": 1, "fault": "pause", "node": "client-0"}]}"#,
+                "for_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "faults": [{"at_ms": 1, "fault": "pause", "node": "client-0", "for_ms": -1}]}"#,
+                "for_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "duration_ms": 0}"#,
+                "duration_ms",
+            ),
+        ] {
+            let e = parse(doc).unwrap_err().to_string();
+            assert!(e.contains(needle), "{doc}: {e}");
+        }
+    }
+
+    #[test]
+    fn nodes_must_exist_and_restarts_follow_crashes() {
+        let e = parse(
+            r#"{"algorithm": "single-redis", "faults": [{"at_ms": 1, "fault": "crash", "node": "redis-7"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("redis-7"), "{e}");
+        let e = parse(
+            r#"{"algorithm": "single-redis", "faults": [{"at_ms": 1, "fault": "restart", "node": "redis-0"}]}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("not crashed"), "{e}");
+        parse(
+            r#"{"algorithm": "single-redis", "faults": [
+                {"at_ms": 5, "fault": "restart", "node": "redis-0"},
+                {"at_ms": 5, "fault": "crash", "node": "redis-0"}]}"#,
+        )
+        .expect_err("a restart listed first at the same time still comes before the crash");
+    }
+
+    #[test]
+    fn malformed_json_is_an_error() {
+        assert!(matches!(
+            parse("{\"algorithm\": "),
+            Err(ScenarioError::Parse { .. })
+        ));
+    }
+}

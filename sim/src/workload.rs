@@ -1,0 +1,255 @@
+//! What clients do (Jepsen's generator, for one fixed pattern): acquire, touch the resource, work,
+//! touch again, release, think; until the client has done its critical sections or the run ends.
+
+use crate::env::SimEnv;
+use crate::history::{Kind, Op, Phase};
+use crate::net::{AccessRequest, Request, Response, RpcClient};
+use crate::redis::SimRedis;
+use crate::scenario::Algorithm;
+use crate::topology::Role;
+use crate::world::World;
+use futures_util::future::{select, Either};
+use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
+use lockcheck_algorithms::{Env, Guard, Lock, LockError};
+use std::cell::RefCell;
+use std::pin::pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The lock key every client contends for.
+pub const LOCK_KEY: &str = "lock";
+
+/// How long a client waits for the resource to answer an access.
+const ACCESS_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The algorithm under test, built for one simulated client.
+pub enum SimLock {
+    /// `single-redis`.
+    SingleRedis(SingleRedis<SimRedis>),
+}
+
+impl SimLock {
+    /// The lock of `world`'s algorithm as seen from node `me`.
+    pub fn build(world: &World, rpc: Rc<RpcClient>) -> SimLock {
+        let p = &world.scenario.params;
+        let timeout = Duration::from_millis(p.request_timeout_ms);
+        let servers = world.topology.with_role(Role::Server);
+        match world.scenario.algorithm {
+            Algorithm::SingleRedis => SimLock::SingleRedis(SingleRedis::new(
+                SimRedis::new(rpc, servers[0], timeout),
+                SingleRedisConfig {
+                    key: LOCK_KEY.to_string(),
+                    ttl: Duration::from_millis(p.ttl_ms),
+                    drift_factor: p.drift_factor,
+                    retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    fencing: p.fencing,
+                },
+            )),
+        }
+    }
+
+    async fn acquire(&self, env: &SimEnv, wait: Duration) -> Result<Option<Guard>, LockError> {
+        match self {
+            SimLock::SingleRedis(l) => Lock::acquire(l, env, wait).await,
+        }
+    }
+
+    async fn release(&self, env: &SimEnv, guard: &Guard) -> Result<bool, LockError> {
+        match self {
+            SimLock::SingleRedis(l) => Lock::release(l, env, guard).await,
+        }
+    }
+
+    async fn keep_alive(&self, env: &SimEnv, guard: &RefCell<Guard>) {
+        match self {
+            SimLock::SingleRedis(l) => l.keep_alive(env, guard).await,
+        }
+    }
+}
+
+/// One client's view of the run: its env, its lock, and the history.
+struct Client {
+    world: Arc<World>,
+    me: usize,
+    env: SimEnv,
+    rpc: Rc<RpcClient>,
+    lock: SimLock,
+}
+
+impl Client {
+    fn record(&self, kind: Kind, op: Op) {
+        self.world.record(self.me, kind, op);
+    }
+
+    /// Acquires, recording the operation: `Ok(None)` when `wait` ran out first (recorded as a
+    /// failure saying `gave_up`), `Err` when the lock failed with an error (recorded too).
+    async fn acquire(&self, wait: Duration, gave_up: &str) -> Result<Option<Guard>, LockError> {
+        self.record(
+            Kind::Invoke,
+            Op::Acquire {
+                token: None,
+                fence: None,
+                valid_ns: None,
+                error: None,
+            },
+        );
+        let result = self.lock.acquire(&self.env, wait).await;
+        let (kind, op) = match &result {
+            Ok(Some(guard)) => (
+                Kind::Ok,
+                Op::Acquire {
+                    token: Some(guard.token.clone()),
+                    fence: guard.fence,
+                    valid_ns: Some(guard.validity_left(self.env.mono_now()).as_nanos() as u64),
+                    error: None,
+                },
+            ),
+            Ok(None) => (Kind::Fail, acquire_error(gave_up)),
+            Err(e) => (Kind::Fail, acquire_error(&e.to_string())),
+        };
+        self.record(kind, op);
+        result
+    }
+
+    /// Touches the resource; true when it accepted the access.
+    async fn access(&self, phase: Phase, guard: &Guard) -> bool {
+        let op = Op::Access {
+            phase,
+            token: guard.token.clone(),
+            fence: guard.fence,
+        };
+        self.record(Kind::Invoke, op.clone());
+        let request = Request::Access(AccessRequest {
+            phase,
+            token: guard.token.clone(),
+            fence: guard.fence,
+        });
+        let resource = self.world.topology.resource();
+        let (kind, accepted) = match self.rpc.call(resource, request, ACCESS_TIMEOUT).await {
+            Ok(Response::Access(true)) => (Kind::Ok, true),
+            Ok(_) => (Kind::Fail, false),
+            Err(_) => (Kind::Info, false),
+        };
+        self.record(kind, op);
+        accepted
+    }
+
+    async fn release(&self, guard: &Guard) {
+        let op = |error: Option<String>| Op::Release {
+            token: guard.token.clone(),
+            error,
+        };
+        self.record(Kind::Invoke, op(None));
+        let (kind, error) = match self.lock.release(&self.env, guard).await {
+            Ok(true) => (Kind::Ok, None),
+            Ok(false) => (Kind::Fail, Some("the lock was no longer held".to_string())),
+            Err(e @ LockError::Store(_)) => (Kind::Info, Some(e.to_string())),
+            Err(e) => (Kind::Fail, Some(e.to_string())),
+        };
+        self.record(kind, op(error));
+    }
+
+    /// Works inside the critical section, with the watchdog renewing the lease if configured.
+    async fn hold(&self, guard: &RefCell<Guard>) {
+        let workload = &self.world.scenario.workload;
+        let work = if workload.hold_until_validity {
+            guard.borrow().validity_left(self.env.mono_now())
+        } else {
+            Duration::from_millis(workload.hold_ms)
+        };
+        if self.world.scenario.params.watchdog {
+            let sleep = pin!(self.env.sleep(work));
+            let renew = pin!(self.lock.keep_alive(&self.env, guard));
+            if let Either::Right(((), sleep)) = select(sleep, renew).await {
+                // The watchdog lost the lock; the classic client does not notice and works on.
+                sleep.await;
+            }
+        } else {
+            self.env.sleep(work).await;
+        }
+    }
+
+    /// The time left to acquire before the run ends, on this client's clock.
+    fn wait_left(&self) -> Duration {
+        let end = self.world.scenario.duration_ms * 1_000_000;
+        let left = end.saturating_sub(self.world.true_ns());
+        Duration::from_nanos((left as f64 * self.world.clock(self.me).rate()) as u64)
+    }
+
+    async fn run(&self) {
+        let workload = self.world.scenario.workload.clone();
+        let careful = workload.check_before_access;
+        while self.world.remaining(self.me) > 0 {
+            let wait = self.wait_left();
+            if wait.is_zero() {
+                break;
+            }
+            let guard = match self.acquire(wait, "the run ended while waiting").await {
+                Ok(Some(guard)) => guard,
+                Ok(None) => break,
+                Err(_) => {
+                    let retry = Duration::from_millis(self.world.scenario.params.retry_delay_ms);
+                    self.env.sleep(retry).await;
+                    continue;
+                }
+            };
+            self.world.take_acquisition(self.me);
+            let still_valid =
+                |g: &Guard| !careful || g.validity_left(self.env.mono_now()) > Duration::ZERO;
+            if still_valid(&guard) && self.access(Phase::Enter, &guard).await {
+                let shared = RefCell::new(guard.clone());
+                self.hold(&shared).await;
+                let guard = shared.into_inner();
+                if still_valid(&guard) {
+                    self.access(Phase::Exit, &guard).await;
+                }
+            }
+            self.release(&guard).await;
+            self.env
+                .sleep(Duration::from_millis(workload.think_ms))
+                .await;
+        }
+        self.world.finish(self.me);
+    }
+}
+
+fn acquire_error(message: &str) -> Op {
+    Op::Acquire {
+        token: None,
+        fence: None,
+        valid_ns: None,
+        error: Some(message.to_string()),
+    }
+}
+
+/// Runs client `me`'s workload (on node `me`) until it is done or the run ends. A restarted client
+/// goes on with the critical sections it had left.
+pub async fn run_client(world: Arc<World>, me: usize) {
+    let rpc = Rc::new(RpcClient::bind(world.clone(), me).await);
+    let client = Client {
+        env: SimEnv::new(world.clone(), me),
+        lock: SimLock::build(&world, rpc.clone()),
+        world,
+        me,
+        rpc,
+    };
+    client.run().await;
+}
+
+/// The liveness probe (on node `me`): after faults and clients have stopped, the lock must become
+/// free within `wait`. Its acquire is recorded like a client's; the checker reads the outcome.
+pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
+    let rpc = Rc::new(RpcClient::bind(world.clone(), me).await);
+    let client = Client {
+        env: SimEnv::new(world.clone(), me),
+        lock: SimLock::build(&world, rpc.clone()),
+        world,
+        me,
+        rpc,
+    };
+    let gave_up = format!("not free within {} ms", wait.as_millis());
+    if let Ok(Some(guard)) = client.acquire(wait, &gave_up).await {
+        client.release(&guard).await;
+    }
+}

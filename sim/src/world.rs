@@ -1,0 +1,171 @@
+//! The state of one run that lives outside every node: clocks, disks, network faults and the
+//! history. The simulator owns these, as FoundationDB's simulator owns the network, clocks and
+//! disks; nodes reach them only through their own [`crate::env::SimEnv`], store and server glue.
+
+use crate::clock::{NodeClock, WALL_ORIGIN_NS};
+use crate::history::{History, Kind, Op};
+use crate::scenario::Scenario;
+use crate::topology::Topology;
+use madsim::task::NodeId;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Message faults on one node: drop probability and added latency, per active fault.
+#[derive(Clone, Debug, Default)]
+struct MessageFaults {
+    active: BTreeMap<usize, (f64, Duration)>,
+}
+
+impl MessageFaults {
+    fn loss(&self) -> f64 {
+        1.0 - self.active.values().map(|(l, _)| 1.0 - l).product::<f64>()
+    }
+    fn delay(&self) -> Duration {
+        self.active.values().map(|(_, d)| *d).sum()
+    }
+}
+
+/// A run's shared state. One per run; every node holds an `Arc` to it.
+pub struct World {
+    /// The scenario being run.
+    pub scenario: Scenario,
+    /// Its nodes.
+    pub topology: Topology,
+    start: madsim::time::Instant,
+    clocks: Mutex<Vec<NodeClock>>,
+    history: Mutex<History>,
+    messages: Mutex<Vec<MessageFaults>>,
+    node_ids: Mutex<Vec<Option<NodeId>>>,
+    /// Per node: crashed and not restarted.
+    down: Mutex<Vec<bool>>,
+    /// Per client: critical sections still to do (kept here so a restarted client goes on).
+    remaining: Mutex<Vec<u32>>,
+    /// Per client: finished its workload.
+    finished: Mutex<Vec<bool>>,
+}
+
+impl World {
+    /// A fresh world for `scenario`, with true time starting now. Call inside the runtime.
+    pub fn new(scenario: Scenario) -> World {
+        let topology = scenario.topology();
+        let n = topology.len();
+        let clients = scenario.clients as usize;
+        let per_client = scenario.workload.acquisitions_per_client;
+        World {
+            scenario,
+            topology,
+            start: madsim::time::Instant::now(),
+            clocks: Mutex::new(vec![NodeClock::default(); n]),
+            history: Mutex::new(History::default()),
+            messages: Mutex::new(vec![MessageFaults::default(); n]),
+            node_ids: Mutex::new(vec![None; n]),
+            down: Mutex::new(vec![false; n]),
+            remaining: Mutex::new(vec![per_client; clients]),
+            finished: Mutex::new(vec![false; clients]),
+        }
+    }
+
+    /// True time since the start of the run.
+    pub fn true_ns(&self) -> u64 {
+        (madsim::time::Instant::now() - self.start).as_nanos() as u64
+    }
+
+    /// A copy of node `node`'s clock.
+    pub fn clock(&self, node: usize) -> NodeClock {
+        self.clocks.lock().unwrap()[node].clone()
+    }
+
+    /// Changes node `node`'s clock at the current true time.
+    pub fn adjust_clock(&self, node: usize, change: impl FnOnce(&mut NodeClock, u64)) {
+        let now = self.true_ns();
+        change(&mut self.clocks.lock().unwrap()[node], now);
+    }
+
+    /// Node `node`'s wall clock now, in ns since the Unix epoch.
+    pub fn wall_ns(&self, node: usize) -> i64 {
+        self.clock(node).wall_ns(self.true_ns())
+    }
+
+    /// Node `node`'s monotonic clock now.
+    pub fn mono_ns(&self, node: usize) -> u64 {
+        self.clock(node).mono_ns(self.true_ns())
+    }
+
+    /// Appends to the history, stamped with true time and `node`'s wall clock.
+    pub fn record(&self, node: usize, kind: Kind, op: Op) {
+        let true_ns = self.true_ns();
+        let local_ns = self.clock(node).wall_ns(true_ns) - WALL_ORIGIN_NS;
+        let name = self.topology.name(node);
+        self.history
+            .lock()
+            .unwrap()
+            .push(true_ns, name, local_ns, kind, op);
+    }
+
+    /// The history so far.
+    pub fn history(&self) -> History {
+        self.history.lock().unwrap().clone()
+    }
+
+    /// Registers the madsim id of node `node`.
+    pub fn set_node_id(&self, node: usize, id: NodeId) {
+        self.node_ids.lock().unwrap()[node] = Some(id);
+    }
+
+    /// The madsim id of node `node`.
+    pub fn node_id(&self, node: usize) -> NodeId {
+        self.node_ids.lock().unwrap()[node].expect("node not started")
+    }
+
+    /// Marks node `node` crashed (`true`) or running again.
+    pub fn set_down(&self, node: usize, down: bool) {
+        self.down.lock().unwrap()[node] = down;
+    }
+
+    /// Whether node `node` is crashed.
+    pub fn is_down(&self, node: usize) -> bool {
+        self.down.lock().unwrap()[node]
+    }
+
+    /// Starts (`Some`) or ends (`None`) message fault `id` on node `node`.
+    pub fn set_message_fault(&self, node: usize, id: usize, fault: Option<(f64, Duration)>) {
+        let mut m = self.messages.lock().unwrap();
+        match fault {
+            Some(f) => m[node].active.insert(id, f),
+            None => m[node].active.remove(&id),
+        };
+    }
+
+    /// Drop probability and added latency for a message from `from` to `to`.
+    pub fn message_faults(&self, from: usize, to: usize) -> (f64, Duration) {
+        let m = self.messages.lock().unwrap();
+        let loss = 1.0 - (1.0 - m[from].loss()) * (1.0 - m[to].loss());
+        (loss, m[from].delay() + m[to].delay())
+    }
+
+    /// Takes one critical section from client `client`'s allowance; false when none is left.
+    pub fn take_acquisition(&self, client: usize) -> bool {
+        let mut r = self.remaining.lock().unwrap();
+        if r[client] == 0 {
+            return false;
+        }
+        r[client] -= 1;
+        true
+    }
+
+    /// Critical sections client `client` still has to do.
+    pub fn remaining(&self, client: usize) -> u32 {
+        self.remaining.lock().unwrap()[client]
+    }
+
+    /// Marks client `client` finished.
+    pub fn finish(&self, client: usize) {
+        self.finished.lock().unwrap()[client] = true;
+    }
+
+    /// Whether client `client` finished its workload.
+    pub fn is_finished(&self, client: usize) -> bool {
+        self.finished.lock().unwrap()[client]
+    }
+}

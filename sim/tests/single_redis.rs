@@ -1,0 +1,244 @@
+//! single-redis under faults: the known results of the literature, reproduced in simulation.
+//! Each test reads like the story it checks.
+
+use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
+use lockcheck_sim::history::{Kind, Op, Phase};
+use lockcheck_sim::report::{replay, Report};
+use lockcheck_sim::scenario::{Fault, Params, Persistence};
+use lockcheck_sim::{run, Algorithm, Scenario};
+
+fn options(profile: FaultProfile, params: Params, cases: u32) -> ExploreOptions {
+    ExploreOptions {
+        algorithm: Algorithm::SingleRedis,
+        profiles: vec![profile],
+        params,
+        cases,
+        seed: 1,
+    }
+}
+
+fn find(options: &ExploreOptions) -> Finding {
+    match explore(options, &|_| {}).expect("exploration runs") {
+        Exploration::Found(f) => f,
+        Exploration::NotFound { cases, .. } => panic!("nothing found in {cases} cases"),
+    }
+}
+
+fn assert_nothing_found(options: &ExploreOptions) {
+    match explore(options, &|_| {}).expect("exploration runs") {
+        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
+        Exploration::Found(f) => panic!(
+            "unexpected violation: {}\n{}",
+            f.outcome.violations[0].story,
+            f.scenario.to_json()
+        ),
+    }
+}
+
+/// A story: two clients, client-0 gets the lock first and holds it for `hold_ms`.
+fn two_clients(hold_ms: u64) -> Scenario {
+    let mut s = Scenario::new(Algorithm::SingleRedis);
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = hold_ms;
+    s.duration_ms = 30_000;
+    s
+}
+
+#[test]
+fn one_seed_replays_to_an_identical_history() {
+    let mut s = two_clients(2_000);
+    s.workload.acquisitions_per_client = 3;
+    s.faults = vec![Fault::Pause {
+        at_ms: 500,
+        node: "client-0".into(),
+        for_ms: 12_000,
+    }];
+    let a = run(&s);
+    let b = run(&s);
+    assert!(!a.history.entries.is_empty());
+    assert_eq!(a.digest, b.digest);
+    assert_eq!(a.history, b.history);
+    let mut other_seed = s.clone();
+    other_seed.seed += 1;
+    assert_ne!(run(&other_seed).digest, a.digest, "the seed must matter");
+}
+
+#[test]
+fn no_faults_no_violation_over_a_thousand_cases() {
+    assert_nothing_found(&options(FaultProfile::None, Params::default(), 1_000));
+}
+
+#[test]
+fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
+    let finding = find(&options(FaultProfile::Pause, Params::default(), 500));
+    let v = &finding.outcome.violations[0];
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+
+    // Shrunk to one pause, of a client that held the lock, longer than what it had left.
+    let [Fault::Pause {
+        at_ms,
+        node,
+        for_ms,
+    }] = finding.scenario.faults.as_slice()
+    else {
+        panic!("not a single pause: {:?}", finding.scenario.faults);
+    };
+    let pause_ns = at_ms * 1_000_000;
+    let history = &finding.outcome.history.entries;
+    let (acquired_ns, valid_ns) = history
+        .iter()
+        .filter(|e| &e.node == node && e.kind == Kind::Ok && e.true_ns <= pause_ns)
+        .filter_map(|e| match e.op {
+            Op::Acquire {
+                valid_ns: Some(v), ..
+            } => Some((e.true_ns, v)),
+            _ => None,
+        })
+        .last()
+        .expect("the paused client had acquired the lock");
+    let released_before_pause = history.iter().any(|e| {
+        &e.node == node
+            && matches!(e.op, Op::Release { .. })
+            && e.true_ns > acquired_ns
+            && e.true_ns <= pause_ns
+    });
+    assert!(
+        !released_before_pause,
+        "the paused client still held the lock"
+    );
+    let remaining_ns = (acquired_ns + valid_ns).saturating_sub(pause_ns);
+    assert!(
+        for_ms * 1_000_000 > remaining_ns,
+        "pause {for_ms} ms, validity left {remaining_ns} ns"
+    );
+    assert_eq!(&v.clients[0], node, "the paused client is the stale holder");
+
+    // The report round-trips through JSON and replays to the identical history.
+    let dir = std::env::temp_dir().join(format!("lockcheck-test-{}", std::process::id()));
+    let mut report = Report::of_finding(&finding, &[FaultProfile::Pause], 1);
+    let path = report.write(&dir, "pause").expect("report written");
+    let read = Report::read(&path).expect("report read back");
+    assert_eq!(read, report);
+    let replayed = replay(&read);
+    assert!(
+        replayed.identical(),
+        "diverged at {:?}",
+        replayed.first_difference
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn crash_and_immediate_restart_without_persistence_breaks_single_redis() {
+    let params = Params {
+        persistence: Persistence::None,
+        ..Params::default()
+    };
+    let finding = find(&options(FaultProfile::CrashRestart, params, 500));
+    assert_eq!(
+        finding.outcome.violations[0].kind,
+        ViolationKind::MutualExclusion
+    );
+    assert!(finding
+        .scenario
+        .faults
+        .iter()
+        .any(|f| matches!(f, Fault::Crash { node, .. } if node == "redis-0")));
+}
+
+#[test]
+fn crash_and_immediate_restart_with_fsync_always_is_safe() {
+    let params = Params {
+        persistence: Persistence::Always,
+        ..Params::default()
+    };
+    assert_nothing_found(&options(FaultProfile::CrashRestart, params, 300));
+}
+
+#[test]
+fn forward_clock_jump_on_the_redis_node_breaks_single_redis() {
+    // client-0 holds the lock for 5 s; one second in, the server's clock leaps 20 s ahead, the
+    // key expires at once, and client-1 walks in while client-0 is still working.
+    let mut s = two_clients(5_000);
+    s.faults = vec![Fault::ClockJump {
+        at_ms: 1_000,
+        node: "redis-0".into(),
+        by_ms: 20_000,
+    }];
+    let outcome = run(&s);
+    assert!(outcome
+        .violations
+        .iter()
+        .any(|v| v.kind == ViolationKind::MutualExclusion));
+    // The same story without the jump is safe.
+    s.faults.clear();
+    assert!(!run(&s).violated());
+    // And explore finds it on its own.
+    let finding = find(&options(FaultProfile::ClockJump, Params::default(), 500));
+    assert!(finding.scenario.faults.iter().any(
+        |f| matches!(f, Fault::ClockJump { node, by_ms, .. } if node == "redis-0" && *by_ms > 0)
+    ));
+}
+
+#[test]
+fn fencing_rejects_the_stale_holder() {
+    // client-0 pauses 15 s inside its critical section, longer than the 10 s TTL.
+    let mut s = two_clients(2_000);
+    s.faults = vec![Fault::Pause {
+        at_ms: 500,
+        node: "client-0".into(),
+        for_ms: 15_000,
+    }];
+    let unfenced = run(&s);
+    assert!(
+        unfenced.violated(),
+        "without fencing the pause breaks the lock"
+    );
+
+    s.params.fencing = true;
+    let fenced = run(&s);
+    assert!(!fenced.violated(), "{:?}", fenced.violations);
+    let stale = &fenced.stale_accesses;
+    assert!(
+        stale.iter().any(|a| a.client == "client-0"),
+        "the stale holder's access was rejected: {stale:?}"
+    );
+    // Both clients were accepted on entry, with growing fencing tokens.
+    let fences: Vec<u64> = fenced
+        .history
+        .entries
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                phase: Phase::Enter,
+                fence: Some(f),
+                accepted: true,
+                ..
+            } => Some(*f),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        fences.len() >= 2 && fences.windows(2).all(|w| w[0] < w[1]),
+        "{fences:?}"
+    );
+}
+
+#[test]
+fn fencing_with_pauses_is_never_found_unsafe() {
+    let params = Params {
+        fencing: true,
+        ..Params::default()
+    };
+    assert_nothing_found(&options(FaultProfile::Pause, params, 200));
+}
+
+#[test]
+fn delayed_restart_of_at_least_the_ttl_is_safe_without_persistence() {
+    assert_nothing_found(&options(
+        FaultProfile::CrashDelayedRestart,
+        Params::default(),
+        300,
+    ));
+}
