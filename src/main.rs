@@ -89,20 +89,9 @@ enum Command {
     },
 }
 
-/// Bad input: exit 2 with the message.
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
+/// Bad input: every error ends the program with exit code 2 and its message.
 fn usage(message: impl Into<String>) -> anyhow::Error {
-    Usage(message.into()).into()
+    anyhow::Error::msg(message.into())
 }
 
 fn main() -> ExitCode {

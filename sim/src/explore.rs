@@ -106,7 +106,7 @@ pub struct ExploreOptions {
 #[derive(Clone, Debug)]
 pub enum Exploration {
     /// A violation, shrunk.
-    Found(Finding),
+    Found(Box<Finding>),
     /// Nothing in `cases` cases.
     NotFound {
         /// Cases run.
@@ -365,7 +365,7 @@ pub fn explore(
         Err(TestError::Fail(_, scenario)) => {
             let outcome = run(&scenario);
             let found_at = runs_at_failure.get().unwrap_or(cases.get());
-            Ok(Exploration::Found(Finding {
+            Ok(Exploration::Found(Box::new(Finding {
                 original: first_failure
                     .into_inner()
                     .unwrap_or_else(|| scenario.clone()),
@@ -373,7 +373,7 @@ pub fn explore(
                 outcome,
                 cases: found_at,
                 shrink_runs: cases.get() - found_at,
-            }))
+            })))
         }
         Err(TestError::Abort(reason)) => Err(ExploreError::Aborted(reason.to_string())),
     }

@@ -35,10 +35,30 @@ pub enum Action {
     Cut(usize, Vec<usize>),
     /// Heal partition `id`.
     Heal(usize, Vec<usize>),
+    /// A fault that had nothing to act on (a crash of a node already down); recorded only.
+    Skipped(usize),
     /// Start message fault `id` on a node: loss probability and extra delay.
     MessagesStart(usize, usize, f64, Duration),
     /// End message fault `id` on a node.
     MessagesEnd(usize, usize),
+}
+
+/// Whether a node is down while the schedule is expanded, so that a restart answers the crash
+/// that is actually in force (a crash landing while the node is held down is moot).
+#[derive(Default)]
+struct Power {
+    down_since: Option<u64>,
+    restart_at: Option<u64>,
+}
+
+impl Power {
+    /// Brings the state up to true time `at`: a pending restart due by then has happened.
+    fn settle(&mut self, at: u64) {
+        if self.restart_at.is_some_and(|r| r <= at) {
+            self.down_since = None;
+            self.restart_at = None;
+        }
+    }
 }
 
 /// The schedule as primitive actions: (true time in ns, action, its description).
@@ -57,7 +77,7 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
         .map(|(i, f)| (f.at_ms(), i))
         .collect();
     order.sort();
-    let mut crashed_at: BTreeMap<usize, u64> = BTreeMap::new();
+    let mut power: BTreeMap<usize, Power> = BTreeMap::new();
     let mut out: Vec<(u64, usize, Action, String)> = Vec::new();
     for (seq, (_, i)) in order.into_iter().enumerate() {
         let fault = &scenario.faults[i];
@@ -84,19 +104,46 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                 format!("{node}'s clocks now run at {rate}x"),
             ),
             Fault::Crash { node, .. } => {
-                crashed_at.insert(idx(node), at);
-                push(at, Action::Crash(idx(node)), format!("crash {node}"));
+                let n = idx(node);
+                let state = power.entry(n).or_default();
+                state.settle(at);
+                if state.down_since.is_some() {
+                    push(
+                        at,
+                        Action::Skipped(n),
+                        format!("crash {node}: skipped, already down"),
+                    );
+                } else {
+                    state.down_since = Some(at);
+                    push(at, Action::Crash(n), format!("crash {node}"));
+                }
             }
             Fault::Restart { node, .. } => {
                 let n = idx(node);
-                let earliest = crashed_at.get(&n).map_or(at, |c| c + delay);
-                let when = at.max(earliest);
-                let text = if when > at {
-                    format!("restart {node} (held down for restart_delay_ms)")
-                } else {
-                    format!("restart {node}")
-                };
-                push(when, Action::Restart(n), text);
+                let state = power.entry(n).or_default();
+                state.settle(at);
+                match (state.down_since, state.restart_at) {
+                    (Some(_), Some(_)) => push(
+                        at,
+                        Action::Skipped(n),
+                        format!("restart {node}: skipped, already restarting"),
+                    ),
+                    (Some(since), None) => {
+                        let when = at.max(since + delay);
+                        state.restart_at = Some(when);
+                        let text = if when > at {
+                            format!("restart {node} (held down for restart_delay_ms)")
+                        } else {
+                            format!("restart {node}")
+                        };
+                        push(when, Action::Restart(n), text);
+                    }
+                    (None, _) => push(
+                        at,
+                        Action::Skipped(n),
+                        format!("restart {node}: skipped, not down"),
+                    ),
+                }
             }
             Fault::Partition {
                 isolate, for_ms, ..
@@ -177,12 +224,14 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             | Action::ClockJump(n, _)
             | Action::ClockDrift(n, _)
             | Action::MessagesStart(n, ..)
-            | Action::MessagesEnd(n, _) => *n,
+            | Action::MessagesEnd(n, _)
+            | Action::Skipped(n) => *n,
             Action::Cut(_, g) | Action::Heal(_, g) => g[0],
         };
         let id = |n: usize| world.node_id(n);
         let mut applied = true;
         match action {
+            Action::Skipped(_) => {}
             Action::Pause(n) => handle.pause(id(n)),
             Action::Resume(n) => handle.resume(id(n)),
             Action::Crash(n) => {
@@ -269,6 +318,44 @@ mod tests {
         assert_eq!(
             t[1].1,
             Action::Restart(s.topology().index_of("redis-0").unwrap())
+        );
+    }
+
+    #[test]
+    fn a_crash_while_held_down_is_moot_and_its_restart_does_not_cut_the_delay_short() {
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        s.params.restart_delay_ms = 10_000;
+        let crash = |at_ms| Fault::Crash {
+            at_ms,
+            node: "redis-0".into(),
+        };
+        let restart = |at_ms| Fault::Restart {
+            at_ms,
+            node: "redis-0".into(),
+        };
+        s.faults = vec![
+            crash(0),
+            restart(0),
+            crash(3_760),
+            restart(3_760),
+            crash(12_973),
+            restart(12_973),
+        ];
+        let r = s.topology().index_of("redis-0").unwrap();
+        let acts: Vec<(u64, Action)> = timeline(&s)
+            .into_iter()
+            .map(|(t, a, _)| (t / 1_000_000, a))
+            .collect();
+        assert_eq!(
+            acts,
+            vec![
+                (0, Action::Crash(r)),
+                (3_760, Action::Skipped(r)),
+                (3_760, Action::Skipped(r)),
+                (10_000, Action::Restart(r)),
+                (12_973, Action::Crash(r)),
+                (22_973, Action::Restart(r)),
+            ]
         );
     }
 

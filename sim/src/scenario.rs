@@ -380,10 +380,11 @@ impl Scenario {
         let de = &mut serde_json::Deserializer::from_str(text);
         let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            ScenarioError::Parse {
-                path,
-                message: e.into_inner().to_string(),
+            let mut message = e.into_inner().to_string();
+            if let Some(field) = offending_field(text, &path, &message) {
+                message = format!("{field}: {message}");
             }
+            ScenarioError::Parse { path, message }
         })?;
         scenario.validate()?;
         Ok(scenario)
@@ -504,20 +505,43 @@ impl Scenario {
                 Fault::Loss { rate, .. } if !(0.0..=1.0).contains(rate) => {
                     return at(&format!("rate must be in [0, 1], got {rate}"));
                 }
-                Fault::Crash { node, .. } => {
-                    if down.insert(node, true) == Some(true) {
-                        return at(&format!("{node} is already down"));
-                    }
+                Fault::Crash { node, .. } if down.insert(node, true) == Some(true) => {
+                    return at(&format!("{node} is already down"));
                 }
-                Fault::Restart { node, .. } => {
-                    if down.insert(node, false) != Some(true) {
-                        return at(&format!("{node} was not crashed before this restart"));
-                    }
+                Fault::Restart { node, .. } if down.insert(node, false) != Some(true) => {
+                    return at(&format!("{node} was not crashed before this restart"));
                 }
                 _ => {}
             }
         }
         Ok(())
+    }
+}
+
+/// Serde reports errors inside an internally tagged enum (a fault) at the enum, not at the field:
+/// find the field of the object at `path` whose value is the one the message quotes.
+fn offending_field(text: &str, path: &str, message: &str) -> Option<String> {
+    let quoted = message.split('`').nth(1)?;
+    let mut node: &serde_json::Value = &serde_json::from_str(text).ok()?;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, index) = match part.split_once('[') {
+            Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        node = node.get(name)?;
+        if let Some(i) = index {
+            node = node.get(i)?;
+        }
+    }
+    let fields: Vec<&String> = node
+        .as_object()?
+        .iter()
+        .filter(|(_, v)| serde_json::to_string(v).ok().as_deref() == Some(quoted))
+        .map(|(k, _)| k)
+        .collect();
+    match fields.as_slice() {
+        [one] => Some((*one).clone()),
+        _ => None,
     }
 }
 

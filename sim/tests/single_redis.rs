@@ -20,7 +20,7 @@ fn options(profile: FaultProfile, params: Params, cases: u32) -> ExploreOptions 
 
 fn find(options: &ExploreOptions) -> Finding {
     match explore(options, &|_| {}).expect("exploration runs") {
-        Exploration::Found(f) => f,
+        Exploration::Found(f) => *f,
         Exploration::NotFound { cases, .. } => panic!("nothing found in {cases} cases"),
     }
 }
@@ -88,6 +88,7 @@ fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
     let history = &finding.outcome.history.entries;
     let (acquired_ns, valid_ns) = history
         .iter()
+        .rev()
         .filter(|e| &e.node == node && e.kind == Kind::Ok && e.true_ns <= pause_ns)
         .filter_map(|e| match e.op {
             Op::Acquire {
@@ -95,7 +96,7 @@ fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
             } => Some((e.true_ns, v)),
             _ => None,
         })
-        .last()
+        .next()
         .expect("the paused client had acquired the lock");
     let released_before_pause = history.iter().any(|e| {
         &e.node == node

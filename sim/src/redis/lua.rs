@@ -519,7 +519,7 @@ fn one_line(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{KeyEffect, RedisModel};
+    use crate::redis::model::{KeyEffect, RedisModel};
     use lockcheck_algorithms::redis::command::{Command, Reply, Script};
 
     const COMPARE_AND_DELETE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#;
