@@ -194,10 +194,12 @@ impl Client {
                     continue;
                 }
             };
-            self.world.take_acquisition(self.me);
             let still_valid =
                 |g: &Guard| !careful || g.validity_left(self.env.mono_now()) > Duration::ZERO;
+            // A critical section counts once the resource took the entry; a rejected or lost
+            // entry is retried with a fresh acquisition.
             if still_valid(&guard) && self.access(Phase::Enter, &guard).await {
+                self.world.take_acquisition(self.me);
                 let shared = RefCell::new(guard.clone());
                 self.hold(&shared).await;
                 let guard = shared.into_inner();
