@@ -56,7 +56,7 @@ enum Command {
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore {
-        /// The algorithm: single-redis.
+        /// The algorithm: single-redis, redlock.
         #[arg(long, value_name = "NAME")]
         algorithm: String,
         /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
@@ -81,6 +81,16 @@ enum Command {
         /// Server persistence: none, everysec, always.
         #[arg(long, value_name = "P", default_value = "none")]
         persistence: String,
+        /// Number of servers (redlock: an odd number, default 5).
+        #[arg(long, value_name = "N")]
+        nodes: Option<u32>,
+        /// Crashed servers stay down at least this long (crash-delayed-restart raises it to the TTL).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        restart_delay_ms: u64,
+        /// Largest clock drift clock-drift draws, as a fraction: 0.005 keeps every clock within
+        /// half of Redlock's default drift factor.
+        #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_sim::explore::DEFAULT_MAX_DRIFT)]
+        max_drift: f64,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -128,6 +138,9 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             ttl_ms,
             fencing,
             persistence,
+            nodes,
+            restart_delay_ms,
+            max_drift,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -150,21 +163,26 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             if cases == 0 {
                 return Err(usage("--cases must be at least 1"));
             }
+            if !(0.0..1.0).contains(&max_drift) {
+                return Err(usage(format!(
+                    "--max-drift must be in [0, 1), got {max_drift}"
+                )));
+            }
             let params = Params {
                 ttl_ms,
                 fencing,
                 persistence,
+                nodes,
+                restart_delay_ms,
                 ..Params::default()
             };
             let mut check = Scenario::new(algorithm);
             check.params = params.clone();
             check.validate().map_err(|e| usage(e.to_string()))?;
             let options = ExploreOptions {
-                algorithm,
-                profiles,
                 params,
-                cases,
-                seed,
+                max_drift,
+                ..ExploreOptions::new(algorithm, profiles, cases, seed)
             };
             explore_cmd(&options, &faults, &out)
         }

@@ -246,7 +246,13 @@ fn committed_reports_still_replay_identically() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|x| x == "json") {
             let r = lockcheck(&["replay", path.to_str().unwrap()]);
-            assert_eq!(r.status.code(), Some(0), "{}: {}", path.display(), stdout(&r));
+            assert_eq!(
+                r.status.code(),
+                Some(0),
+                "{}: {}",
+                path.display(),
+                stdout(&r)
+            );
             seen += 1;
         }
     }

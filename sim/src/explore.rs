@@ -24,7 +24,7 @@ pub enum FaultProfile {
     Pause,
     /// Wall-clock steps, forwards and backwards.
     ClockJump,
-    /// Clocks running fast or slow (up to ±5 %).
+    /// Clocks running fast or slow (by up to `max_drift`, ±5 % by default).
     ClockDrift,
     /// Crash and immediate restart.
     CrashRestart,
@@ -100,7 +100,26 @@ pub struct ExploreOptions {
     pub cases: u32,
     /// Seed of the search.
     pub seed: u64,
+    /// The largest clock drift `clock-drift` draws, as a fraction (0.05: rates in [0.95, 1.05]).
+    pub max_drift: f64,
 }
+
+impl ExploreOptions {
+    /// Options with the defaults for everything but the algorithm, profiles, cases and seed.
+    pub fn new(algorithm: Algorithm, profiles: Vec<FaultProfile>, cases: u32, seed: u64) -> Self {
+        ExploreOptions {
+            algorithm,
+            profiles,
+            params: Params::default(),
+            cases,
+            seed,
+            max_drift: DEFAULT_MAX_DRIFT,
+        }
+    }
+}
+
+/// The default largest drift of the `clock-drift` profile: five times Redlock's drift factor.
+pub const DEFAULT_MAX_DRIFT: f64 = 0.05;
 
 /// The result of a search.
 #[derive(Clone, Debug)]
@@ -142,9 +161,10 @@ fn unit_of(
     nodes: &[String],
     servers: &[String],
     everyone: &[String],
-    ttl: u64,
+    options: &ExploreOptions,
     duration: u64,
 ) -> BoxedStrategy<Vec<Fault>> {
+    let ttl = options.params.ttl_ms;
     let at = 0..duration / 2;
     let span = 1..=2 * ttl;
     let node = prop::sample::select(nodes.to_vec());
@@ -165,15 +185,20 @@ fn unit_of(
                 .prop_map(|(at_ms, node, by_ms)| vec![Fault::ClockJump { at_ms, node, by_ms }])
                 .boxed()
         }
-        FaultProfile::ClockDrift => (at, node, 950u32..=1050)
-            .prop_map(|(at_ms, node, permille)| {
-                vec![Fault::ClockDrift {
-                    at_ms,
-                    node,
-                    rate: f64::from(permille) / 1000.0,
-                }]
-            })
-            .boxed(),
+        FaultProfile::ClockDrift => {
+            // Rates in parts per million, so shrinking moves toward the slowest allowed clock in
+            // whole steps and the scenario prints exactly.
+            let ppm = (options.max_drift * 1e6).round() as u32;
+            (at, node, 1_000_000 - ppm..=1_000_000 + ppm)
+                .prop_map(|(at_ms, node, rate_ppm)| {
+                    vec![Fault::ClockDrift {
+                        at_ms,
+                        node,
+                        rate: f64::from(rate_ppm) / 1e6,
+                    }]
+                })
+                .boxed()
+        }
         FaultProfile::CrashRestart | FaultProfile::CrashDelayedRestart => {
             (at, prop::sample::select(servers.to_vec()))
                 .prop_map(|(at_ms, node)| {
@@ -259,7 +284,7 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     everyone.push(crate::topology::Topology::RESOURCE.to_string());
     let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles)
         .into_iter()
-        .map(|p| unit_of(p, &nodes, &servers, &everyone, ttl, duration))
+        .map(|p| unit_of(p, &nodes, &servers, &everyone, options, duration))
         .collect();
     let faults: BoxedStrategy<Vec<Vec<Fault>>> = if units.is_empty() {
         Just(Vec::new()).boxed()

@@ -32,16 +32,20 @@ pub enum Algorithm {
     /// One Redis server, `SET NX PX` + Lua compare-and-delete.
     #[serde(rename = "single-redis")]
     SingleRedis,
+    /// Redlock over N independent Redis masters.
+    #[serde(rename = "redlock")]
+    Redlock,
 }
 
 impl Algorithm {
     /// Every implemented algorithm.
-    pub const ALL: &'static [Algorithm] = &[Algorithm::SingleRedis];
+    pub const ALL: &'static [Algorithm] = &[Algorithm::SingleRedis, Algorithm::Redlock];
 
     /// The user-facing name.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::SingleRedis => "single-redis",
+            Algorithm::Redlock => "redlock",
         }
     }
 
@@ -54,6 +58,7 @@ impl Algorithm {
     pub fn servers(self, params: &Params) -> usize {
         match self {
             Algorithm::SingleRedis => params.nodes.unwrap_or(1) as usize,
+            Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
         }
     }
 }
@@ -89,7 +94,7 @@ fn default_request_timeout_ms() -> u64 {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Params {
-    /// Number of servers (single-redis: 1, the default).
+    /// Number of servers (single-redis: 1, the default; redlock: an odd number ≥ 3, default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
     /// Lease length in milliseconds (default 10 000).
@@ -110,6 +115,14 @@ pub struct Params {
     /// Base delay between acquisition attempts, jittered in [d/2, d] (default 200).
     #[serde(default = "default_retry_delay_ms")]
     pub retry_delay_ms: u64,
+    /// Attempts per acquisition before the client gives up and thinks (default: until the run
+    /// ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_count: Option<u32>,
+    /// Accept an even number of Redlock masters (a quorum of N/2 + 1 then tolerates no more
+    /// failures than N − 1 masters would; default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_even_nodes: bool,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -427,6 +440,34 @@ impl Scenario {
                     ));
                 }
             }
+            Algorithm::Redlock => {
+                let n = p.nodes.unwrap_or(5);
+                if n < 3 {
+                    return bad(format!(
+                        "params.nodes: redlock needs at least 3 masters, got {n}"
+                    ));
+                }
+                if n % 2 == 0 && !p.allow_even_nodes {
+                    return bad(format!(
+                        "params.nodes: {n} redlock masters need a quorum of {} yet tolerate no more \
+                         failures than {} would; use an odd number, or set \
+                         params.allow_even_nodes: true",
+                        n / 2 + 1,
+                        n - 1
+                    ));
+                }
+                if p.fencing {
+                    return bad(
+                        "params.fencing: redlock cannot produce a fencing token: its token is \
+                         random and no counter is shared by the masters (Kleppmann, 2016). Use \
+                         single-redis with fencing, or a lock with a monotonic token"
+                            .into(),
+                    );
+                }
+            }
+        }
+        if p.retry_count == Some(0) {
+            return bad("params.retry_count must be at least 1".into());
         }
         if self.clients == 0 {
             return bad("clients must be at least 1".into());

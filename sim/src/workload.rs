@@ -9,6 +9,7 @@ use crate::scenario::Algorithm;
 use crate::topology::Role;
 use crate::world::World;
 use futures_util::future::{select, Either};
+use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
 use std::cell::RefCell;
@@ -27,6 +28,8 @@ const ACCESS_TIMEOUT: Duration = Duration::from_secs(1);
 pub enum SimLock {
     /// `single-redis`.
     SingleRedis(SingleRedis<SimRedis>),
+    /// `redlock`.
+    Redlock(Redlock<SimRedis>),
 }
 
 impl SimLock {
@@ -43,7 +46,21 @@ impl SimLock {
                     ttl: Duration::from_millis(p.ttl_ms),
                     drift_factor: p.drift_factor,
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    retry_count: p.retry_count,
                     fencing: p.fencing,
+                },
+            )),
+            Algorithm::Redlock => SimLock::Redlock(Redlock::new(
+                servers
+                    .iter()
+                    .map(|&s| SimRedis::new(rpc.clone(), s, timeout))
+                    .collect(),
+                RedlockConfig {
+                    key: LOCK_KEY.to_string(),
+                    ttl: Duration::from_millis(p.ttl_ms),
+                    drift_factor: p.drift_factor,
+                    retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    retry_count: p.retry_count,
                 },
             )),
         }
@@ -52,18 +69,21 @@ impl SimLock {
     async fn acquire(&self, env: &SimEnv, wait: Duration) -> Result<Option<Guard>, LockError> {
         match self {
             SimLock::SingleRedis(l) => Lock::acquire(l, env, wait).await,
+            SimLock::Redlock(l) => Lock::acquire(l, env, wait).await,
         }
     }
 
     async fn release(&self, env: &SimEnv, guard: &Guard) -> Result<bool, LockError> {
         match self {
             SimLock::SingleRedis(l) => Lock::release(l, env, guard).await,
+            SimLock::Redlock(l) => Lock::release(l, env, guard).await,
         }
     }
 
     async fn keep_alive(&self, env: &SimEnv, guard: &RefCell<Guard>) {
         match self {
             SimLock::SingleRedis(l) => l.keep_alive(env, guard).await,
+            SimLock::Redlock(l) => l.keep_alive(env, guard).await,
         }
     }
 }
@@ -185,12 +205,16 @@ impl Client {
             if wait.is_zero() {
                 break;
             }
-            let guard = match self.acquire(wait, "the run ended while waiting").await {
+            let retry = Duration::from_millis(self.world.scenario.params.retry_delay_ms);
+            let guard = match self.acquire(wait, "gave up").await {
                 Ok(Some(guard)) => guard,
-                Ok(None) => break,
-                Err(_) => {
-                    let retry = Duration::from_millis(self.world.scenario.params.retry_delay_ms);
-                    self.env.sleep(retry).await;
+                // The lock stops retrying a retry before the wait ends: the run is over.
+                Ok(None) if self.wait_left() <= retry => break,
+                // It gave up after retry_count attempts, or failed: think, then try again.
+                Ok(None) | Err(_) => {
+                    self.env
+                        .sleep(retry.max(Duration::from_millis(workload.think_ms)))
+                        .await;
                     continue;
                 }
             };

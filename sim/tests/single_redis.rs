@@ -10,11 +10,8 @@ use lockcheck_sim::{run, Algorithm, Scenario};
 
 fn options(profile: FaultProfile, params: Params, cases: u32) -> ExploreOptions {
     ExploreOptions {
-        algorithm: Algorithm::SingleRedis,
-        profiles: vec![profile],
         params,
-        cases,
-        seed: 1,
+        ..ExploreOptions::new(Algorithm::SingleRedis, vec![profile], cases, 1)
     }
 }
 

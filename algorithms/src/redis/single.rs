@@ -52,6 +52,8 @@ pub struct SingleRedisConfig {
     /// Base delay between attempts of a blocking acquire; each wait is random in
     /// `[retry_delay / 2, retry_delay]` so contending clients do not retry in lock step.
     pub retry_delay: Duration,
+    /// Attempts per blocking acquire; `None`: until the wait runs out.
+    pub retry_count: Option<u32>,
     /// Draw a fencing token from a counter on acquisition.
     pub fencing: bool,
 }
@@ -164,19 +166,24 @@ impl<S: RedisStore> SingleRedis<S> {
         }))
     }
 
-    /// Tries until the lock is acquired or `wait` (client monotonic time) has passed.
-    /// `Ok(None)` means the wait ran out.
+    /// Tries until the lock is acquired, `wait` (client monotonic time) has passed, or
+    /// `retry_count` attempts failed; `Ok(None)` in the last two cases.
     pub async fn acquire<E: Env>(
         &self,
         env: &E,
         wait: Duration,
     ) -> Result<Option<Guard>, LockError> {
         let deadline = env.mono_now() + wait;
+        let mut attempts = 0u32;
         loop {
             match self.try_acquire(env).await {
                 Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
                 Ok(_) | Err(LockError::Store(_)) => {}
                 Err(e) => return Err(e),
+            }
+            attempts += 1;
+            if self.config.retry_count.is_some_and(|n| attempts >= n) {
+                return Ok(None);
             }
             let pause = env.random_between(self.config.retry_delay / 2, self.config.retry_delay);
             if env.mono_now() + pause >= deadline {

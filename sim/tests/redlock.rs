@@ -1,0 +1,175 @@
+//! Redlock under faults: seed 002's story, Kleppmann's clock and pause arguments, and the
+//! conditions under which antirez argues it is safe.
+
+use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
+use lockcheck_sim::history::{KeyChange, Op};
+use lockcheck_sim::scenario::{Fault, Params};
+use lockcheck_sim::{run, Algorithm, Scenario};
+
+fn scenario_file(name: &str) -> Scenario {
+    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
+    Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+fn find(options: &ExploreOptions) -> Finding {
+    match explore(options, &|_| {}).expect("exploration runs") {
+        Exploration::Found(f) => *f,
+        Exploration::NotFound { cases, .. } => panic!("nothing found in {cases} cases"),
+    }
+}
+
+/// The masters on which `token` was written.
+fn masters_holding(finding: &Finding, token: &str) -> Vec<String> {
+    finding
+        .outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.op, Op::Key { change: KeyChange::Set, value: Some(v), .. } if v == token)
+        })
+        .map(|e| e.node.clone())
+        .collect()
+}
+
+#[test]
+fn seed_002_immediate_restart_without_persistence_gives_two_holders() {
+    // Three masters. client-1 locks redis-1 + redis-2 (redis-0 is cut off); redis-1 crashes and
+    // comes back at once, empty; client-0 locks redis-0 + redis-1 while client-1 still works.
+    let outcome = run(&scenario_file("redlock-seed-002-restart.json"));
+    let v = &outcome.violations;
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert_eq!(v[0].kind, ViolationKind::MutualExclusion);
+    assert_eq!(v[0].clients.len(), 2);
+}
+
+#[test]
+fn seed_002_restart_delayed_past_the_ttl_is_safe() {
+    let outcome = run(&scenario_file("redlock-seed-002-delayed-restart.json"));
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+}
+
+#[test]
+fn a_forward_clock_jump_on_a_master_of_the_holders_quorum_breaks_redlock() {
+    let finding = find(&ExploreOptions::new(
+        Algorithm::Redlock,
+        vec![FaultProfile::ClockJump],
+        500,
+        1,
+    ));
+    let [Fault::ClockJump { node, by_ms, .. }] = finding.scenario.faults.as_slice() else {
+        panic!("not a single jump: {:?}", finding.scenario.faults);
+    };
+    assert!(*by_ms > 0, "a forward jump");
+    let holder_token = &finding.outcome.violations[0].tokens[0];
+    let quorum = masters_holding(&finding, holder_token);
+    assert!(
+        quorum.contains(node),
+        "{node} jumped, but the holder's quorum was {quorum:?}"
+    );
+}
+
+/// Two clients; client-1 is cut off for the first second so client-0 acquires alone.
+fn client_0_alone_first() -> Scenario {
+    let mut s = Scenario::new(Algorithm::Redlock);
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = 2_000;
+    s.duration_ms = 40_000;
+    s.faults = vec![Fault::Partition {
+        at_ms: 0,
+        isolate: vec!["client-1".into()],
+        for_ms: 1_000,
+    }];
+    s
+}
+
+#[test]
+fn a_holder_paused_after_acquiring_past_its_validity_breaks_redlock() {
+    let mut s = client_0_alone_first();
+    s.faults.push(Fault::Pause {
+        at_ms: 500,
+        node: "client-0".into(),
+        for_ms: 12_000,
+    });
+    let outcome = run(&s);
+    assert!(outcome.violated());
+    assert_eq!(outcome.violations[0].clients[0], "client-0");
+}
+
+#[test]
+fn a_pause_before_the_acquisition_completes_is_caught_by_the_elapsed_time_check() {
+    // Clients start at 2 ms; a send waits 1 ms in madsim before its 1–10 ms of latency, so
+    // client-0's SETs leave at ~3 ms and no reply can be back before ~6 ms. It is frozen at 4 ms
+    // for 12 s. When it wakes, a majority said OK but the TTL is spent: it must not use
+    // the lock.
+    let mut s = client_0_alone_first();
+    s.faults.push(Fault::Pause {
+        at_ms: 4,
+        node: "client-0".into(),
+        for_ms: 12_000,
+    });
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let history = &outcome.history.entries;
+    let first_token_sets = history
+        .iter()
+        .filter(|e| {
+            e.true_ns < 12_000_000_000
+                && matches!(&e.op, Op::Key { change: KeyChange::Set, by: Some(b), .. } if b == "client-0")
+        })
+        .count();
+    assert!(
+        first_token_sets >= 3,
+        "a majority accepted before the pause"
+    );
+    let first_ok = history
+        .iter()
+        .find(|e| e.node == "client-0" && e.kind == lockcheck_sim::history::Kind::Ok)
+        .expect("client-0 acquires eventually");
+    assert!(
+        first_ok.true_ns > 12_000_000_000,
+        "the lock acquired before the pause was never reported as held"
+    );
+}
+
+#[test]
+fn drift_within_the_factor_partitions_and_delayed_restarts_never_break_redlock() {
+    let options = ExploreOptions {
+        max_drift: 0.005,
+        ..ExploreOptions::new(
+            Algorithm::Redlock,
+            vec![
+                FaultProfile::ClockDrift,
+                FaultProfile::Partition,
+                FaultProfile::CrashDelayedRestart,
+            ],
+            2_000,
+            3,
+        )
+    };
+    match explore(&options, &|_| {}).expect("exploration runs") {
+        Exploration::NotFound { cases, .. } => assert_eq!(cases, 2_000),
+        Exploration::Found(f) => panic!(
+            "{}\n{}",
+            f.outcome.violations[0].story,
+            f.scenario.to_json()
+        ),
+    }
+}
+
+#[test]
+fn redlock_refuses_fencing_and_even_master_counts() {
+    let mut s = Scenario::new(Algorithm::Redlock);
+    s.params.fencing = true;
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("fencing") && e.contains("random"), "{e}");
+    s.params = Params {
+        nodes: Some(4),
+        ..Params::default()
+    };
+    assert!(s.validate().unwrap_err().to_string().contains("odd"));
+    s.params.allow_even_nodes = true;
+    s.validate()
+        .expect("an even count is allowed when asked for");
+}
