@@ -209,6 +209,19 @@ fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
             s.at_ns as f64 / 1e6
         );
     }
+    let a = &outcome.availability;
+    for (label, rate) in [
+        ("all servers reachable", a.all_reachable),
+        ("a minority unreachable", a.minority_unreachable),
+        ("a majority unreachable", a.majority_unreachable),
+    ] {
+        if rate.attempts > 0 {
+            println!(
+                "  attempts with {label}: {} of {} acquired",
+                rate.acquired, rate.attempts
+            );
+        }
+    }
     println!("history hash {}", outcome.digest);
     if let Some(dir) = report_dir {
         let stem = file

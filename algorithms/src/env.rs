@@ -3,6 +3,21 @@
 use std::future::Future;
 use std::time::Duration;
 
+/// Something an algorithm did that the harness around it may want to see. Algorithms report;
+/// they never depend on anyone listening.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockEvent {
+    /// One acquisition attempt finished.
+    Attempt {
+        /// Whether it acquired the lock.
+        acquired: bool,
+        /// How many servers accepted it.
+        accepted: usize,
+        /// How many servers it asked.
+        of: usize,
+    },
+}
+
 /// Clocks, sleep and randomness of the node an algorithm runs on.
 ///
 /// The two clocks are deliberately different, because lock algorithms fail in different ways
@@ -32,6 +47,12 @@ pub trait Env {
         }
         let span = (high - low).as_nanos() as u64;
         low + Duration::from_nanos(self.random_u64() % (span + 1))
+    }
+
+    /// Reports an event to whoever runs the algorithm (the simulator records it in the history,
+    /// the real harness logs it). Does nothing by default.
+    fn observe(&self, event: LockEvent) {
+        let _ = event;
     }
 
     /// A fresh lock token: 128 random bits in hex. Unique per acquisition with overwhelming

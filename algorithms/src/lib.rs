@@ -19,7 +19,7 @@ pub mod guard;
 pub mod lock;
 pub mod redis;
 
-pub use env::Env;
+pub use env::{Env, LockEvent};
 pub use error::{LockError, StoreError};
 pub use guard::Guard;
 pub use lock::Lock;

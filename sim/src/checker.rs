@@ -197,6 +197,57 @@ pub fn check(history: &[Entry]) -> Vec<Violation> {
     all
 }
 
+/// Acquisition attempts and how many succeeded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rate {
+    /// Attempts.
+    pub attempts: u32,
+    /// Attempts that acquired the lock.
+    pub acquired: u32,
+}
+
+/// How available the lock was, by how many servers the attempting client could reach (the Redis
+/// documentation's liveness property B: a minority of masters down must not stop acquisitions).
+/// Attempts also fail because another client holds the lock, so compare the rows with each other,
+/// not with 100 %.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Availability {
+    /// Every server reachable.
+    pub all_reachable: Rate,
+    /// A minority unreachable (crashed or partitioned).
+    pub minority_unreachable: Rate,
+    /// A majority unreachable.
+    pub majority_unreachable: Rate,
+}
+
+/// Attempts bucketed by how many servers were unreachable.
+pub fn availability(history: &[Entry]) -> Availability {
+    let mut a = Availability::default();
+    for e in history {
+        if e.node == Topology::PROBE {
+            continue;
+        }
+        if let Op::Attempt {
+            acquired,
+            of,
+            unreachable,
+            ..
+        } = e.op
+        {
+            let rate = if unreachable == 0 {
+                &mut a.all_reachable
+            } else if unreachable < of / 2 + 1 {
+                &mut a.minority_unreachable
+            } else {
+                &mut a.majority_unreachable
+            };
+            rate.attempts += 1;
+            rate.acquired += u32::from(acquired);
+        }
+    }
+    a
+}
+
 /// Accesses the resource rejected (only a fencing resource rejects).
 pub fn stale_accesses(history: &[Entry]) -> Vec<StaleAccess> {
     history

@@ -1,7 +1,9 @@
 //! [`Env`] for a simulated node: its own drifting, jumping clocks and madsim's seeded randomness.
 
+use crate::history::{Kind, Op};
+use crate::topology::Role;
 use crate::world::World;
-use lockcheck_algorithms::Env;
+use lockcheck_algorithms::{Env, LockEvent};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,5 +37,25 @@ impl Env for SimEnv {
 
     fn random_u64(&self) -> u64 {
         madsim::rand::random()
+    }
+
+    fn observe(&self, event: LockEvent) {
+        let LockEvent::Attempt {
+            acquired,
+            accepted,
+            of,
+        } = event;
+        let servers = self.world.topology.with_role(Role::Server);
+        let unreachable = self.world.unreachable(self.node, &servers);
+        self.world.record(
+            self.node,
+            Kind::Observe,
+            Op::Attempt {
+                acquired,
+                accepted,
+                of,
+                unreachable,
+            },
+        );
     }
 }

@@ -70,6 +70,17 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
+    /// One acquisition attempt of a client finished (inside an `acquire` operation).
+    Attempt {
+        /// Whether it acquired the lock.
+        acquired: bool,
+        /// Servers that accepted it.
+        accepted: usize,
+        /// Servers asked.
+        of: usize,
+        /// Servers the client could not reach when it finished: crashed or cut off.
+        unreachable: usize,
+    },
     /// A client releases the lock.
     Release {
         /// The token it releases.

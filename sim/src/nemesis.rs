@@ -210,7 +210,6 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
     let handle = Handle::current();
     let net = NetSim::current();
     let topology = world.topology.clone();
-    let mut cuts: BTreeMap<(usize, usize), u32> = BTreeMap::new();
     for (at, action, text) in timeline {
         let now = world.true_ns();
         if at > now {
@@ -247,18 +246,14 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             Action::Cut(_, group) | Action::Heal(_, group) if group.is_empty() => applied = false,
             Action::Cut(_, group) => {
                 for (a, b) in links_across(&topology, &group) {
-                    let count = cuts.entry((a, b)).or_insert(0);
-                    *count += 1;
-                    if *count == 1 {
+                    if world.cut(a, b) {
                         net.clog_link(id(a), id(b));
                     }
                 }
             }
             Action::Heal(_, group) => {
                 for (a, b) in links_across(&topology, &group) {
-                    let count = cuts.entry((a, b)).or_insert(1);
-                    *count -= 1;
-                    if *count == 0 {
+                    if world.heal(a, b) {
                         net.unclog_link(id(a), id(b));
                     }
                 }

@@ -1,6 +1,6 @@
 //! Failure reports: what a person (or CI) needs to understand a run and replay it byte for byte.
 
-use crate::checker::{StaleAccess, Violation};
+use crate::checker::{Availability, StaleAccess, Violation};
 use crate::explore::{FaultProfile, Finding};
 use crate::history::History;
 use crate::runner::{run, Outcome};
@@ -87,6 +87,8 @@ pub struct Report {
     pub violations: Vec<Violation>,
     /// Accesses a fencing resource rejected (the fence working, not violations).
     pub stale_accesses: Vec<StaleAccess>,
+    /// Acquisition attempts by how many servers the client could reach.
+    pub availability: Availability,
     /// How the case was found, when it came from `explore`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<Search>,
@@ -128,6 +130,7 @@ impl Report {
             schedule: scenario.faults.iter().map(|f| f.describe()).collect(),
             violations: outcome.violations.clone(),
             stale_accesses: outcome.stale_accesses.clone(),
+            availability: outcome.availability,
             search: None,
             scenario: scenario.clone(),
             history_hash: outcome.digest.clone(),

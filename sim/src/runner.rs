@@ -1,7 +1,7 @@
 //! One deterministic run: build the nodes, start the nemesis and the workload, wait for the end,
 //! probe liveness, check the history.
 
-use crate::checker::{self, StaleAccess, Violation};
+use crate::checker::{self, Availability, StaleAccess, Violation};
 use crate::disk::Disk;
 use crate::history::{History, Kind, Op};
 use crate::nemesis;
@@ -24,6 +24,8 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     /// Accesses a fencing resource rejected (not violations).
     pub stale_accesses: Vec<StaleAccess>,
+    /// Acquisition attempts by how many servers were reachable.
+    pub availability: Availability,
     /// [`History::digest`] of `history`.
     pub digest: String,
 }
@@ -45,11 +47,13 @@ pub fn run(scenario: &Scenario) -> Outcome {
     let history = runtime.block_on(simulate(scenario));
     let violations = checker::check(&history.entries);
     let stale_accesses = checker::stale_accesses(&history.entries);
+    let availability = checker::availability(&history.entries);
     let digest = history.digest();
     Outcome {
         history,
         violations,
         stale_accesses,
+        availability,
         digest,
     }
 }

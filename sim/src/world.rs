@@ -43,6 +43,8 @@ pub struct World {
     remaining: Mutex<Vec<u32>>,
     /// Per client: finished its workload.
     finished: Mutex<Vec<bool>>,
+    /// Directed links currently cut, with how many partitions cut each (they may overlap).
+    cuts: Mutex<BTreeMap<(usize, usize), u32>>,
 }
 
 impl World {
@@ -63,6 +65,7 @@ impl World {
             down: Mutex::new(vec![false; n]),
             remaining: Mutex::new(vec![per_client; clients]),
             finished: Mutex::new(vec![false; clients]),
+            cuts: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -142,6 +145,42 @@ impl World {
         let m = self.messages.lock().unwrap();
         let loss = 1.0 - (1.0 - m[from].loss()) * (1.0 - m[to].loss());
         (loss, m[from].delay() + m[to].delay())
+    }
+
+    /// Counts one more partition cutting the link `from → to`; true when the link just went down.
+    pub fn cut(&self, from: usize, to: usize) -> bool {
+        let mut cuts = self.cuts.lock().unwrap();
+        let count = cuts.entry((from, to)).or_insert(0);
+        *count += 1;
+        *count == 1
+    }
+
+    /// Counts one partition fewer on `from → to`; true when the link just came back.
+    pub fn heal(&self, from: usize, to: usize) -> bool {
+        let mut cuts = self.cuts.lock().unwrap();
+        match cuts.get_mut(&(from, to)) {
+            Some(1) => {
+                cuts.remove(&(from, to));
+                true
+            }
+            Some(count) => {
+                *count -= 1;
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// How many of `servers` node `node` cannot reach right now: crashed, or cut off in either
+    /// direction.
+    pub fn unreachable(&self, node: usize, servers: &[usize]) -> usize {
+        let cuts = self.cuts.lock().unwrap();
+        servers
+            .iter()
+            .filter(|&&s| {
+                self.is_down(s) || cuts.contains_key(&(node, s)) || cuts.contains_key(&(s, node))
+            })
+            .count()
     }
 
     /// Takes one critical section from client `client`'s allowance; false when none is left.

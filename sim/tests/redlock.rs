@@ -173,3 +173,24 @@ fn redlock_refuses_fencing_and_even_master_counts() {
     s.validate()
         .expect("an even count is allowed when asked for");
 }
+
+#[test]
+fn a_minority_of_masters_down_does_not_stop_acquisitions_but_a_majority_does() {
+    let crash = |node: &str| Fault::Crash {
+        at_ms: 0,
+        node: node.into(),
+    };
+    let mut s = Scenario::new(Algorithm::Redlock);
+    s.duration_ms = 20_000;
+    s.faults = vec![crash("redis-0"), crash("redis-1")];
+    let minority = run(&s);
+    assert!(!minority.violated());
+    let a = minority.availability;
+    assert_eq!(a.all_reachable.attempts, 0);
+    assert!(a.minority_unreachable.acquired >= 6, "{a:?}");
+
+    s.faults.push(crash("redis-2"));
+    let majority = run(&s).availability;
+    assert!(majority.majority_unreachable.attempts > 0);
+    assert_eq!(majority.majority_unreachable.acquired, 0, "{majority:?}");
+}

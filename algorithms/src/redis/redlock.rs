@@ -15,7 +15,7 @@
 use super::command::{Command, Reply, Script, SetOptions};
 use super::single::{EXTEND_LUA, RELEASE_LUA};
 use super::store::RedisStore;
-use crate::env::Env;
+use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
@@ -118,7 +118,13 @@ impl<S: RedisStore> Redlock<S> {
             .config
             .ttl
             .saturating_sub(self.config.drift_allowance());
-        if accepted >= self.quorum() && elapsed < budget {
+        let acquired = accepted >= self.quorum() && elapsed < budget;
+        env.observe(LockEvent::Attempt {
+            acquired,
+            accepted,
+            of: self.masters.len(),
+        });
+        if acquired {
             return RedlockAttempt::Acquired(Guard {
                 token,
                 acquired_at: started,

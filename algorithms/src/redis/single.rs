@@ -9,7 +9,7 @@
 
 use super::command::{Command, Reply, Script, SetOptions};
 use super::store::RedisStore;
-use crate::env::Env;
+use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
@@ -112,6 +112,17 @@ impl<S: RedisStore> SingleRedis<S> {
 
     /// One attempt, never waiting for the lock.
     pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Attempt, LockError> {
+        let attempt = self.attempt(env).await;
+        let acquired = matches!(attempt, Ok(Attempt::Acquired(_)));
+        env.observe(LockEvent::Attempt {
+            acquired,
+            accepted: usize::from(acquired || matches!(attempt, Ok(Attempt::Expired))),
+            of: 1,
+        });
+        attempt
+    }
+
+    async fn attempt<E: Env>(&self, env: &E) -> Result<Attempt, LockError> {
         let token = env.new_token();
         let ttl_ms = self.config.ttl.as_millis() as u64;
         let started = env.mono_now();
