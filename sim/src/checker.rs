@@ -28,6 +28,8 @@ pub enum ViolationKind {
     ForeignRelease,
     /// The lock did not become free again after the faults stopped.
     Deadlock,
+    /// A reentrant lock was freed while its owner still held it at an outer level.
+    FreedWhileHeld,
 }
 
 /// One thing that must not happen, and did.
@@ -188,11 +190,53 @@ pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
         .collect()
 }
 
+/// A lock key deleted at its owner's request while the owner, by its own operations, still held
+/// the lock: for a reentrant lock, an inner release must leave the lock held.
+pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
+    let mut depth: BTreeMap<&str, i64> = BTreeMap::new();
+    let mut found = Vec::new();
+    for e in history {
+        match (&e.op, e.kind) {
+            (Op::Acquire { .. }, Kind::Ok) => *depth.entry(&e.node).or_default() += 1,
+            (Op::Release { .. }, Kind::Invoke) => *depth.entry(&e.node).or_default() -= 1,
+            // A crashed client is a new process when it restarts: it holds nothing.
+            (Op::Nemesis { kind, .. }, _) if kind == "crash" => {
+                depth.remove(e.node.as_str());
+            }
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::Deleted,
+                    by: Some(by),
+                    ..
+                },
+                _,
+            ) if depth.get(by.as_str()).is_some_and(|d| *d > 0) => {
+                let d = depth[by.as_str()];
+                found.push(Violation {
+                    kind: ViolationKind::FreedWhileHeld,
+                    clients: vec![by.clone()],
+                    tokens: vec![],
+                    at_ns: e.true_ns,
+                    entries: vec![e.index],
+                    story: format!(
+                        "{by}'s release deleted {key} at {} while it still held the lock {d} level(s) deep",
+                        ms(e.true_ns)
+                    ),
+                });
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Every check, violations in order of time.
 pub fn check(history: &[Entry]) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
     all.extend(foreign_releases(history));
     all.extend(deadlock(history));
+    all.extend(reentrancy(history));
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
 }
@@ -326,6 +370,44 @@ mod tests {
         access(&mut h, 4, "client-0", Phase::Exit, "a", false);
         assert!(mutual_exclusion(&h.entries).is_empty());
         assert_eq!(stale_accesses(&h.entries).len(), 1);
+    }
+
+    #[test]
+    fn deleting_the_lock_on_an_inner_release_breaks_reentrancy() {
+        let mut h = History::default();
+        let acquired = Op::Acquire {
+            token: Some("owner".into()),
+            fence: None,
+            valid_ns: None,
+            error: None,
+        };
+        let release = Op::Release {
+            token: "owner".into(),
+            error: None,
+        };
+        let deleted = Op::Key {
+            key: "lock".into(),
+            change: KeyChange::Deleted,
+            value: None,
+            by: Some("client-0".into()),
+            expires_local_ns: None,
+        };
+        h.push(1, "client-0", 1, Kind::Ok, acquired.clone());
+        h.push(2, "client-0", 2, Kind::Ok, acquired);
+        h.push(3, "client-0", 3, Kind::Invoke, release.clone());
+        assert!(reentrancy(&h.entries).is_empty());
+        h.push(4, "redis-0", 4, Kind::Observe, deleted.clone());
+        assert_eq!(reentrancy(&h.entries).len(), 1, "freed one level deep");
+        let mut ok = History::default();
+        for e in &h.entries[..3] {
+            ok.push(e.true_ns, &e.node, e.local_ns, e.kind, e.op.clone());
+        }
+        ok.push(4, "client-0", 4, Kind::Invoke, release);
+        ok.push(5, "redis-0", 5, Kind::Observe, deleted);
+        assert!(
+            reentrancy(&ok.entries).is_empty(),
+            "the outer release frees it"
+        );
     }
 
     #[test]

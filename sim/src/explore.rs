@@ -296,14 +296,16 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
         0..=ttl * 8 / 10,
         prop::bool::weighted(0.3),
         0u64..=500,
+        1u32..=if algorithm.reentrant() { 3 } else { 1 },
     )
         .prop_map(
-            |(acquisitions, hold_ms, until_validity, think_ms)| Workload {
+            |(acquisitions, hold_ms, until_validity, think_ms, depth)| Workload {
                 acquisitions_per_client: acquisitions,
                 hold_ms,
                 hold_until_validity: until_validity,
                 think_ms,
                 check_before_access: false,
+                reentrant_depth: depth,
             },
         );
     (2u32..=3, workload, any::<u64>().no_shrink(), faults)

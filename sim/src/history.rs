@@ -131,6 +131,9 @@ pub enum Op {
     },
     /// The nemesis acted.
     Nemesis {
+        /// What kind of action: pause, resume, crash, restart, clock_jump, clock_drift, cut,
+        /// heal, messages_start, messages_end, skipped.
+        kind: String,
         /// What it did, for people.
         action: String,
         /// The node it acted on (the first, for a partition).

@@ -61,6 +61,25 @@ impl Power {
     }
 }
 
+impl Action {
+    /// The action's kind, as recorded in the history.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Pause(_) => "pause",
+            Action::Resume(_) => "resume",
+            Action::Crash(_) => "crash",
+            Action::Restart(_) => "restart",
+            Action::ClockJump(..) => "clock_jump",
+            Action::ClockDrift(..) => "clock_drift",
+            Action::Cut(..) => "cut",
+            Action::Heal(..) => "heal",
+            Action::Skipped(_) => "skipped",
+            Action::MessagesStart(..) => "messages_start",
+            Action::MessagesEnd(..) => "messages_end",
+        }
+    }
+}
+
 /// The schedule as primitive actions: (true time in ns, action, its description).
 pub type Timeline = Vec<(u64, Action, String)>;
 
@@ -229,6 +248,7 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
         };
         let id = |n: usize| world.node_id(n);
         let mut applied = true;
+        let kind = action.kind();
         match action {
             Action::Skipped(_) => {}
             Action::Pause(n) => handle.pause(id(n)),
@@ -268,6 +288,7 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
                 target,
                 Kind::Observe,
                 Op::Nemesis {
+                    kind: kind.to_string(),
                     action: text,
                     target: Some(topology.name(target).to_string()),
                 },

@@ -35,17 +35,25 @@ pub enum Algorithm {
     /// Redlock over N independent Redis masters.
     #[serde(rename = "redlock")]
     Redlock,
+    /// Redisson's reentrant RLock: a hash `{owner → count}` on one Redis.
+    #[serde(rename = "redis-reentrant")]
+    RedisReentrant,
 }
 
 impl Algorithm {
     /// Every implemented algorithm.
-    pub const ALL: &'static [Algorithm] = &[Algorithm::SingleRedis, Algorithm::Redlock];
+    pub const ALL: &'static [Algorithm] = &[
+        Algorithm::SingleRedis,
+        Algorithm::Redlock,
+        Algorithm::RedisReentrant,
+    ];
 
     /// The user-facing name.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::SingleRedis => "single-redis",
             Algorithm::Redlock => "redlock",
+            Algorithm::RedisReentrant => "redis-reentrant",
         }
     }
 
@@ -57,9 +65,16 @@ impl Algorithm {
     /// How many servers the algorithm runs against, given the `nodes` parameter.
     pub fn servers(self, params: &Params) -> usize {
         match self {
-            Algorithm::SingleRedis => params.nodes.unwrap_or(1) as usize,
+            Algorithm::SingleRedis | Algorithm::RedisReentrant => {
+                params.nodes.unwrap_or(1) as usize
+            }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
         }
+    }
+
+    /// Whether the owner may acquire again while holding (nested acquisitions).
+    pub fn reentrant(self) -> bool {
+        matches!(self, Algorithm::RedisReentrant)
     }
 }
 
@@ -172,6 +187,14 @@ pub struct Workload {
     /// Check the lock's validity (client clock) before each access and give up when it has run out.
     #[serde(default)]
     pub check_before_access: bool,
+    /// Nested acquisitions per critical section (reentrant locks only; default 1): acquire this
+    /// many times, work, release as many times.
+    #[serde(default = "default_depth")]
+    pub reentrant_depth: u32,
+}
+
+fn default_depth() -> u32 {
+    1
 }
 
 impl Default for Workload {
@@ -433,11 +456,19 @@ impl Scenario {
             ));
         }
         match self.algorithm {
-            Algorithm::SingleRedis => {
+            Algorithm::SingleRedis | Algorithm::RedisReentrant => {
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
                     return bad(format!(
-                        "params.nodes: single-redis runs against exactly 1 server, got {n}"
+                        "params.nodes: {} runs against exactly 1 server, got {n}",
+                        self.algorithm.name()
                     ));
+                }
+                if p.fencing && self.algorithm == Algorithm::RedisReentrant {
+                    return bad(
+                        "params.fencing: redis-reentrant (Redisson's RLock) has no fencing token: \
+                         its owner name is the same for every acquisition by a client"
+                            .into(),
+                    );
                 }
             }
             Algorithm::Redlock => {
@@ -477,6 +508,16 @@ impl Scenario {
         }
         if self.workload.acquisitions_per_client == 0 {
             return bad("workload.acquisitions_per_client must be at least 1".into());
+        }
+        if self.workload.reentrant_depth == 0 {
+            return bad("workload.reentrant_depth must be at least 1".into());
+        }
+        if self.workload.reentrant_depth > 1 && !self.algorithm.reentrant() {
+            return bad(format!(
+                "workload.reentrant_depth: {} is not reentrant; a nested acquire would wait for \
+                 the client's own lock",
+                self.algorithm.name()
+            ));
         }
         if self.workload.hold_until_validity && p.watchdog {
             return bad(

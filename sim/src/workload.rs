@@ -10,6 +10,7 @@ use crate::topology::Role;
 use crate::world::World;
 use futures_util::future::{select, Either};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
+use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
 use std::cell::RefCell;
@@ -30,11 +31,13 @@ pub enum SimLock {
     SingleRedis(SingleRedis<SimRedis>),
     /// `redlock`.
     Redlock(Redlock<SimRedis>),
+    /// `redis-reentrant`.
+    RedisReentrant(RedisReentrant<SimRedis>),
 }
 
 impl SimLock {
-    /// The lock of `world`'s algorithm as seen from node `me`.
-    pub fn build(world: &World, rpc: Rc<RpcClient>) -> SimLock {
+    /// The lock of `world`'s algorithm for the client whose environment is `env`.
+    pub fn build(world: &World, rpc: Rc<RpcClient>, env: &SimEnv) -> SimLock {
         let p = &world.scenario.params;
         let timeout = Duration::from_millis(p.request_timeout_ms);
         let servers = world.topology.with_role(Role::Server);
@@ -63,6 +66,18 @@ impl SimLock {
                     retry_count: p.retry_count,
                 },
             )),
+            Algorithm::RedisReentrant => SimLock::RedisReentrant(RedisReentrant::new(
+                SimRedis::new(rpc, servers[0], timeout),
+                ReentrantConfig {
+                    key: LOCK_KEY.to_string(),
+                    ttl: Duration::from_millis(p.ttl_ms),
+                    drift_factor: p.drift_factor,
+                    retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    retry_count: p.retry_count,
+                },
+                // A (re)started client is a new process, so a new owner (Redisson: UUID:thread).
+                format!("{}:1", env.new_token()),
+            )),
         }
     }
 
@@ -70,6 +85,7 @@ impl SimLock {
         match self {
             SimLock::SingleRedis(l) => Lock::acquire(l, env, wait).await,
             SimLock::Redlock(l) => Lock::acquire(l, env, wait).await,
+            SimLock::RedisReentrant(l) => Lock::acquire(l, env, wait).await,
         }
     }
 
@@ -77,6 +93,7 @@ impl SimLock {
         match self {
             SimLock::SingleRedis(l) => Lock::release(l, env, guard).await,
             SimLock::Redlock(l) => Lock::release(l, env, guard).await,
+            SimLock::RedisReentrant(l) => Lock::release(l, env, guard).await,
         }
     }
 
@@ -84,6 +101,7 @@ impl SimLock {
         match self {
             SimLock::SingleRedis(l) => l.keep_alive(env, guard).await,
             SimLock::Redlock(l) => l.keep_alive(env, guard).await,
+            SimLock::RedisReentrant(l) => l.keep_alive(env, guard).await,
         }
     }
 }
@@ -98,6 +116,19 @@ struct Client {
 }
 
 impl Client {
+    /// Client `me`, on its node.
+    async fn new(world: Arc<World>, me: usize) -> Client {
+        let rpc = Rc::new(RpcClient::bind(world.clone(), me).await);
+        let env = SimEnv::new(world.clone(), me);
+        Client {
+            lock: SimLock::build(&world, rpc.clone(), &env),
+            env,
+            world,
+            me,
+            rpc,
+        }
+    }
+
     fn record(&self, kind: Kind, op: Op) {
         self.world.record(self.me, kind, op);
     }
@@ -218,6 +249,14 @@ impl Client {
                     continue;
                 }
             };
+            // Nested acquisitions (reentrant locks): the owner takes the lock again, at once.
+            let mut nested = Vec::new();
+            for _ in 1..workload.reentrant_depth {
+                match self.acquire(self.wait_left(), "gave up").await {
+                    Ok(Some(inner)) => nested.push(inner),
+                    _ => break,
+                }
+            }
             let still_valid =
                 |g: &Guard| !careful || g.validity_left(self.env.mono_now()) > Duration::ZERO;
             // A critical section counts once the resource took the entry; a rejected or lost
@@ -230,6 +269,9 @@ impl Client {
                 if still_valid(&guard) {
                     self.access(Phase::Exit, &guard).await;
                 }
+            }
+            for inner in nested.iter().rev() {
+                self.release(inner).await;
             }
             self.release(&guard).await;
             self.env
@@ -252,28 +294,14 @@ fn acquire_error(message: &str) -> Op {
 /// Runs client `me`'s workload (on node `me`) until it is done or the run ends. A restarted client
 /// goes on with the critical sections it had left.
 pub async fn run_client(world: Arc<World>, me: usize) {
-    let rpc = Rc::new(RpcClient::bind(world.clone(), me).await);
-    let client = Client {
-        env: SimEnv::new(world.clone(), me),
-        lock: SimLock::build(&world, rpc.clone()),
-        world,
-        me,
-        rpc,
-    };
+    let client = Client::new(world, me).await;
     client.run().await;
 }
 
 /// The liveness probe (on node `me`): after faults and clients have stopped, the lock must become
 /// free within `wait`. Its acquire is recorded like a client's; the checker reads the outcome.
 pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
-    let rpc = Rc::new(RpcClient::bind(world.clone(), me).await);
-    let client = Client {
-        env: SimEnv::new(world.clone(), me),
-        lock: SimLock::build(&world, rpc.clone()),
-        world,
-        me,
-        rpc,
-    };
+    let client = Client::new(world, me).await;
     let gave_up = format!("not free within {} ms", wait.as_millis());
     if let Ok(Some(guard)) = client.acquire(wait, &gave_up).await {
         client.release(&guard).await;

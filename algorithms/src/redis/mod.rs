@@ -2,6 +2,7 @@
 
 pub mod command;
 pub mod redlock;
+pub mod reentrant;
 pub mod single;
 pub mod store;
 

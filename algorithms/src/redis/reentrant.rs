@@ -1,0 +1,243 @@
+//! `redis-reentrant`: Redisson's RLock on one Redis (seeds 000 and 003).
+//!
+//! The lock is a hash `{owner → count}` with a TTL. The owner is the client (Redisson: a UUID and
+//! a thread id), not the acquisition, so the owner may acquire again without waiting for itself;
+//! each acquire adds one, each release takes one away, and the key is deleted only when the count
+//! returns to zero. The scripts below are Redisson's, word for word where it matters.
+//!
+//! Like every lease lock, it is unsafe when the holder pauses past the lease; the watchdog (renew
+//! every third of the lease while the process runs) does not help against a pause, which freezes
+//! the watchdog too.
+
+use super::command::{Command, Reply, Script};
+use super::store::RedisStore;
+use crate::env::{Env, LockEvent};
+use crate::error::{LockError, StoreError};
+use crate::guard::Guard;
+use crate::lock::Lock;
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+/// Acquire: create the hash, or add one to the caller's count; else reply the lock's PTTL.
+/// KEYS[1] lock; ARGV[1] lease ms; ARGV[2] owner.
+pub const ACQUIRE_LUA: &str = r#"if (redis.call('exists', KEYS[1]) == 0) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1);
+  redis.call('pexpire', KEYS[1], ARGV[1]);
+  return nil;
+end;
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1);
+  redis.call('pexpire', KEYS[1], ARGV[1]);
+  return nil;
+end;
+return redis.call('pttl', KEYS[1]);"#;
+
+/// Release: nil when the caller does not hold it; 0 when still held (count > 0, lease renewed);
+/// 1 when freed (and the unlock message published for waiters).
+/// KEYS[1] lock; KEYS[2] channel; ARGV[1] message; ARGV[2] lease ms; ARGV[3] owner.
+pub const RELEASE_LUA: &str = r#"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
+  return nil;
+end;
+local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1);
+if (counter > 0) then
+  redis.call('pexpire', KEYS[1], ARGV[2]);
+  return 0;
+else
+  redis.call('del', KEYS[1]);
+  redis.call('publish', KEYS[2], ARGV[1]);
+  return 1;
+end;
+return nil;"#;
+
+/// Renewal (the watchdog's): only while the caller still holds it. KEYS[1] lock; ARGV[1] lease
+/// ms; ARGV[2] owner.
+pub const RENEW_LUA: &str = r#"if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  redis.call('pexpire', KEYS[1], ARGV[1]);
+  return 1;
+end;
+return 0;"#;
+
+/// Settings of a [`RedisReentrant`] lock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReentrantConfig {
+    /// The lock's key.
+    pub key: String,
+    /// Lease length.
+    pub ttl: Duration,
+    /// Validity deducted for drift, as a fraction of the lease (plus 2 ms).
+    pub drift_factor: f64,
+    /// Base delay between attempts, jittered in `[d/2, d]` (Redisson waits on the unlock
+    /// channel instead; a retry delay is the model of that wait with no message lost).
+    pub retry_delay: Duration,
+    /// Attempts per blocking acquire; `None`: until the wait runs out.
+    pub retry_count: Option<u32>,
+}
+
+/// A reentrant lock held by one owner (one client) at a time.
+pub struct RedisReentrant<S> {
+    store: S,
+    config: ReentrantConfig,
+    owner: String,
+    /// How many times this client believes it holds the lock (nesting depth).
+    depth: Cell<u32>,
+    acquire: Script,
+    release: Script,
+    renew: Script,
+}
+
+impl<S: RedisStore> RedisReentrant<S> {
+    /// A lock for the client named `owner` (unique per client).
+    pub fn new(store: S, config: ReentrantConfig, owner: String) -> Self {
+        RedisReentrant {
+            store,
+            config,
+            owner,
+            depth: Cell::new(0),
+            acquire: Script::new(ACQUIRE_LUA),
+            release: Script::new(RELEASE_LUA),
+            renew: Script::new(RENEW_LUA),
+        }
+    }
+
+    /// The owner name this client writes into the hash.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// How deep this client believes it holds the lock.
+    pub fn depth(&self) -> u32 {
+        self.depth.get()
+    }
+
+    fn lease_ms(&self) -> String {
+        (self.config.ttl.as_millis() as u64).to_string()
+    }
+
+    fn budget(&self) -> Duration {
+        let drift = self.config.ttl.mul_f64(self.config.drift_factor) + Duration::from_millis(2);
+        self.config.ttl.saturating_sub(drift)
+    }
+
+    /// One attempt; `Ok(Some)` when held (at one more level).
+    pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
+        let started = env.mono_now();
+        let reply = self
+            .store
+            .call(Command::Eval {
+                script: self.acquire.clone(),
+                keys: vec![self.config.key.clone()],
+                args: vec![self.lease_ms(), self.owner.clone()],
+            })
+            .await;
+        let acquired = match reply {
+            Ok(Reply::Nil) => true,
+            Ok(Reply::Int(_)) => false,
+            Ok(Reply::Error(e)) => return Err(LockError::Server(e)),
+            Ok(other) => return Err(LockError::UnexpectedReply(format!("{other:?}"))),
+            Err(StoreError::Timeout) if self.depth.get() == 0 => {
+                // Maybe applied. For a first acquisition the count can only be 0 or 1, and one
+                // release brings it back to 0. For a nested one an undo could free the lock the
+                // client still holds, so it is left to the lease.
+                let _ = self.release_once().await;
+                false
+            }
+            Err(e) => {
+                env.observe(LockEvent::Attempt {
+                    acquired: false,
+                    accepted: 0,
+                    of: 1,
+                });
+                return Err(e.into());
+            }
+        };
+        env.observe(LockEvent::Attempt {
+            acquired,
+            accepted: usize::from(acquired),
+            of: 1,
+        });
+        if !acquired {
+            return Ok(None);
+        }
+        self.depth.set(self.depth.get() + 1);
+        Ok(Some(Guard {
+            token: self.owner.clone(),
+            acquired_at: started,
+            valid_until: started + self.budget(),
+            fence: None,
+        }))
+    }
+
+    /// One level of release: `Ok(Some(true))` freed, `Ok(Some(false))` still held at a lower
+    /// level, `Ok(None)` the client did not hold it (the lease had expired).
+    async fn release_once(&self) -> Result<Option<bool>, LockError> {
+        let reply = self
+            .store
+            .call(Command::Eval {
+                script: self.release.clone(),
+                keys: vec![
+                    self.config.key.clone(),
+                    format!("redisson_lock__channel:{{{}}}", self.config.key),
+                ],
+                args: vec!["0".into(), self.lease_ms(), self.owner.clone()],
+            })
+            .await?;
+        match reply {
+            Reply::Int(1) => Ok(Some(true)),
+            Reply::Int(0) => Ok(Some(false)),
+            Reply::Nil => Ok(None),
+            Reply::Error(e) => Err(LockError::Server(e)),
+            other => Err(LockError::UnexpectedReply(format!("{other:?}"))),
+        }
+    }
+}
+
+impl<S: RedisStore> Lock for RedisReentrant<S> {
+    async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
+        let deadline = env.mono_now() + wait;
+        let mut attempts = 0u32;
+        loop {
+            match self.try_acquire(env).await {
+                Ok(Some(guard)) => return Ok(Some(guard)),
+                Ok(None) | Err(LockError::Store(_)) => {}
+                Err(e) => return Err(e),
+            }
+            attempts += 1;
+            if self.config.retry_count.is_some_and(|n| attempts >= n) {
+                return Ok(None);
+            }
+            let pause = env.random_between(self.config.retry_delay / 2, self.config.retry_delay);
+            if env.mono_now() + pause >= deadline {
+                return Ok(None);
+            }
+            env.sleep(pause).await;
+        }
+    }
+
+    /// Releases one level; true when the client still held the lock at that level.
+    async fn release<E: Env>(&self, _env: &E, _guard: &Guard) -> Result<bool, LockError> {
+        self.depth.set(self.depth.get().saturating_sub(1));
+        Ok(self.release_once().await?.is_some())
+    }
+
+    async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
+        loop {
+            env.sleep(self.config.ttl / 3).await;
+            let started = env.mono_now();
+            let reply = self
+                .store
+                .call(Command::Eval {
+                    script: self.renew.clone(),
+                    keys: vec![self.config.key.clone()],
+                    args: vec![self.lease_ms(), self.owner.clone()],
+                })
+                .await;
+            match reply {
+                Ok(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
+                // Unknown outcome: try again next tick while validity may remain.
+                Err(_) => {}
+                // The lock is gone: Redisson's watchdog stops renewing.
+                Ok(_) => return,
+            }
+        }
+    }
+}
