@@ -125,43 +125,58 @@ pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
-/// Deletions of a lock value by a node other than the one that wrote it.
+/// Deletions of a lock by a node other than its owner. The owner of a string lock is the node
+/// that wrote the deleted value (its token); the owner of a hash lock (reentrant locks) is the
+/// node that last wrote one of its fields, until the key goes away.
 pub fn foreign_releases(history: &[Entry]) -> Vec<Violation> {
     let mut writer: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    let mut hash_owner: BTreeMap<&str, &str> = BTreeMap::new();
     let mut found = Vec::new();
     for e in history {
         let Op::Key {
             key,
             change,
-            value: Some(value),
-            by: Some(by),
+            value,
+            by,
             ..
         } = &e.op
         else {
             continue;
         };
-        match change {
-            KeyChange::Set => {
+        let owner = match (change, value, by) {
+            (KeyChange::Set, Some(value), Some(by)) => {
                 writer.insert((key, value), by);
+                continue;
             }
-            KeyChange::Deleted => {
-                if let Some(owner) = writer.get(&(key.as_str(), value.as_str())) {
-                    if owner != by {
-                        found.push(Violation {
-                            kind: ViolationKind::ForeignRelease,
-                            clients: vec![owner.to_string(), by.clone()],
-                            tokens: vec![value.clone()],
-                            at_ns: e.true_ns,
-                            entries: vec![e.index],
-                            story: format!(
-                                "{by} deleted {key} at {} while it held {owner}'s token",
-                                ms(e.true_ns)
-                            ),
-                        });
-                    }
-                }
+            (KeyChange::FieldSet, _, Some(by)) => {
+                hash_owner.insert(key, by);
+                continue;
             }
-            _ => {}
+            (KeyChange::Expired | KeyChange::Lost, _, _) => {
+                hash_owner.remove(key.as_str());
+                continue;
+            }
+            (KeyChange::Deleted, Some(value), Some(_)) => {
+                writer.get(&(key.as_str(), value.as_str())).copied()
+            }
+            (KeyChange::Deleted, None, Some(_)) => hash_owner.remove(key.as_str()),
+            _ => continue,
+        };
+        let (Some(owner), Some(by)) = (owner, by) else {
+            continue;
+        };
+        if owner != by {
+            found.push(Violation {
+                kind: ViolationKind::ForeignRelease,
+                clients: vec![owner.to_string(), by.clone()],
+                tokens: value.iter().cloned().collect(),
+                at_ns: e.true_ns,
+                entries: vec![e.index],
+                story: format!(
+                    "{by} deleted {key} at {} while it was {owner}'s lock",
+                    ms(e.true_ns)
+                ),
+            });
         }
     }
     found
@@ -388,6 +403,7 @@ mod tests {
         let deleted = Op::Key {
             key: "lock".into(),
             change: KeyChange::Deleted,
+            field: None,
             value: None,
             by: Some("client-0".into()),
             expires_local_ns: None,
@@ -416,6 +432,7 @@ mod tests {
         let key = |change, by: &str| Op::Key {
             key: "lock".into(),
             change,
+            field: None,
             value: Some("t1".into()),
             by: Some(by.into()),
             expires_local_ns: None,

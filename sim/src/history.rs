@@ -49,6 +49,10 @@ pub enum KeyChange {
     ExpiryChanged,
     /// Lost in a crash (not on disk).
     Lost,
+    /// A field of a hash written (`field` says which; reentrant locks keep their owner there).
+    FieldSet,
+    /// A field of a hash removed.
+    FieldRemoved,
 }
 
 /// The operation or observation of an entry.
@@ -119,6 +123,9 @@ pub enum Op {
         key: String,
         /// How.
         change: KeyChange,
+        /// The hash field, for `field_set` and `field_removed`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        field: Option<String>,
         /// The value written or removed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         value: Option<String>,

@@ -19,7 +19,9 @@
 //!   with `ipairs` or numeric `for` instead (the order is unspecified in real Redis too).
 //! - A script that never ends hangs the caller: there is no `SCRIPT KILL` and no time limit.
 
-use lockcheck_algorithms::redis::command::{Command, Reply, Script};
+use lockcheck_algorithms::redis::command::{
+    double_to_integer, fpconv_dtoa, Command, Reply, Script,
+};
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -386,24 +388,13 @@ fn single_string(args: &MultiValue) -> Option<&mlua::String> {
     }
 }
 
-/// A float argument to `redis.call` as Redis formats it (`%.17g` layout with the shortest digits
-/// that round-trip, as Redis 7.2's `fpconv_dtoa`): integral values print as integers, which is what
-/// matters for Lua 5.4, where `/` always makes a float.
+/// A float argument to `redis.call` as Redis 7.2+ formats it (`luaArgsToRedisArgv`): an integral
+/// value within ±2^62 as an integer (`double2ll`), which is what matters for Lua 5.4, where `/`
+/// always makes a float; anything else as `fpconv_dtoa` writes it (`1e+20`, `1.5e-7`, `inf`).
 fn float_argument(n: f64) -> String {
-    if n.is_nan() {
-        return "nan".into();
-    }
-    if n.is_infinite() {
-        return if n > 0.0 { "inf" } else { "-inf" }.into();
-    }
-    let scientific = format!("{n:e}");
-    let (mantissa, exponent) = scientific.split_once('e').unwrap_or((&scientific, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    if (-4..17).contains(&exponent) {
-        format!("{n}")
-    } else {
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
+    match double_to_integer(n) {
+        Some(i) => i.to_string(),
+        None => fpconv_dtoa(n),
     }
 }
 
@@ -525,6 +516,31 @@ mod tests {
     const COMPARE_AND_DELETE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#;
     const COMPARE_AND_PEXPIRE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("PEXPIRE", KEYS[1], ARGV[2]) else return 0 end"#;
     const ACQUIRE_WITH_FENCING: &str = r#"if redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return redis.call("INCR", KEYS[2]) else return false end"#;
+    /// Redisson's `RLock` acquire: KEYS[1] = lock, ARGV[1] = lease ms, ARGV[2] = owner. Nil when
+    /// acquired (or re-entered), else the holder's remaining lease.
+    const RLOCK_ACQUIRE: &str = "if (redis.call('exists', KEYS[1]) == 0) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+return redis.call('pttl', KEYS[1]);";
+    /// Redisson's `RLock` unlock: KEYS[1] = lock, KEYS[2] = channel, ARGV[1] = unlock message,
+    /// ARGV[2] = lease ms, ARGV[3] = owner. Nil if not the owner, 0 if still held (re-entered), 1
+    /// when released.
+    const RLOCK_UNLOCK: &str = "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; else redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1; end; return nil;";
+    /// A minimal fair lock: KEYS[1] = lock, KEYS[2] = queue (list), KEYS[3] = deadlines (sorted
+    /// set); ARGV[1] = owner, ARGV[2] = lease ms, ARGV[3] = the waiter's deadline. A waiter joins
+    /// the queue once; only the head gets a free lock. Nil when granted, else the waiter's deadline.
+    const FAIR_ACQUIRE: &str = r#"
+if redis.call('zscore', KEYS[3], ARGV[1]) == false then
+  redis.call('rpush', KEYS[2], ARGV[1])
+  redis.call('zadd', KEYS[3], ARGV[3], ARGV[1])
+end
+if redis.call('lindex', KEYS[2], 0) == ARGV[1] and redis.call('exists', KEYS[1]) == 0 then
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], ARGV[1])
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return nil
+end
+return redis.call('zscore', KEYS[3], ARGV[1])"#;
 
     fn eval_cmd(source: &str, keys: &[&str], args: &[&str]) -> Command {
         Command::Eval {
@@ -935,9 +951,14 @@ mod tests {
         assert_eq!(float_argument(2.5), "2.5");
         assert_eq!(float_argument(0.1), "0.1");
         assert_eq!(float_argument(1e16), "10000000000000000");
-        assert_eq!(float_argument(1e17), "1e+17");
-        assert_eq!(float_argument(1.5e-7), "1.5e-07");
+        // Integral values up to 2^62 are printed as integers (`double2ll`), not as `1e+17`.
+        assert_eq!(float_argument(1e17), "100000000000000000");
+        assert_eq!(float_argument(-0.0), "0");
+        assert_eq!(float_argument(1e20), "1e+20");
+        assert_eq!(float_argument(1.5e-7), "1.5e-7");
         assert_eq!(float_argument(0.0001), "0.0001");
+        assert_eq!(float_argument(f64::INFINITY), "inf");
+        assert_eq!(float_argument(f64::NEG_INFINITY), "-inf");
     }
 
     #[test]
@@ -1108,6 +1129,183 @@ mod tests {
                     value: Some("y".into())
                 },
             ]
+        );
+    }
+
+    fn hash_field(field: &str, value: Option<&str>) -> KeyEffect {
+        KeyEffect::HashField {
+            key: "lock".into(),
+            field: field.into(),
+            value: value.map(String::from),
+        }
+    }
+
+    #[test]
+    fn redisson_rlock_acquire_is_reentrant_and_tells_others_the_remaining_lease() {
+        let mut m = RedisModel::new();
+        let (r, effects) = eval_at(&mut m, 1_000, RLOCK_ACQUIRE, &["lock"], &["30000", "a:1"]);
+        assert_eq!(r, Reply::Nil);
+        assert_eq!(
+            effects,
+            vec![
+                hash_field("a:1", Some("1")),
+                KeyEffect::ExpiryChanged {
+                    key: "lock".into(),
+                    expires_at_ms: Some(31_000)
+                },
+            ]
+        );
+        // The same owner again: re-entered, count 2, lease renewed.
+        let (r, effects) = eval_at(&mut m, 1_010, RLOCK_ACQUIRE, &["lock"], &["30000", "a:1"]);
+        assert_eq!(r, Reply::Nil);
+        assert_eq!(effects[0], hash_field("a:1", Some("2")));
+        assert_eq!(run(&mut m, "HGET lock a:1", 1_010), bulk("2"));
+        // Another owner gets the remaining lease and changes nothing.
+        let (r, effects) = eval_at(&mut m, 1_020, RLOCK_ACQUIRE, &["lock"], &["30000", "b:1"]);
+        assert_eq!(r, Reply::Int(29_990));
+        assert!(effects.is_empty());
+        assert_eq!(run(&mut m, "HLEN lock", 1_020), Reply::Int(1));
+        // Once the lease runs out the other owner gets it.
+        let (r, effects) = eval_at(&mut m, 31_011, RLOCK_ACQUIRE, &["lock"], &["30000", "b:1"]);
+        assert_eq!(r, Reply::Nil);
+        assert_eq!(
+            effects[..2],
+            [
+                KeyEffect::Expired {
+                    key: "lock".into(),
+                    value: None
+                },
+                hash_field("b:1", Some("1")),
+            ]
+        );
+    }
+
+    #[test]
+    fn redisson_rlock_unlock_counts_down_then_deletes_and_publishes() {
+        let mut m = RedisModel::new();
+        for _ in 0..2 {
+            eval_at(&mut m, 0, RLOCK_ACQUIRE, &["lock"], &["30000", "a:1"]);
+        }
+        let keys = ["lock", "redisson_lock__channel:{lock}"];
+        let unlock = |m: &mut RedisModel, now: u64, owner: &str| {
+            eval_at(m, now, RLOCK_UNLOCK, &keys, &["0", "30000", owner])
+        };
+        // Not the owner: nil, nothing touched.
+        let (r, effects) = unlock(&mut m, 10, "b:1");
+        assert_eq!(r, Reply::Nil);
+        assert!(effects.is_empty());
+        // First unlock of two: still held, lease renewed.
+        let (r, effects) = unlock(&mut m, 10, "a:1");
+        assert_eq!(r, Reply::Int(0));
+        assert_eq!(
+            effects,
+            vec![
+                hash_field("a:1", Some("1")),
+                KeyEffect::ExpiryChanged {
+                    key: "lock".into(),
+                    expires_at_ms: Some(30_010)
+                },
+            ]
+        );
+        // Second: the count reaches 0 (HINCRBY keeps the field), then DEL removes the key.
+        let (r, effects) = unlock(&mut m, 20, "a:1");
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![
+                hash_field("a:1", Some("0")),
+                KeyEffect::Deleted {
+                    key: "lock".into(),
+                    value: None
+                },
+            ]
+        );
+        assert!(m.is_empty(), "PUBLISH stores nothing");
+        let (r, _) = unlock(&mut m, 30, "a:1");
+        assert_eq!(r, Reply::Nil);
+        let (r, _) = eval_at(&mut m, 30, RLOCK_ACQUIRE, &["lock"], &["30000", "b:1"]);
+        assert_eq!(r, Reply::Nil);
+    }
+
+    #[test]
+    fn fair_queue_script_grants_only_the_head_waiter_and_dequeues_it() {
+        let mut m = RedisModel::new();
+        let keys = ["lock", "queue", "timeouts"];
+        let acquire = |m: &mut RedisModel, owner: &str, deadline: &str| {
+            eval_at(m, 0, FAIR_ACQUIRE, &keys, &[owner, "30000", deadline]).0
+        };
+        run(&mut m, "HSET lock x 1", 0);
+        // Lock held: a queues and is told its deadline.
+        assert_eq!(acquire(&mut m, "a", "1500"), bulk("1500"));
+        assert_eq!(run(&mut m, "LINDEX queue 0", 0), bulk("a"));
+        assert_eq!(run(&mut m, "ZSCORE timeouts a", 0), bulk("1500"));
+        assert_eq!(acquire(&mut m, "b", "2500.5"), bulk("2500.5"));
+        run(&mut m, "DEL lock", 0);
+        // Lock free, but b is not at the head: still waits, and is not queued twice.
+        assert_eq!(acquire(&mut m, "b", "9999"), bulk("2500.5"));
+        assert_eq!(run(&mut m, "LLEN queue", 0), Reply::Int(2));
+        // a is at the head: granted, and leaves both the queue and the deadlines.
+        assert_eq!(acquire(&mut m, "a", "1500"), Reply::Nil);
+        assert_eq!(run(&mut m, "HGET lock a", 0), bulk("1"));
+        assert_eq!(
+            run(&mut m, "LRANGE queue 0 -1", 0),
+            Reply::Array(vec![bulk("b")])
+        );
+        assert_eq!(
+            run(&mut m, "ZRANGE timeouts 0 -1 WITHSCORES", 0),
+            Reply::Array(vec![bulk("b"), bulk("2500.5")])
+        );
+        run(&mut m, "DEL lock", 0);
+        // The last waiter's grant empties the queue and the deadlines: both keys go.
+        let (r, effects) = eval_at(&mut m, 0, FAIR_ACQUIRE, &keys, &["b", "30000", "9999"]);
+        assert_eq!(r, Reply::Nil);
+        let deleted = |key: &str| KeyEffect::Deleted {
+            key: key.into(),
+            value: None,
+        };
+        assert_eq!(effects[..2], [deleted("queue"), deleted("timeouts")]);
+        assert_eq!(run(&mut m, "EXISTS queue", 0), Reply::Int(0));
+        assert_eq!(run(&mut m, "EXISTS timeouts", 0), Reply::Int(0));
+    }
+
+    #[test]
+    fn aggregate_replies_and_type_errors_reach_scripts_like_redis() {
+        let mut m = RedisModel::new();
+        run(&mut m, "HSET h a 1 b 2", 0);
+        run(&mut m, "RPUSH l x y", 0);
+        let probe = "local all = redis.call('hgetall', 'h'); \
+                     local popped = redis.call('lpop', 'l', 5); \
+                     return {#all, all[1], all[4], #popped, popped[2], \
+                             tostring(redis.call('lpop', 'l', 1)), \
+                             tostring(redis.call('zscore', 'none', 'm'))}";
+        assert_eq!(
+            eval(&mut m, probe),
+            Reply::Array(vec![
+                Reply::Int(4),
+                bulk("a"),
+                bulk("2"),
+                Reply::Int(2),
+                bulk("y"),
+                bulk("false"),
+                bulk("false"),
+            ])
+        );
+        // A float computed in Lua reaches ZADD as Redis would format it.
+        assert_eq!(
+            eval(
+                &mut m,
+                "redis.call('zadd', 'z', 10 / 4, 'm'); return redis.call('zscore', 'z', 'm')"
+            ),
+            bulk("2.5")
+        );
+        let source = "return redis.call('hget', 'l', 'f')";
+        let sha1 = Script::new(source).sha1;
+        run(&mut m, "RPUSH l x", 0);
+        assert_eq!(
+            eval(&mut m, source),
+            Reply::Error(format!(
+                "WRONGTYPE Operation against a key holding the wrong kind of value script: {sha1}, on @user_script:1."
+            ))
         );
     }
 }

@@ -4,24 +4,33 @@
 //! Nothing here does I/O, reads a clock or draws a random number: the caller passes the server's
 //! wall clock into every call, so the same inputs always give the same replies and effects, which
 //! is what lets a failing simulation be replayed. The semantics follow Redis 7's own code
-//! (`t_string.c`, `expire.c`, `db.c`), because the point of the model is that a lock algorithm
-//! that is wrong against a real server is wrong here too, and one that is right here is not right
-//! only because the model is kinder than Redis.
+//! (`t_string.c`, `t_hash.c`, `t_list.c`, `t_zset.c`, `expire.c`, `db.c`), because the point of
+//! the model is that a lock algorithm that is wrong against a real server is wrong here too, and
+//! one that is right here is not right only because the model is kinder than Redis.
 //!
-//! Iteration order matters for replay, so every collection is a `BTreeMap`.
+//! Iteration order matters for replay, so every collection is a `BTreeMap`, a `Vec` or a
+//! `VecDeque`, never a hashed one.
 
-use lockcheck_algorithms::redis::command::{Command, Reply, SetOptions};
+use lockcheck_algorithms::redis::command::{format_double, Command, Reply, Score, SetOptions};
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use super::lua;
 
 /// Something the server did to a key. The harness logs these so the checker can see, e.g., which
 /// client's request deleted a lock key and when a key expired.
+///
+/// Hash fields are reported one by one ([`KeyEffect::HashField`]) because reentrant locks (Redisson's
+/// `RLock` and its kin) keep the owner as a field of the lock's hash, with the hold count as its
+/// value: who wrote or removed that field is who took or gave up the lock, which the checker must
+/// see. Lists and sorted sets (fair-lock queues) report no per-element effects; like every other
+/// key, their removal (`DEL`, expiry, popping or removing the last element) is a
+/// [`KeyEffect::Deleted`] or [`KeyEffect::Expired`], which implies that all their contents went.
+/// Redis never keeps an empty hash, list or sorted set, so there is no "now empty" state to report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyEffect {
-    /// The key was written: by `SET`, or by `INCR` (which keeps the key's deadline).
+    /// The key was written as a string: by `SET`, or by `INCR` (which keeps the key's deadline).
     Set {
         /// The key.
         key: String,
@@ -30,7 +39,8 @@ pub enum KeyEffect {
         /// The key's absolute deadline on the server's clock, if it has one.
         expires_at_ms: Option<u64>,
     },
-    /// The key was removed by a command: `DEL`, or `PEXPIRE` with a deadline already past.
+    /// The key was removed by a command: `DEL`, `PEXPIRE`/`EXPIRE` with a deadline already past,
+    /// or a command that removed the last field or element of a hash, list or sorted set.
     Deleted {
         /// The key.
         key: String,
@@ -45,45 +55,140 @@ pub enum KeyEffect {
         /// The string it held (`None` if it held another type).
         value: Option<String>,
     },
-    /// The key's deadline was set by `PEXPIRE`.
+    /// The key's deadline was set by `PEXPIRE` or `EXPIRE`.
     ExpiryChanged {
         /// The key.
         key: String,
         /// The new absolute deadline on the server's clock.
         expires_at_ms: Option<u64>,
     },
+    /// A field of the hash at `key` was written (`HSET`, `HINCRBY`: `Some` new value) or removed
+    /// (`HDEL`: `None`). A write that creates the hash creates the key; the key's deadline is
+    /// unchanged by either.
+    HashField {
+        /// The key.
+        key: String,
+        /// The field.
+        field: String,
+        /// The value now stored, or `None` if the field was removed.
+        value: Option<String>,
+    },
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_AN_INTEGER: &str = "ERR value is not an integer or out of range";
 
-/// A stored value. An enum although only strings exist yet, so that hashes, lists and sorted sets
-/// can be added without touching every command, and so that each command already checks the type
-/// the way Redis does.
+/// A stored value: the Redis types lock algorithms use, so that each command checks the type the
+/// way Redis does (`WRONGTYPE`). A hash, list or sorted set is never empty: the command that
+/// removes its last member deletes the key, as Redis does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Value {
     Str(String),
-    /// Stands in for a hash/list/set in tests, so the `WRONGTYPE` paths are exercised before those
-    /// types exist.
-    #[cfg(test)]
-    Opaque,
+    /// Field/value pairs in insertion order, which is `HGETALL`'s order in Redis for the small
+    /// hashes locks use (listpack encoding, up to 128 fields of at most 64 bytes): an updated field
+    /// keeps its place, a new one goes to the end. Bigger hashes are hash tables in Redis, whose
+    /// order the model cannot reproduce; keeping insertion order there too is at least stable.
+    Hash(Vec<(String, String)>),
+    List(VecDeque<String>),
+    ZSet(SortedSet),
 }
 
 impl Value {
     fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
-            #[cfg(test)]
-            Value::Opaque => None,
+            _ => None,
         }
     }
 
     fn into_string(self) -> Option<String> {
         match self {
             Value::Str(s) => Some(s),
-            #[cfg(test)]
-            Value::Opaque => None,
+            _ => None,
         }
+    }
+
+    fn hash_mut(&mut self) -> Option<&mut Vec<(String, String)>> {
+        match self {
+            Value::Hash(hash) => Some(hash),
+            _ => None,
+        }
+    }
+
+    fn list_mut(&mut self) -> Option<&mut VecDeque<String>> {
+        match self {
+            Value::List(list) => Some(list),
+            _ => None,
+        }
+    }
+
+    fn zset_mut(&mut self) -> Option<&mut SortedSet> {
+        match self {
+            Value::ZSet(zset) => Some(zset),
+            _ => None,
+        }
+    }
+
+    fn is_empty_aggregate(&self) -> bool {
+        match self {
+            Value::Str(_) => false,
+            Value::Hash(hash) => hash.is_empty(),
+            Value::List(list) => list.is_empty(),
+            Value::ZSet(zset) => zset.scores.is_empty(),
+        }
+    }
+}
+
+/// A sorted set: members ordered by (score, member), with members compared bytewise, which is
+/// Redis's order (`zslInsert` ties on score are broken by `sdscmp`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SortedSet {
+    /// Each member's score, for `ZSCORE` and to find a member's place in `ordered`.
+    scores: BTreeMap<String, Score>,
+    /// The members in rank order.
+    ordered: BTreeMap<(Score, String), ()>,
+}
+
+impl SortedSet {
+    fn len(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// Adds `member` or moves it to `score`; true if it is new. As in Redis's `zsetAdd`, a score
+    /// equal to the current one (including `-0` against `0`) leaves the member untouched.
+    fn insert(&mut self, score: Score, member: &str) -> bool {
+        match self.scores.get(member).copied() {
+            Some(old) => {
+                if old != score {
+                    self.ordered.remove(&(old, member.to_owned()));
+                    self.ordered.insert((score, member.to_owned()), ());
+                    self.scores.insert(member.to_owned(), score);
+                }
+                false
+            }
+            None => {
+                self.scores.insert(member.to_owned(), score);
+                self.ordered.insert((score, member.to_owned()), ());
+                true
+            }
+        }
+    }
+
+    fn remove(&mut self, member: &str) -> bool {
+        match self.scores.remove(member) {
+            Some(score) => {
+                self.ordered.remove(&(score, member.to_owned()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Members and scores in rank order.
+    fn iter(&self) -> impl Iterator<Item = (&str, Score)> {
+        self.ordered
+            .keys()
+            .map(|(score, member)| (member.as_str(), *score))
     }
 }
 
@@ -139,9 +244,125 @@ impl Keyspace {
             Command::Exists { key } => {
                 Reply::Int(i64::from(self.live(key, now_ms, effects).is_some()))
             }
-            Command::PExpire { key, ms } => self.pexpire(key, *ms, now_ms, effects),
+            Command::PExpire { key, ms } => self.pexpire(key, *ms, "pexpire", now_ms, effects),
+            // Redis's expireGenericCommand rejects a seconds count whose milliseconds overflow.
+            Command::Expire { key, seconds } => match seconds.checked_mul(1000) {
+                Some(ms) => self.pexpire(key, ms, "expire", now_ms, effects),
+                None => Reply::Error("ERR invalid expire time in 'expire' command".into()),
+            },
             Command::PTtl { key } => self.pttl(key, now_ms, effects),
             Command::Incr { key } => self.incr(key, now_ms, effects),
+            Command::HSet { key, fields } => self.hset(key, fields, now_ms, effects),
+            Command::HGet { key, field } => self.hget(key, field, now_ms, effects),
+            Command::HIncrBy {
+                key,
+                field,
+                increment,
+            } => self.hincrby(key, field, *increment, now_ms, effects),
+            Command::HExists { key, field } => match self.hash(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(hash) => Reply::Int(i64::from(
+                    hash.is_some_and(|hash| hash_get(hash, field).is_some()),
+                )),
+            },
+            Command::HDel { key, fields } => self.hdel(key, fields, now_ms, effects),
+            Command::HLen { key } => match self.hash(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(hash) => Reply::Int(count(hash.map_or(0, |hash| hash.len()))),
+            },
+            Command::HGetAll { key } => match self.hash(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(hash) => Reply::Array(
+                    hash.into_iter()
+                        .flatten()
+                        .flat_map(|(field, value)| {
+                            [Reply::Bulk(field.clone()), Reply::Bulk(value.clone())]
+                        })
+                        .collect(),
+                ),
+            },
+            Command::LPush { key, values } => self.push(key, values, End::Head, now_ms, effects),
+            Command::RPush { key, values } => self.push(key, values, End::Tail, now_ms, effects),
+            Command::LPop { key, count } => self.pop(key, *count, End::Head, now_ms, effects),
+            Command::RPop { key, count } => self.pop(key, *count, End::Tail, now_ms, effects),
+            Command::LIndex { key, index } => match self.list(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(None) => Reply::Nil,
+                Ok(Some(list)) => {
+                    let len = count(list.len());
+                    let index = if *index < 0 { len + index } else { *index };
+                    usize::try_from(index)
+                        .ok()
+                        .and_then(|index| list.get(index))
+                        .map_or(Reply::Nil, |item| Reply::Bulk(item.clone()))
+                }
+            },
+            Command::LLen { key } => match self.list(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(list) => Reply::Int(count(list.map_or(0, |list| list.len()))),
+            },
+            Command::LRange { key, start, stop } => match self.list(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(list) => {
+                    let list = list.map(|list| &*list);
+                    let items = list.into_iter().flatten();
+                    let len = list.map_or(0, VecDeque::len);
+                    Reply::Array(match rank_range(*start, *stop, len) {
+                        None => Vec::new(),
+                        Some((first, last)) => items
+                            .skip(first)
+                            .take(last - first + 1)
+                            .map(|item| Reply::Bulk(item.clone()))
+                            .collect(),
+                    })
+                }
+            },
+            Command::LRem { key, count, value } => self.lrem(key, *count, value, now_ms, effects),
+            Command::ZAdd { key, members } => self.zadd(key, members, now_ms, effects),
+            Command::ZScore { key, member } => match self.zset(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(zset) => match zset.and_then(|zset| zset.scores.get(member)) {
+                    None => Reply::Nil,
+                    Some(score) => Reply::Bulk(format_double(score.get())),
+                },
+            },
+            Command::ZRem { key, members } => self.zrem(key, members, now_ms, effects),
+            Command::ZCard { key } => match self.zset(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(zset) => Reply::Int(count(zset.map_or(0, |zset| zset.len()))),
+            },
+            Command::ZRange {
+                key,
+                start,
+                stop,
+                with_scores,
+            } => match self.zset(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(None) => Reply::Array(Vec::new()),
+                Ok(Some(zset)) => match rank_range(*start, *stop, zset.len()) {
+                    None => Reply::Array(Vec::new()),
+                    Some((first, last)) => {
+                        scored_members(zset.iter().skip(first).take(last - first + 1), *with_scores)
+                    }
+                },
+            },
+            Command::ZRangeByScore {
+                key,
+                min,
+                max,
+                with_scores,
+            } => match self.zset(key, now_ms, effects) {
+                Err(reply) => reply,
+                Ok(None) => Reply::Array(Vec::new()),
+                Ok(Some(zset)) => scored_members(
+                    zset.iter()
+                        .skip_while(|(_, score)| !min.admits_from_below(*score))
+                        .take_while(|(_, score)| max.admits_from_above(*score)),
+                    *with_scores,
+                ),
+            },
+            // Nobody subscribes in the model, so nobody receives it.
+            Command::Publish { .. } => Reply::Int(0),
             Command::Eval { .. } => {
                 Reply::Error("ERR This Redis command is not allowed from script".into())
             }
@@ -247,10 +468,17 @@ impl Keyspace {
     /// `PEXPIRE`, following Redis's `expireGenericCommand`: an overflowing deadline is an error
     /// even for a missing key; a deadline at or before now (`ms <= 0`) deletes the key at once and
     /// still replies 1 (Redis propagates it as a `DEL` and fires a `del` event, hence `Deleted`).
-    fn pexpire(&mut self, key: &str, ms: i64, now_ms: u64, effects: &mut Vec<KeyEffect>) -> Reply {
+    fn pexpire(
+        &mut self,
+        key: &str,
+        ms: i64,
+        command: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
         let now = signed(now_ms);
         let Some(when) = now.checked_add(ms) else {
-            return Reply::Error("ERR invalid expire time in 'pexpire' command".into());
+            return Reply::Error(format!("ERR invalid expire time in '{command}' command"));
         };
         let Some(entry) = self.live(key, now_ms, effects) else {
             return Reply::Int(0);
@@ -322,6 +550,342 @@ impl Keyspace {
         Reply::Int(next)
     }
 
+    /// The live value at `key` seen through `view`: `Ok(None)` when the key is missing, and Redis's
+    /// `WRONGTYPE` error when it holds another type (after lazy expiry, as every lookup).
+    fn typed<T>(
+        &mut self,
+        key: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+        view: fn(&mut Value) -> Option<&mut T>,
+    ) -> Result<Option<&mut T>, Reply> {
+        match self.live(key, now_ms, effects) {
+            None => Ok(None),
+            Some(entry) => view(&mut entry.value).map(Some).ok_or_else(wrongtype),
+        }
+    }
+
+    /// As [`Keyspace::typed`], creating the key (without a deadline) when it is missing. Callers
+    /// must put something in it before they return, since an empty aggregate must not exist.
+    fn typed_or_create<T>(
+        &mut self,
+        key: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+        view: fn(&mut Value) -> Option<&mut T>,
+        empty: fn() -> Value,
+    ) -> Result<&mut T, Reply> {
+        if self.typed(key, now_ms, effects, view)?.is_none() {
+            self.data.insert(
+                key.to_owned(),
+                Entry {
+                    value: empty(),
+                    expires_at_ms: None,
+                },
+            );
+        }
+        self.data
+            .get_mut(key)
+            .and_then(|entry| view(&mut entry.value))
+            .ok_or_else(wrongtype)
+    }
+
+    fn hash(
+        &mut self,
+        key: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Result<Option<&mut Vec<(String, String)>>, Reply> {
+        self.typed(key, now_ms, effects, Value::hash_mut)
+    }
+
+    fn list(
+        &mut self,
+        key: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Result<Option<&mut VecDeque<String>>, Reply> {
+        self.typed(key, now_ms, effects, Value::list_mut)
+    }
+
+    fn zset(
+        &mut self,
+        key: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Result<Option<&mut SortedSet>, Reply> {
+        self.typed(key, now_ms, effects, Value::zset_mut)
+    }
+
+    /// Deletes `key` if the command just emptied its hash, list or sorted set, as Redis does right
+    /// after the removal (and reports it as a deletion: Redis fires a `del` event).
+    fn delete_if_empty(&mut self, key: &str, effects: &mut Vec<KeyEffect>) {
+        if !self
+            .data
+            .get(key)
+            .is_some_and(|entry| entry.value.is_empty_aggregate())
+        {
+            return;
+        }
+        if let Some((key, _)) = self.data.remove_entry(key) {
+            effects.push(KeyEffect::Deleted { key, value: None });
+        }
+    }
+
+    /// `HSET`: each pair is written in turn (so a field named twice counts once as new and ends
+    /// with its last value) and reported; the key keeps its deadline.
+    fn hset(
+        &mut self,
+        key: &str,
+        fields: &[(String, String)],
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        if fields.is_empty() {
+            // Only a hand-built command gets here; parsing refuses it the same way.
+            return Reply::Error("ERR wrong number of arguments for 'hset' command".into());
+        }
+        let hash = match self.typed_or_create(key, now_ms, effects, Value::hash_mut, empty_hash) {
+            Ok(hash) => hash,
+            Err(reply) => return reply,
+        };
+        let mut created = 0;
+        for (field, value) in fields {
+            if hash_set(hash, field, value) {
+                created += 1;
+            }
+            effects.push(KeyEffect::HashField {
+                key: key.to_owned(),
+                field: field.clone(),
+                value: Some(value.clone()),
+            });
+        }
+        Reply::Int(created)
+    }
+
+    fn hget(&mut self, key: &str, field: &str, now_ms: u64, effects: &mut Vec<KeyEffect>) -> Reply {
+        match self.hash(key, now_ms, effects) {
+            Err(reply) => reply,
+            Ok(hash) => hash
+                .and_then(|hash| hash_get(hash, field))
+                .map_or(Reply::Nil, |value| Reply::Bulk(value.to_owned())),
+        }
+    }
+
+    /// `HINCRBY`, in the order of Redis's `hincrbyCommand`: type check, then the stored value must
+    /// read as an integer (`string2ll`), then the sum must not overflow. A missing key or field
+    /// counts as 0, and a field that reaches 0 stays (only `HDEL` removes fields), which is why a
+    /// reentrant lock's unlock script deletes the key itself when the count reaches 0.
+    fn hincrby(
+        &mut self,
+        key: &str,
+        field: &str,
+        increment: i64,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let current = match self.hash(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(hash) => match hash.and_then(|hash| hash_get(hash, field)) {
+                None => 0,
+                Some(value) => match parse_redis_integer(value) {
+                    Some(n) => n,
+                    None => return Reply::Error("ERR hash value is not an integer".into()),
+                },
+            },
+        };
+        let Some(next) = current.checked_add(increment) else {
+            return Reply::Error("ERR increment or decrement would overflow".into());
+        };
+        let hash = match self.typed_or_create(key, now_ms, effects, Value::hash_mut, empty_hash) {
+            Ok(hash) => hash,
+            Err(reply) => return reply,
+        };
+        let value = next.to_string();
+        hash_set(hash, field, &value);
+        effects.push(KeyEffect::HashField {
+            key: key.to_owned(),
+            field: field.to_owned(),
+            value: Some(value),
+        });
+        Reply::Int(next)
+    }
+
+    /// `HDEL`: each removed field is reported, then the key's deletion if no field is left.
+    fn hdel(
+        &mut self,
+        key: &str,
+        fields: &[String],
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let hash = match self.hash(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(None) => return Reply::Int(0),
+            Ok(Some(hash)) => hash,
+        };
+        let mut removed = 0;
+        for field in fields {
+            if let Some(at) = hash.iter().position(|(f, _)| f == field) {
+                hash.remove(at);
+                removed += 1;
+                effects.push(KeyEffect::HashField {
+                    key: key.to_owned(),
+                    field: field.clone(),
+                    value: None,
+                });
+            }
+        }
+        self.delete_if_empty(key, effects);
+        Reply::Int(removed)
+    }
+
+    /// `LPUSH`/`RPUSH`: the values are pushed one at a time, so `LPUSH k a b` leaves `b` first.
+    fn push(
+        &mut self,
+        key: &str,
+        values: &[String],
+        end: End,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        if values.is_empty() {
+            let name = if end == End::Head { "lpush" } else { "rpush" };
+            return Reply::Error(format!(
+                "ERR wrong number of arguments for '{name}' command"
+            ));
+        }
+        let list = match self.typed_or_create(key, now_ms, effects, Value::list_mut, empty_list) {
+            Ok(list) => list,
+            Err(reply) => return reply,
+        };
+        for value in values {
+            match end {
+                End::Head => list.push_front(value.clone()),
+                End::Tail => list.push_back(value.clone()),
+            }
+        }
+        Reply::Int(count(list.len()))
+    }
+
+    /// `LPOP`/`RPOP`, as Redis 7's `popGenericCommand`: with a count the reply is an array (empty
+    /// for a count of 0; nil, i.e. a null array, for a missing key).
+    fn pop(
+        &mut self,
+        key: &str,
+        how_many: Option<u64>,
+        end: End,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let list = match self.list(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(None) => return Reply::Nil,
+            Ok(Some(list)) => list,
+        };
+        let mut pop_one = || match end {
+            End::Head => list.pop_front(),
+            End::Tail => list.pop_back(),
+        };
+        let reply = match how_many {
+            None => pop_one().map_or(Reply::Nil, Reply::Bulk),
+            Some(n) => {
+                let mut popped = Vec::new();
+                for _ in 0..n {
+                    match pop_one() {
+                        Some(item) => popped.push(Reply::Bulk(item)),
+                        None => break,
+                    }
+                }
+                Reply::Array(popped)
+            }
+        };
+        self.delete_if_empty(key, effects);
+        reply
+    }
+
+    /// `LREM`: removes up to `|n|` elements equal to `value`, scanning from the head when `n > 0`
+    /// and from the tail when `n < 0`; `n == 0` removes all of them.
+    fn lrem(
+        &mut self,
+        key: &str,
+        n: i64,
+        value: &str,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let list = match self.list(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(None) => return Reply::Int(0),
+            Ok(Some(list)) => list,
+        };
+        let limit = if n == 0 { u64::MAX } else { n.unsigned_abs() };
+        let mut removed: u64 = 0;
+        let mut kept = VecDeque::with_capacity(list.len());
+        if n < 0 {
+            while let Some(item) = list.pop_back() {
+                if removed < limit && item == value {
+                    removed += 1;
+                } else {
+                    kept.push_front(item);
+                }
+            }
+        } else {
+            while let Some(item) = list.pop_front() {
+                if removed < limit && item == value {
+                    removed += 1;
+                } else {
+                    kept.push_back(item);
+                }
+            }
+        }
+        *list = kept;
+        self.delete_if_empty(key, effects);
+        Reply::Int(i64::try_from(removed).unwrap_or(i64::MAX))
+    }
+
+    /// `ZADD` (plain form): pairs are applied in turn, so a member named twice ends with its last
+    /// score and counts once as new.
+    fn zadd(
+        &mut self,
+        key: &str,
+        members: &[(Score, String)],
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        if members.is_empty() {
+            return Reply::Error("ERR wrong number of arguments for 'zadd' command".into());
+        }
+        let zset = match self.typed_or_create(key, now_ms, effects, Value::zset_mut, empty_zset) {
+            Ok(zset) => zset,
+            Err(reply) => return reply,
+        };
+        let mut added = 0;
+        for (score, member) in members {
+            if zset.insert(*score, member) {
+                added += 1;
+            }
+        }
+        Reply::Int(added)
+    }
+
+    fn zrem(
+        &mut self,
+        key: &str,
+        members: &[String],
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let zset = match self.zset(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(None) => return Reply::Int(0),
+            Ok(Some(zset)) => zset,
+        };
+        let removed = members.iter().filter(|member| zset.remove(member)).count();
+        self.delete_if_empty(key, effects);
+        Reply::Int(count(removed))
+    }
+
     fn expire_due(&mut self, now_ms: u64, effects: &mut Vec<KeyEffect>) {
         // Key order, so the effects come out the same on every replay.
         let due: Vec<String> = self
@@ -339,6 +903,82 @@ impl Keyspace {
             }
         }
     }
+}
+
+/// Which end of a list a push or pop works on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum End {
+    Head,
+    Tail,
+}
+
+fn wrongtype() -> Reply {
+    Reply::Error(WRONGTYPE.into())
+}
+
+fn empty_hash() -> Value {
+    Value::Hash(Vec::new())
+}
+
+fn empty_list() -> Value {
+    Value::List(VecDeque::new())
+}
+
+fn empty_zset() -> Value {
+    Value::ZSet(SortedSet::default())
+}
+
+fn hash_get<'a>(hash: &'a [(String, String)], field: &str) -> Option<&'a str> {
+    hash.iter()
+        .find(|(f, _)| f == field)
+        .map(|(_, value)| value.as_str())
+}
+
+/// Writes `field` in place (an existing field keeps its position, as in a listpack) or appends
+/// it; true if it is new.
+fn hash_set(hash: &mut Vec<(String, String)>, field: &str, value: &str) -> bool {
+    match hash.iter_mut().find(|(f, _)| f == field) {
+        Some((_, old)) => {
+            value.clone_into(old);
+            false
+        }
+        None => {
+            hash.push((field.to_owned(), value.to_owned()));
+            true
+        }
+    }
+}
+
+/// A length as an integer reply (a collection never holds `i64::MAX` items).
+fn count(len: usize) -> i64 {
+    i64::try_from(len).unwrap_or(i64::MAX)
+}
+
+/// The positions `[first, last]` that `start`/`stop` select in a sequence of `len` items, by the
+/// rule `LRANGE` and `ZRANGE` share: negative indices count from the end, the start is clamped to
+/// 0 and the stop to the last item, and the range is empty when start > stop or start >= len.
+fn rank_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
+    let len = count(len);
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let stop = if stop < 0 { len + stop } else { stop };
+    if start > stop || start >= len {
+        return None;
+    }
+    let stop = stop.min(len - 1);
+    Some((usize::try_from(start).ok()?, usize::try_from(stop).ok()?))
+}
+
+/// A sorted-set range reply: members, each followed by its score when `with_scores` (RESP2 sends
+/// scores as bulk strings, formatted as Redis formats doubles).
+fn scored_members<'a>(members: impl Iterator<Item = (&'a str, Score)>, with_scores: bool) -> Reply {
+    let mut items = Vec::new();
+    for (member, score) in members {
+        items.push(Reply::Bulk(member.to_owned()));
+        if with_scores {
+            items.push(Reply::Bulk(format_double(score.get())));
+        }
+    }
+    Reply::Array(items)
 }
 
 /// Redis keeps times as signed 64-bit milliseconds; a clock past that is not a real clock, so
@@ -447,18 +1087,6 @@ impl RedisModel {
     /// Whether no key is held (see [`RedisModel::len`]).
     pub fn is_empty(&self) -> bool {
         self.keyspace.data.is_empty()
-    }
-
-    /// Makes `key` hold a value of a type no command here reads as a string.
-    #[cfg(test)]
-    pub(crate) fn plant_non_string(&mut self, key: &str) {
-        self.keyspace.data.insert(
-            key.to_owned(),
-            Entry {
-                value: Value::Opaque,
-                expires_at_ms: None,
-            },
-        );
     }
 
     /// How many scripts the Lua engine holds compiled.
@@ -807,7 +1435,7 @@ mod tests {
     #[test]
     fn wrong_type_errors_leave_the_model_usable() {
         let mut m = RedisModel::new();
-        m.plant_non_string("h");
+        reply(&mut m, "HSET h f v", 0);
         let wrongtype = Reply::Error(WRONGTYPE.into());
         for line in ["GET h", "INCR h", "SET h v GET"] {
             let (r, effects) = run(&mut m, line, 0);
@@ -827,7 +1455,7 @@ mod tests {
                 value: None
             }]
         );
-        m.plant_non_string("h");
+        reply(&mut m, "HSET h f v", 0);
         assert_eq!(reply(&mut m, "SET h v", 0), ok());
         assert_eq!(reply(&mut m, "GET h", 0), bulk("v"));
     }
@@ -929,5 +1557,602 @@ mod tests {
         assert_eq!(parse_redis_integer("-9223372036854775808"), Some(i64::MIN));
         assert_eq!(parse_redis_integer("9223372036854775808"), None);
         assert_eq!(parse_redis_integer("00"), None);
+    }
+
+    fn array(items: &[&str]) -> Reply {
+        Reply::Array(items.iter().map(|s| bulk(s)).collect())
+    }
+
+    fn field(key: &str, field: &str, value: Option<&str>) -> KeyEffect {
+        KeyEffect::HashField {
+            key: key.into(),
+            field: field.into(),
+            value: value.map(String::from),
+        }
+    }
+
+    fn deleted(key: &str) -> KeyEffect {
+        KeyEffect::Deleted {
+            key: key.into(),
+            value: None,
+        }
+    }
+
+    // ---- hashes ----
+
+    #[test]
+    fn hset_counts_only_new_fields_and_reports_every_field_write() {
+        let mut m = RedisModel::new();
+        let (r, effects) = run(&mut m, "HSET h a 1 b 2", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert_eq!(
+            effects,
+            vec![field("h", "a", Some("1")), field("h", "b", Some("2"))]
+        );
+        // An update is reported but not counted; a field named twice counts once.
+        let (r, effects) = run(&mut m, "HSET h a 9 c 3 c 4", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![
+                field("h", "a", Some("9")),
+                field("h", "c", Some("3")),
+                field("h", "c", Some("4")),
+            ]
+        );
+        assert_eq!(reply(&mut m, "HGET h a", 0), bulk("9"));
+        assert_eq!(reply(&mut m, "HGET h c", 0), bulk("4"));
+        assert_eq!(reply(&mut m, "HGET h nope", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "HGET missing a", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "HLEN h", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "HLEN missing", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "HEXISTS h b", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "HEXISTS h nope", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "HEXISTS missing b", 0), Reply::Int(0));
+    }
+
+    #[test]
+    fn hgetall_lists_fields_in_insertion_order_with_updates_in_place() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "HGETALL h", 0), Reply::Array(Vec::new()));
+        reply(&mut m, "HSET h z 1 a 2 m 3", 0);
+        reply(&mut m, "HSET h a 20", 0);
+        assert_eq!(
+            reply(&mut m, "HGETALL h", 0),
+            array(&["z", "1", "a", "20", "m", "3"])
+        );
+        // A deleted and re-added field goes to the end, as in a listpack.
+        reply(&mut m, "HDEL h z", 0);
+        reply(&mut m, "HSET h z 4", 0);
+        assert_eq!(
+            reply(&mut m, "HGETALL h", 0),
+            array(&["a", "20", "m", "3", "z", "4"])
+        );
+    }
+
+    #[test]
+    fn hincrby_creates_the_hash_and_counts_up_and_down_to_zero_without_deleting() {
+        let mut m = RedisModel::new();
+        let (r, effects) = run(&mut m, "HINCRBY lock owner 1", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![field("lock", "owner", Some("1"))]);
+        assert_eq!(reply(&mut m, "HINCRBY lock owner 1", 0), Reply::Int(2));
+        assert_eq!(reply(&mut m, "HINCRBY lock owner -1", 0), Reply::Int(1));
+        let (r, effects) = run(&mut m, "HINCRBY lock owner -1", 0);
+        assert_eq!(r, Reply::Int(0));
+        assert_eq!(effects, vec![field("lock", "owner", Some("0"))]);
+        // HINCRBY never removes a field: the hash still holds owner=0.
+        assert_eq!(reply(&mut m, "EXISTS lock", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "HGET lock owner", 0), bulk("0"));
+        assert_eq!(reply(&mut m, "HINCRBY lock owner -1", 0), Reply::Int(-1));
+    }
+
+    #[test]
+    fn hash_writes_keep_the_keys_deadline() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "HSET h f 1", 0);
+        reply(&mut m, "PEXPIRE h 100", 0);
+        reply(&mut m, "HSET h g 2", 10);
+        reply(&mut m, "HINCRBY h f 5", 20);
+        reply(&mut m, "HDEL h g", 30);
+        assert_eq!(reply(&mut m, "PTTL h", 50), Reply::Int(50));
+    }
+
+    #[test]
+    fn hincrby_rejects_a_non_integer_field_and_overflow() {
+        let mut m = RedisModel::new();
+        for bad in ["abc", "01", "+1", "1.5", ""] {
+            m.apply(
+                &Command::HSet {
+                    key: "h".into(),
+                    fields: vec![("f".into(), bad.into())],
+                },
+                0,
+                &mut Vec::new(),
+            );
+            let (r, effects) = run(&mut m, "HINCRBY h f 1", 0);
+            assert_eq!(
+                r,
+                Reply::Error("ERR hash value is not an integer".into()),
+                "{bad:?}"
+            );
+            assert!(effects.is_empty());
+        }
+        reply(&mut m, &format!("HSET h f {}", i64::MAX), 0);
+        assert_eq!(
+            reply(&mut m, "HINCRBY h f 1", 0),
+            Reply::Error("ERR increment or decrement would overflow".into())
+        );
+        assert_eq!(reply(&mut m, "HGET h f", 0), bulk(&i64::MAX.to_string()));
+    }
+
+    #[test]
+    fn hdel_of_the_last_field_deletes_the_key() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "HSET h a 1 b 2", 0);
+        let (r, effects) = run(&mut m, "HDEL h a nope a", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![field("h", "a", None)]);
+        let (r, effects) = run(&mut m, "HDEL h b", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![field("h", "b", None), deleted("h")]);
+        assert!(m.is_empty());
+        assert_eq!(reply(&mut m, "HDEL h b", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "EXISTS h", 0), Reply::Int(0));
+    }
+
+    // ---- lists ----
+
+    #[test]
+    fn rpush_then_lpop_is_fifo_and_popping_the_last_element_deletes_the_key() {
+        let mut m = RedisModel::new();
+        let (r, effects) = run(&mut m, "RPUSH q a b", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert!(effects.is_empty(), "lists report no per-element effects");
+        assert_eq!(reply(&mut m, "RPUSH q c", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "LLEN q", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "LPOP q", 0), bulk("a"));
+        assert_eq!(reply(&mut m, "LPOP q", 0), bulk("b"));
+        let (r, effects) = run(&mut m, "LPOP q", 0);
+        assert_eq!(r, bulk("c"));
+        assert_eq!(effects, vec![deleted("q")]);
+        assert!(m.is_empty());
+        assert_eq!(reply(&mut m, "LPOP q", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "RPOP q", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "LLEN q", 0), Reply::Int(0));
+    }
+
+    #[test]
+    fn lpush_pushes_each_value_to_the_head_in_turn_and_rpop_takes_the_tail() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "LPUSH l a b c", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "LRANGE l 0 -1", 0), array(&["c", "b", "a"]));
+        assert_eq!(reply(&mut m, "RPOP l", 0), bulk("a"));
+    }
+
+    #[test]
+    fn pop_with_a_count_replies_with_an_array() {
+        let mut m = RedisModel::new();
+        // A missing key gives a null array, which is nil here (false in Lua, as with RESP2).
+        assert_eq!(reply(&mut m, "LPOP l 2", 0), Reply::Nil);
+        reply(&mut m, "RPUSH l a b c d", 0);
+        assert_eq!(reply(&mut m, "LPOP l 0", 0), Reply::Array(Vec::new()));
+        assert_eq!(reply(&mut m, "LPOP l 2", 0), array(&["a", "b"]));
+        let (r, effects) = run(&mut m, "RPOP l 5", 0);
+        assert_eq!(r, array(&["d", "c"]));
+        assert_eq!(effects, vec![deleted("l")]);
+    }
+
+    #[test]
+    fn lindex_counts_negative_indices_from_the_tail() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "LINDEX l 0", 0), Reply::Nil);
+        reply(&mut m, "RPUSH l a b c", 0);
+        assert_eq!(reply(&mut m, "LINDEX l 0", 0), bulk("a"));
+        assert_eq!(reply(&mut m, "LINDEX l 2", 0), bulk("c"));
+        assert_eq!(reply(&mut m, "LINDEX l 3", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "LINDEX l -1", 0), bulk("c"));
+        assert_eq!(reply(&mut m, "LINDEX l -3", 0), bulk("a"));
+        assert_eq!(reply(&mut m, "LINDEX l -4", 0), Reply::Nil);
+        let min = format!("LINDEX l {}", i64::MIN);
+        assert_eq!(reply(&mut m, &min, 0), Reply::Nil);
+    }
+
+    #[test]
+    fn lrange_clamps_and_counts_from_the_tail_like_redis() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "LRANGE l 0 -1", 0), Reply::Array(Vec::new()));
+        reply(&mut m, "RPUSH l a b c d", 0);
+        assert_eq!(reply(&mut m, "LRANGE l 1 2", 0), array(&["b", "c"]));
+        assert_eq!(reply(&mut m, "LRANGE l -2 -1", 0), array(&["c", "d"]));
+        assert_eq!(reply(&mut m, "LRANGE l -100 1", 0), array(&["a", "b"]));
+        assert_eq!(reply(&mut m, "LRANGE l 2 100", 0), array(&["c", "d"]));
+        assert_eq!(reply(&mut m, "LRANGE l 3 1", 0), Reply::Array(Vec::new()));
+        assert_eq!(reply(&mut m, "LRANGE l 4 10", 0), Reply::Array(Vec::new()));
+        assert_eq!(reply(&mut m, "LRANGE l 0 -5", 0), Reply::Array(Vec::new()));
+    }
+
+    #[test]
+    fn lrem_removes_from_the_head_the_tail_or_everywhere() {
+        let line = "RPUSH l x a x b x";
+        let mut m = RedisModel::new();
+        reply(&mut m, line, 0);
+        assert_eq!(reply(&mut m, "LREM l 2 x", 0), Reply::Int(2));
+        assert_eq!(reply(&mut m, "LRANGE l 0 -1", 0), array(&["a", "b", "x"]));
+
+        let mut m = RedisModel::new();
+        reply(&mut m, line, 0);
+        assert_eq!(reply(&mut m, "LREM l -2 x", 0), Reply::Int(2));
+        assert_eq!(reply(&mut m, "LRANGE l 0 -1", 0), array(&["x", "a", "b"]));
+
+        let mut m = RedisModel::new();
+        reply(&mut m, line, 0);
+        assert_eq!(reply(&mut m, "LREM l 0 x", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "LRANGE l 0 -1", 0), array(&["a", "b"]));
+        assert_eq!(reply(&mut m, "LREM l 0 nope", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "LREM missing 0 x", 0), Reply::Int(0));
+
+        // Removing every element deletes the key.
+        let (r, effects) = run(&mut m, "LREM l 5 a", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert!(effects.is_empty());
+        let (r, effects) = run(&mut m, "LREM l -1 b", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![deleted("l")]);
+        assert!(m.is_empty());
+    }
+
+    // ---- sorted sets ----
+
+    #[test]
+    fn zadd_counts_new_members_and_moves_existing_ones() {
+        let mut m = RedisModel::new();
+        let (r, effects) = run(&mut m, "ZADD z 1 a 2 b", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert!(
+            effects.is_empty(),
+            "sorted sets report no per-member effects"
+        );
+        // An updated score is not counted; a member named twice ends with its last score.
+        assert_eq!(reply(&mut m, "ZADD z 5 a 3 c 4 c", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "ZSCORE z a", 0), bulk("5"));
+        assert_eq!(reply(&mut m, "ZSCORE z c", 0), bulk("4"));
+        assert_eq!(reply(&mut m, "ZSCORE z nope", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "ZSCORE missing a", 0), Reply::Nil);
+        assert_eq!(reply(&mut m, "ZCARD z", 0), Reply::Int(3));
+        assert_eq!(reply(&mut m, "ZCARD missing", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "ZRANGE z 0 -1", 0), array(&["b", "c", "a"]));
+    }
+
+    #[test]
+    fn zrange_orders_by_score_then_member_bytes() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "ZADD z 2 b 1 zz 2 a 2 B 1 y -inf low", 0);
+        assert_eq!(
+            reply(&mut m, "ZRANGE z 0 -1", 0),
+            array(&["low", "y", "zz", "B", "a", "b"])
+        );
+        assert_eq!(reply(&mut m, "ZRANGE z 1 2", 0), array(&["y", "zz"]));
+        assert_eq!(reply(&mut m, "ZRANGE z -2 -1", 0), array(&["a", "b"]));
+        assert_eq!(reply(&mut m, "ZRANGE z 5 100", 0), array(&["b"]));
+        assert_eq!(reply(&mut m, "ZRANGE z 3 1", 0), Reply::Array(Vec::new()));
+        assert_eq!(
+            reply(&mut m, "ZRANGE missing 0 -1", 0),
+            Reply::Array(Vec::new())
+        );
+    }
+
+    #[test]
+    fn zrange_withscores_formats_scores_as_redis_does() {
+        let mut m = RedisModel::new();
+        reply(
+            &mut m,
+            "ZADD z 1.5 a 3 b 1e20 c -inf d 0.1 e 1700000000000 f",
+            0,
+        );
+        assert_eq!(
+            reply(&mut m, "ZRANGE z 0 -1 WITHSCORES", 0),
+            array(&[
+                "d",
+                "-inf",
+                "e",
+                "0.1",
+                "a",
+                "1.5",
+                "b",
+                "3",
+                "f",
+                "1700000000000",
+                "c",
+                "1e+20"
+            ])
+        );
+        assert_eq!(reply(&mut m, "ZSCORE z d", 0), bulk("-inf"));
+    }
+
+    #[test]
+    fn zrangebyscore_bounds_are_inclusive_exclusive_or_infinite() {
+        let mut m = RedisModel::new();
+        assert_eq!(
+            reply(&mut m, "ZRANGEBYSCORE z -inf +inf", 0),
+            Reply::Array(Vec::new())
+        );
+        reply(&mut m, "ZADD z 1 a 2 b 2 c 3 d", 0);
+        let range = |m: &mut RedisModel, min: &str, max: &str| {
+            reply(m, &format!("ZRANGEBYSCORE z {min} {max}"), 0)
+        };
+        assert_eq!(range(&mut m, "-inf", "+inf"), array(&["a", "b", "c", "d"]));
+        assert_eq!(range(&mut m, "2", "3"), array(&["b", "c", "d"]));
+        assert_eq!(range(&mut m, "(2", "3"), array(&["d"]));
+        assert_eq!(range(&mut m, "1", "(2"), array(&["a"]));
+        assert_eq!(range(&mut m, "2", "2"), array(&["b", "c"]));
+        assert_eq!(range(&mut m, "(2", "2"), Reply::Array(Vec::new()));
+        assert_eq!(range(&mut m, "3", "1"), Reply::Array(Vec::new()));
+        assert_eq!(range(&mut m, "1.5", "2.5"), array(&["b", "c"]));
+        assert_eq!(range(&mut m, "-inf", "1"), array(&["a"]));
+        assert_eq!(range(&mut m, "3", "inf"), array(&["d"]));
+        assert_eq!(
+            reply(&mut m, "ZRANGEBYSCORE z (1 2 WITHSCORES", 0),
+            array(&["b", "2", "c", "2"])
+        );
+    }
+
+    #[test]
+    fn zrem_of_the_last_member_deletes_the_key() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "ZADD z 1 a 2 b", 0);
+        assert_eq!(reply(&mut m, "ZREM z a nope a", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "ZRANGE z 0 -1", 0), array(&["b"]));
+        let (r, effects) = run(&mut m, "ZREM z b", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![deleted("z")]);
+        assert!(m.is_empty());
+        assert_eq!(reply(&mut m, "ZREM z b", 0), Reply::Int(0));
+    }
+
+    #[test]
+    fn zadd_treats_minus_zero_as_the_same_score() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "ZADD z -0 a", 0);
+        assert_eq!(reply(&mut m, "ZADD z 0 a", 0), Reply::Int(0));
+        // Redis's zsetAdd sees no change and keeps the stored -0.
+        assert_eq!(reply(&mut m, "ZSCORE z a", 0), bulk("-0"));
+    }
+
+    // ---- across types ----
+
+    #[test]
+    fn every_type_mismatch_is_wrongtype_and_changes_nothing() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET s v", 0);
+        reply(&mut m, "HSET h f v", 0);
+        reply(&mut m, "RPUSH l a", 0);
+        reply(&mut m, "ZADD z 1 a", 0);
+        let before = m.snapshot();
+        let hash_cmds = [
+            "HSET {} f v",
+            "HGET {} f",
+            "HINCRBY {} f 1",
+            "HEXISTS {} f",
+            "HDEL {} f",
+            "HLEN {}",
+            "HGETALL {}",
+        ];
+        let list_cmds = [
+            "RPUSH {} x",
+            "LPUSH {} x",
+            "LPOP {}",
+            "RPOP {}",
+            "LPOP {} 1",
+            "LINDEX {} 0",
+            "LLEN {}",
+            "LRANGE {} 0 -1",
+            "LREM {} 0 a",
+        ];
+        let zset_cmds = [
+            "ZADD {} 1 x",
+            "ZSCORE {} a",
+            "ZREM {} a",
+            "ZCARD {}",
+            "ZRANGE {} 0 -1",
+            "ZRANGEBYSCORE {} -inf +inf",
+        ];
+        let string_cmds = ["GET {}", "INCR {}", "SET {} x GET"];
+        let families: [(&str, &[&str]); 4] = [
+            ("s", &string_cmds),
+            ("h", &hash_cmds),
+            ("l", &list_cmds),
+            ("z", &zset_cmds),
+        ];
+        for (own_key, _) in families {
+            for (other_key, cmds) in families {
+                if own_key == other_key {
+                    continue;
+                }
+                for template in cmds {
+                    let line = template.replace("{}", own_key);
+                    let (r, effects) = run(&mut m, &line, 0);
+                    assert_eq!(r, Reply::Error(WRONGTYPE.into()), "{line}");
+                    assert!(effects.is_empty(), "{line}");
+                }
+            }
+        }
+        assert_eq!(m.snapshot(), before);
+    }
+
+    #[test]
+    fn del_exists_and_pttl_work_on_every_type() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "HSET h f v", 0);
+        reply(&mut m, "RPUSH l a", 0);
+        reply(&mut m, "ZADD z 1 a", 0);
+        for key in ["h", "l", "z"] {
+            assert_eq!(reply(&mut m, &format!("EXISTS {key}"), 0), Reply::Int(1));
+            assert_eq!(reply(&mut m, &format!("PTTL {key}"), 0), Reply::Int(-1));
+        }
+        let (r, effects) = run(&mut m, "DEL h l z", 0);
+        assert_eq!(r, Reply::Int(3));
+        assert_eq!(effects, vec![deleted("h"), deleted("l"), deleted("z")]);
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn a_hash_expires_lazily_and_actively_after_pexpire() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "HINCRBY lock owner 1", 1_000);
+        let (r, effects) = run(&mut m, "PEXPIRE lock 100", 1_000);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::ExpiryChanged {
+                key: "lock".into(),
+                expires_at_ms: Some(1_100)
+            }]
+        );
+        assert_eq!(reply(&mut m, "HGET lock owner", 1_100), bulk("1"));
+        // Lazily: the next access after the deadline finds nothing, and reports the expiry.
+        let (r, effects) = run(&mut m, "HEXISTS lock owner", 1_101);
+        assert_eq!(r, Reply::Int(0));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::Expired {
+                key: "lock".into(),
+                value: None
+            }]
+        );
+        // A new HINCRBY starts a fresh hash without a deadline.
+        assert_eq!(reply(&mut m, "HINCRBY lock owner 1", 1_101), Reply::Int(1));
+        assert_eq!(reply(&mut m, "PTTL lock", 1_101), Reply::Int(-1));
+
+        // Actively, for every aggregate type.
+        let mut m = RedisModel::new();
+        reply(&mut m, "HSET h f v", 0);
+        reply(&mut m, "RPUSH l a", 0);
+        reply(&mut m, "ZADD z 1 a", 0);
+        for key in ["h", "l", "z"] {
+            reply(&mut m, &format!("PEXPIRE {key} 10"), 0);
+        }
+        let mut effects = Vec::new();
+        m.expire_due(11, &mut effects);
+        let expired = |key: &str| KeyEffect::Expired {
+            key: key.into(),
+            value: None,
+        };
+        assert_eq!(effects, vec![expired("h"), expired("l"), expired("z")]);
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn expire_takes_seconds_and_rejects_overflow() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "EXPIRE k 10", 0), Reply::Int(0));
+        reply(&mut m, "RPUSH k a", 0);
+        let (r, effects) = run(&mut m, "EXPIRE k 10", 500);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::ExpiryChanged {
+                key: "k".into(),
+                expires_at_ms: Some(10_500)
+            }]
+        );
+        assert_eq!(reply(&mut m, "PTTL k", 500), Reply::Int(10_000));
+        let err = Reply::Error("ERR invalid expire time in 'expire' command".into());
+        assert_eq!(
+            reply(&mut m, &format!("EXPIRE k {}", i64::MAX / 1000 + 1), 0),
+            err
+        );
+        // Fits in milliseconds, but not once the clock is added.
+        assert_eq!(
+            reply(&mut m, &format!("EXPIRE k {}", i64::MAX / 1000), 1_000),
+            err
+        );
+        // Zero or negative deletes at once.
+        let (r, effects) = run(&mut m, "EXPIRE k 0", 600);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects, vec![deleted("k")]);
+    }
+
+    #[test]
+    fn publish_replies_zero_and_touches_nothing() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET chan v", 0);
+        let (r, effects) = run(&mut m, "PUBLISH chan hello", 0);
+        assert_eq!(r, Reply::Int(0));
+        assert!(effects.is_empty());
+        assert_eq!(reply(&mut m, "GET chan", 0), bulk("v"));
+        assert!(!cmd("PUBLISH chan hello").is_write());
+    }
+
+    #[test]
+    fn snapshot_round_trip_carries_every_type() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET s v PX 100", 0);
+        reply(&mut m, "HSET h b 2 a 1", 0);
+        reply(&mut m, "PEXPIRE h 50", 0);
+        reply(&mut m, "RPUSH l x y z", 0);
+        reply(&mut m, "ZADD z 2 b 1 a 1.5 c", 0);
+        let snap = m.snapshot();
+        let mut restored = RedisModel::restore(snap.clone());
+        assert_eq!(restored.snapshot(), snap);
+        assert_eq!(restored.len(), 4);
+        assert_eq!(reply(&mut restored, "GET s", 10), bulk("v"));
+        assert_eq!(
+            reply(&mut restored, "HGETALL h", 10),
+            array(&["b", "2", "a", "1"])
+        );
+        assert_eq!(reply(&mut restored, "PTTL h", 10), Reply::Int(40));
+        assert_eq!(
+            reply(&mut restored, "LRANGE l 0 -1", 10),
+            array(&["x", "y", "z"])
+        );
+        assert_eq!(
+            reply(&mut restored, "ZRANGE z 0 -1 WITHSCORES", 10),
+            array(&["a", "1", "c", "1.5", "b", "2"])
+        );
+        // The restored copy is independent of the original.
+        reply(&mut restored, "LPOP l", 10);
+        assert_eq!(reply(&mut m, "LLEN l", 10), Reply::Int(3));
+        // And a hash past its deadline at restart expires on first access.
+        let mut late = RedisModel::restore(snap);
+        let (r, effects) = run(&mut late, "HLEN h", 51);
+        assert_eq!(r, Reply::Int(0));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::Expired {
+                key: "h".into(),
+                value: None
+            }]
+        );
+    }
+
+    #[test]
+    fn hand_built_commands_cannot_create_empty_aggregates() {
+        let mut m = RedisModel::new();
+        let empties = [
+            Command::HSet {
+                key: "h".into(),
+                fields: Vec::new(),
+            },
+            Command::RPush {
+                key: "l".into(),
+                values: Vec::new(),
+            },
+            Command::LPush {
+                key: "l".into(),
+                values: Vec::new(),
+            },
+            Command::ZAdd {
+                key: "z".into(),
+                members: Vec::new(),
+            },
+        ];
+        for empty in empties {
+            assert!(matches!(
+                m.apply(&empty, 0, &mut Vec::new()),
+                Reply::Error(_)
+            ));
+        }
+        assert!(m.is_empty());
     }
 }

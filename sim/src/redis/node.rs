@@ -25,17 +25,27 @@ fn server_now_ms(world: &World, me: usize) -> u64 {
 
 fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEffect>) {
     for effect in effects {
-        let (key, change, value, expires_at_ms) = match effect {
+        let (key, change, field, value, expires_at_ms) = match effect {
             KeyEffect::Set {
                 key,
                 value,
                 expires_at_ms,
-            } => (key, KeyChange::Set, Some(value), expires_at_ms),
-            KeyEffect::Deleted { key, value } => (key, KeyChange::Deleted, value, None),
-            KeyEffect::Expired { key, value } => (key, KeyChange::Expired, value, None),
+            } => (key, KeyChange::Set, None, Some(value), expires_at_ms),
+            KeyEffect::Deleted { key, value } => (key, KeyChange::Deleted, None, value, None),
+            KeyEffect::Expired { key, value } => (key, KeyChange::Expired, None, value, None),
             KeyEffect::ExpiryChanged { key, expires_at_ms } => {
-                (key, KeyChange::ExpiryChanged, None, expires_at_ms)
+                (key, KeyChange::ExpiryChanged, None, None, expires_at_ms)
             }
+            KeyEffect::HashField {
+                key,
+                field,
+                value: Some(value),
+            } => (key, KeyChange::FieldSet, Some(field), Some(value), None),
+            KeyEffect::HashField {
+                key,
+                field,
+                value: None,
+            } => (key, KeyChange::FieldRemoved, Some(field), None, None),
         };
         let by = match change {
             KeyChange::Expired | KeyChange::Lost => None,
@@ -47,6 +57,7 @@ fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEf
             Op::Key {
                 key,
                 change,
+                field,
                 value,
                 by,
                 expires_local_ns: expires_at_ms.map(|ms| ms as i64 * 1_000_000 - WALL_ORIGIN_NS),
