@@ -60,7 +60,7 @@ enum Command {
         #[arg(long, value_name = "NAME")]
         algorithm: String,
         /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
-        /// crash-restart, crash-delayed-restart, partition, all.
+        /// crash-restart, crash-delayed-restart, partition, failover (needs --replicas), all.
         #[arg(long, value_name = "F[,F...]")]
         faults: String,
         /// Cases to try before concluding nothing is found.
@@ -81,6 +81,12 @@ enum Command {
         /// Server persistence: none, everysec, always.
         #[arg(long, value_name = "P", default_value = "none")]
         persistence: String,
+        /// Asynchronous replicas of a single-server lock (the failover profile needs one).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        replicas: u32,
+        /// After acquiring, WAIT for this many replicas (Redisson's WAIT).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        wait_replicas: u32,
         /// Number of servers (redlock: an odd number, default 5).
         #[arg(long, value_name = "N")]
         nodes: Option<u32>,
@@ -141,6 +147,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             nodes,
             restart_delay_ms,
             max_drift,
+            replicas,
+            wait_replicas,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -174,6 +182,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 persistence,
                 nodes,
                 restart_delay_ms,
+                replicas,
+                wait_replicas,
                 ..Params::default()
             };
             let mut check = Scenario::new(algorithm);

@@ -1,7 +1,6 @@
 //! [`Env`] for a simulated node: its own drifting, jumping clocks and madsim's seeded randomness.
 
 use crate::history::{Kind, Op};
-use crate::topology::Role;
 use crate::world::World;
 use lockcheck_algorithms::{Env, LockEvent};
 use std::sync::Arc;
@@ -45,8 +44,9 @@ impl Env for SimEnv {
             accepted,
             of,
         } = event;
-        let servers = self.world.topology.with_role(Role::Server);
-        let unreachable = self.world.unreachable(self.node, &servers);
+        let unreachable = self
+            .world
+            .unreachable(self.node, &self.world.lock_servers());
         self.world.record(
             self.node,
             Kind::Observe,

@@ -32,6 +32,8 @@ pub enum FaultProfile {
     CrashDelayedRestart,
     /// Network partitions.
     Partition,
+    /// The primary crashes and a replica is promoted (needs `params.replicas` ≥ 1).
+    Failover,
     /// All of the above, mixed.
     All,
 }
@@ -46,6 +48,7 @@ impl FaultProfile {
         FaultProfile::CrashRestart,
         FaultProfile::CrashDelayedRestart,
         FaultProfile::Partition,
+        FaultProfile::Failover,
         FaultProfile::All,
     ];
 
@@ -59,6 +62,7 @@ impl FaultProfile {
             FaultProfile::CrashRestart => "crash-restart",
             FaultProfile::CrashDelayedRestart => "crash-delayed-restart",
             FaultProfile::Partition => "partition",
+            FaultProfile::Failover => "failover",
             FaultProfile::All => "all",
         }
     }
@@ -212,6 +216,24 @@ fn unit_of(
                 })
                 .boxed()
         }
+        FaultProfile::Failover => (
+            at,
+            0u64..=1_000,
+            prop::sample::select(servers[1..].to_vec()),
+        )
+            .prop_map(|(at_ms, after_ms, node)| {
+                vec![
+                    Fault::Crash {
+                        at_ms,
+                        node: "redis-0".into(),
+                    },
+                    Fault::Failover {
+                        at_ms: at_ms + after_ms,
+                        node,
+                    },
+                ]
+            })
+            .boxed(),
         FaultProfile::Partition => (
             at,
             prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
@@ -229,7 +251,7 @@ fn unit_of(
 }
 
 /// The concrete profiles a list names (`all` expands, `none` adds nothing).
-fn concrete(profiles: &[FaultProfile]) -> Vec<FaultProfile> {
+fn concrete(profiles: &[FaultProfile], with_replicas: bool) -> Vec<FaultProfile> {
     let mut out: Vec<FaultProfile> = Vec::new();
     for &p in profiles {
         let expanded = match p {
@@ -238,6 +260,7 @@ fn concrete(profiles: &[FaultProfile]) -> Vec<FaultProfile> {
                 .iter()
                 .copied()
                 .filter(|q| !matches!(q, FaultProfile::None | FaultProfile::All))
+                .filter(|q| *q != FaultProfile::Failover || with_replicas)
                 .collect(),
             other => vec![other],
         };
@@ -282,7 +305,7 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     nodes.extend(servers.iter().cloned());
     let mut everyone = nodes.clone();
     everyone.push(crate::topology::Topology::RESOURCE.to_string());
-    let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles)
+    let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles, params.replicas > 0)
         .into_iter()
         .map(|p| unit_of(p, &nodes, &servers, &everyone, options, duration))
         .collect();
@@ -352,6 +375,9 @@ pub enum ExploreError {
     /// proptest gave up (too many generated cases were rejected as invalid).
     #[error("exploration aborted: {0}")]
     Aborted(String),
+    /// The options cannot be searched as given.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// Searches for a violation; `progress(cases_run)` is called after every case until the first
@@ -360,6 +386,13 @@ pub fn explore(
     options: &ExploreOptions,
     progress: &dyn Fn(u32),
 ) -> Result<Exploration, ExploreError> {
+    if options.profiles.contains(&FaultProfile::Failover) && options.params.replicas == 0 {
+        return Err(ExploreError::Invalid(
+            "the failover profile needs a replica to promote: set params.replicas (--replicas) \
+             to at least 1"
+                .into(),
+        ));
+    }
     let mut runner = TestRunner::new_with_rng(config(options.cases), rng(options.seed));
     let strategy = scenarios(options);
     let cases = Cell::new(0u32);

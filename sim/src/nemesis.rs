@@ -35,6 +35,8 @@ pub enum Action {
     Cut(usize, Vec<usize>),
     /// Heal partition `id`.
     Heal(usize, Vec<usize>),
+    /// Promote a replica to primary.
+    Failover(usize),
     /// A fault that had nothing to act on (a crash of a node already down); recorded only.
     Skipped(usize),
     /// Start message fault `id` on a node: loss probability and extra delay.
@@ -74,6 +76,7 @@ impl Action {
             Action::Cut(..) => "cut",
             Action::Heal(..) => "heal",
             Action::Skipped(_) => "skipped",
+            Action::Failover(_) => "failover",
             Action::MessagesStart(..) => "messages_start",
             Action::MessagesEnd(..) => "messages_end",
         }
@@ -164,6 +167,11 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                     ),
                 }
             }
+            Fault::Failover { node, .. } => push(
+                at,
+                Action::Failover(idx(node)),
+                format!("fail over: {node} is now the primary"),
+            ),
             Fault::Partition {
                 isolate, for_ms, ..
             } => {
@@ -243,7 +251,8 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             | Action::ClockDrift(n, _)
             | Action::MessagesStart(n, ..)
             | Action::MessagesEnd(n, _)
-            | Action::Skipped(n) => *n,
+            | Action::Skipped(n)
+            | Action::Failover(n) => *n,
             Action::Cut(_, g) | Action::Heal(_, g) => g[0],
         };
         let id = |n: usize| world.node_id(n);
@@ -251,6 +260,7 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
         let kind = action.kind();
         match action {
             Action::Skipped(_) => {}
+            Action::Failover(n) => world.set_primary(n),
             Action::Pause(n) => handle.pause(id(n)),
             Action::Resume(n) => handle.resume(id(n)),
             Action::Crash(n) => {

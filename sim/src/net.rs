@@ -6,6 +6,7 @@
 //! Randomness is drawn only while such a fault is active, so a schedule without them leaves the
 //! seed's random stream untouched (shrinking stays stable).
 
+use crate::redis::Snapshot;
 use crate::topology::Topology;
 use crate::world::World;
 use lockcheck_algorithms::redis::{Command, Reply};
@@ -14,7 +15,9 @@ use madsim::net::Endpoint;
 use rand::Rng;
 use std::any::Any;
 use std::cell::Cell;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +31,13 @@ pub enum Request {
     Redis(Command),
     /// An access to the protected resource.
     Access(AccessRequest),
+    /// A replica asks its primary for the data set (asynchronous replication, pulled).
+    Sync,
+    /// A replica tells its primary it has applied everything up to `offset`.
+    Ack {
+        /// The primary's write offset the replica's data set reflects.
+        offset: u64,
+    },
 }
 
 /// A client touching the protected resource.
@@ -48,6 +58,24 @@ pub enum Response {
     Redis(Reply),
     /// Whether the resource accepted the access.
     Access(bool),
+    /// The primary's data set, as of its write `offset`.
+    Sync {
+        /// The data set.
+        snapshot: Snapshot,
+        /// How many writes it reflects.
+        offset: u64,
+    },
+    /// An acknowledgement.
+    Ack,
+}
+
+/// How a server answers a request: at once, or later (a blocking command such as `WAIT`)
+/// without holding up the requests behind it.
+pub enum Handled {
+    /// The reply, now.
+    Now(Response),
+    /// A reply that a task on the server's node will produce.
+    Later(Pin<Box<dyn Future<Output = Response>>>),
 }
 
 struct Envelope {
@@ -135,11 +163,11 @@ impl RpcClient {
 }
 
 /// Serves requests on node `me` forever, one at a time (as a single-threaded server does):
-/// `handle(from, request)` computes each reply.
+/// `handle(from, request)` computes each reply, or a future of it.
 pub async fn serve(
     world: Arc<World>,
     me: usize,
-    mut handle: impl FnMut(usize, Request) -> Response,
+    mut handle: impl FnMut(usize, Request) -> Handled,
 ) {
     let ep = Endpoint::bind(Topology::addr(me))
         .await
@@ -154,15 +182,33 @@ pub async fn serve(
         let Some(from_node) = Topology::index_of_addr(from) else {
             continue;
         };
-        let response = handle(from_node, envelope.request);
-        send(
-            &world,
-            &ep,
-            me,
-            from,
-            envelope.reply_tag,
-            Box::new(response),
-        )
-        .await;
+        match handle(from_node, envelope.request) {
+            Handled::Now(response) => {
+                send(
+                    &world,
+                    &ep,
+                    me,
+                    from,
+                    envelope.reply_tag,
+                    Box::new(response),
+                )
+                .await
+            }
+            Handled::Later(response) => {
+                let (world, ep) = (world.clone(), ep.clone());
+                madsim::task::spawn_local(async move {
+                    let response = response.await;
+                    send(
+                        &world,
+                        &ep,
+                        me,
+                        from,
+                        envelope.reply_tag,
+                        Box::new(response),
+                    )
+                    .await;
+                });
+            }
+        }
     }
 }

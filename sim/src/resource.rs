@@ -6,7 +6,7 @@
 //! is rejected. Equal tokens are accepted, because a holder touches twice with the same token.
 
 use crate::history::{Kind, Op};
-use crate::net::{serve, Request, Response};
+use crate::net::{serve, Handled, Request, Response};
 use crate::world::World;
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ pub async fn run_resource(world: Arc<World>, me: usize) {
     let recorder = world.clone();
     serve(world, me, move |from, request| {
         let Request::Access(access) = request else {
-            return Response::Access(false);
+            return Handled::Now(Response::Access(false));
         };
         let accepted = if fencing {
             // No token, no access: a resource that demands fencing cannot judge a client without one.
@@ -43,7 +43,7 @@ pub async fn run_resource(world: Arc<World>, me: usize) {
                 accepted,
             },
         );
-        Response::Access(accepted)
+        Handled::Now(Response::Access(accepted))
     })
     .await
 }

@@ -135,12 +135,16 @@ async fn simulate(scenario: Scenario) -> History {
     // Liveness: with every fault over and every client stopped, the lock must come free within
     // twice the TTL (one TTL for a lease left by a stopped holder, one more as slack).
     let probe = topology.probe();
-    let down: Vec<usize> = topology
-        .with_role(Role::Server)
-        .into_iter()
+    // The probe needs the lock service: the primary of a single-server lock, a quorum of
+    // Redlock masters. Down for good, there is no liveness to check.
+    let needed = world.lock_servers();
+    let down: Vec<usize> = needed
+        .iter()
+        .copied()
         .filter(|&s| world.is_down(s))
         .collect();
-    if down.is_empty() {
+    let service_down = down.len() > needed.len() / 2;
+    if !service_down {
         let wait = 2 * ttl;
         let w = world.clone();
         start_node(&handle, &world, probe, move |w2| run_probe(w2, probe, wait));

@@ -66,7 +66,7 @@ impl Algorithm {
     pub fn servers(self, params: &Params) -> usize {
         match self {
             Algorithm::SingleRedis | Algorithm::RedisReentrant => {
-                params.nodes.unwrap_or(1) as usize
+                params.nodes.unwrap_or(1) as usize + params.replicas as usize
             }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
         }
@@ -104,6 +104,15 @@ fn default_retry_delay_ms() -> u64 {
 fn default_request_timeout_ms() -> u64 {
     100
 }
+fn default_replication_lag_ms() -> u64 {
+    100
+}
+fn default_wait_timeout_ms() -> u64 {
+    50
+}
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 /// Algorithm parameters; the names are shared by all algorithms where they apply.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,6 +147,21 @@ pub struct Params {
     /// failures than N − 1 masters would; default false).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_even_nodes: bool,
+    /// Asynchronous replicas of the one server (`redis-1`, …; single-server algorithms only;
+    /// default 0). Clients always talk to the current primary; `failover` promotes a replica.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicas: u32,
+    /// A replica pulls the primary's data set this often (default 100): writes younger than
+    /// that are lost if the primary dies and a replica is promoted.
+    #[serde(default = "default_replication_lag_ms")]
+    pub replication_lag_ms: u64,
+    /// After acquiring, `WAIT` for this many replicas to acknowledge the lock, as Redisson can;
+    /// fewer within `wait_timeout_ms` and the client gives the lock back (default 0: no WAIT).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wait_replicas: u32,
+    /// `WAIT`'s timeout (default 50).
+    #[serde(default = "default_wait_timeout_ms")]
+    pub wait_timeout_ms: u64,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -248,6 +272,14 @@ pub enum Fault {
         /// Which node.
         node: String,
     },
+    /// Promote replica `node` to primary (what Sentinel does when the primary is unreachable);
+    /// clients follow the new primary. A restarted old primary comes back as a replica.
+    Failover {
+        /// When.
+        at_ms: u64,
+        /// The replica to promote.
+        node: String,
+    },
     /// Cut the listed nodes, as one group, off from every other node for `for_ms`.
     Partition {
         /// When.
@@ -290,6 +322,7 @@ impl Fault {
             | Fault::ClockDrift { at_ms, .. }
             | Fault::Crash { at_ms, .. }
             | Fault::Restart { at_ms, .. }
+            | Fault::Failover { at_ms, .. }
             | Fault::Partition { at_ms, .. }
             | Fault::Loss { at_ms, .. }
             | Fault::Delay { at_ms, .. } => *at_ms,
@@ -305,6 +338,7 @@ impl Fault {
             | Fault::ClockDrift { node, .. }
             | Fault::Crash { node, .. }
             | Fault::Restart { node, .. }
+            | Fault::Failover { node, .. }
             | Fault::Loss { node, .. }
             | Fault::Delay { node, .. } => vec![node.as_str()],
         }
@@ -318,6 +352,7 @@ impl Fault {
             Fault::ClockDrift { .. } => "clock_drift",
             Fault::Crash { .. } => "crash",
             Fault::Restart { .. } => "restart",
+            Fault::Failover { .. } => "failover",
             Fault::Partition { .. } => "partition",
             Fault::Loss { .. } => "loss",
             Fault::Delay { .. } => "delay",
@@ -340,6 +375,9 @@ impl Fault {
             }
             Fault::Crash { at_ms, node } => format!("{at_ms} ms: crash {node}"),
             Fault::Restart { at_ms, node } => format!("{at_ms} ms: restart {node}"),
+            Fault::Failover { at_ms, node } => {
+                format!("{at_ms} ms: fail over to {node}")
+            }
             Fault::Partition {
                 at_ms,
                 isolate,
@@ -457,6 +495,15 @@ impl Scenario {
         }
         match self.algorithm {
             Algorithm::SingleRedis | Algorithm::RedisReentrant => {
+                if p.wait_replicas > p.replicas {
+                    return bad(format!(
+                        "params.wait_replicas: {} replicas cannot acknowledge when there are {}",
+                        p.wait_replicas, p.replicas
+                    ));
+                }
+                if p.replicas > 0 && p.replication_lag_ms == 0 {
+                    return bad("params.replication_lag_ms must be greater than 0".into());
+                }
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
                     return bad(format!(
                         "params.nodes: {} runs against exactly 1 server, got {n}",
@@ -486,6 +533,13 @@ impl Scenario {
                         n / 2 + 1,
                         n - 1
                     ));
+                }
+                if p.replicas > 0 || p.wait_replicas > 0 {
+                    return bad(
+                        "params.replicas: redlock's masters are independent by design; replicas \
+                         are modelled for the single-server locks"
+                            .into(),
+                    );
                 }
                 if p.fencing {
                     return bad(
@@ -538,8 +592,10 @@ impl Scenario {
             .map(|(i, f)| (f.at_ms(), i))
             .collect();
         order.sort();
-        // Whether each node is down, replayed in time order (restarts must follow crashes).
+        // Whether each node is down, replayed in time order (restarts must follow crashes), and
+        // which server is the primary.
         let mut down: BTreeMap<&str, bool> = BTreeMap::new();
+        let mut primary = "redis-0".to_string();
         for (_, i) in order {
             let fault = &self.faults[i];
             let at = |m: &str| {
@@ -592,6 +648,18 @@ impl Scenario {
                 }
                 Fault::Restart { node, .. } if down.insert(node, false) != Some(true) => {
                     return at(&format!("{node} was not crashed before this restart"));
+                }
+                Fault::Failover { node, .. } => {
+                    if self.params.replicas == 0 {
+                        return at("there is no replica to promote (params.replicas is 0)");
+                    }
+                    if !node.starts_with("redis-") {
+                        return at(&format!("{node} is not a server"));
+                    }
+                    if *node == primary {
+                        return at(&format!("{node} is already the primary"));
+                    }
+                    primary = node.clone();
                 }
                 _ => {}
             }

@@ -37,13 +37,13 @@ pub enum SimLock {
 
 impl SimLock {
     /// The lock of `world`'s algorithm for the client whose environment is `env`.
-    pub fn build(world: &World, rpc: Rc<RpcClient>, env: &SimEnv) -> SimLock {
+    pub fn build(world: &Arc<World>, rpc: Rc<RpcClient>, env: &SimEnv) -> SimLock {
         let p = &world.scenario.params;
         let timeout = Duration::from_millis(p.request_timeout_ms);
         let servers = world.topology.with_role(Role::Server);
         match world.scenario.algorithm {
             Algorithm::SingleRedis => SimLock::SingleRedis(SingleRedis::new(
-                SimRedis::new(rpc, servers[0], timeout),
+                SimRedis::to_primary(rpc, world.clone(), timeout),
                 SingleRedisConfig {
                     key: LOCK_KEY.to_string(),
                     ttl: Duration::from_millis(p.ttl_ms),
@@ -51,6 +51,8 @@ impl SimLock {
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
                     retry_count: p.retry_count,
                     fencing: p.fencing,
+                    wait_replicas: (p.wait_replicas > 0)
+                        .then_some((p.wait_replicas, Duration::from_millis(p.wait_timeout_ms))),
                 },
             )),
             Algorithm::Redlock => SimLock::Redlock(Redlock::new(
@@ -67,7 +69,7 @@ impl SimLock {
                 },
             )),
             Algorithm::RedisReentrant => SimLock::RedisReentrant(RedisReentrant::new(
-                SimRedis::new(rpc, servers[0], timeout),
+                SimRedis::to_primary(rpc, world.clone(), timeout),
                 ReentrantConfig {
                     key: LOCK_KEY.to_string(),
                     ttl: Duration::from_millis(p.ttl_ms),

@@ -43,6 +43,8 @@ pub struct World {
     remaining: Mutex<Vec<u32>>,
     /// Per client: finished its workload.
     finished: Mutex<Vec<bool>>,
+    /// The server clients send to, for single-server algorithms (changed by `failover`).
+    primary: Mutex<usize>,
     /// Directed links currently cut, with how many partitions cut each (they may overlap).
     cuts: Mutex<BTreeMap<(usize, usize), u32>>,
 }
@@ -65,6 +67,7 @@ impl World {
             down: Mutex::new(vec![false; n]),
             remaining: Mutex::new(vec![per_client; clients]),
             finished: Mutex::new(vec![false; clients]),
+            primary: Mutex::new(clients),
             cuts: Mutex::new(BTreeMap::new()),
         }
     }
@@ -145,6 +148,27 @@ impl World {
         let m = self.messages.lock().unwrap();
         let loss = 1.0 - (1.0 - m[from].loss()) * (1.0 - m[to].loss());
         (loss, m[from].delay() + m[to].delay())
+    }
+
+    /// The current primary server.
+    pub fn primary(&self) -> usize {
+        *self.primary.lock().unwrap()
+    }
+
+    /// Makes `node` the primary.
+    pub fn set_primary(&self, node: usize) {
+        *self.primary.lock().unwrap() = node;
+    }
+
+    /// The servers the lock talks to right now: every Redlock master, or the current primary of
+    /// a single-server lock (replicas serve no client until promoted).
+    pub fn lock_servers(&self) -> Vec<usize> {
+        match self.scenario.algorithm {
+            crate::scenario::Algorithm::Redlock => {
+                self.topology.with_role(crate::topology::Role::Server)
+            }
+            _ => vec![self.primary()],
+        }
     }
 
     /// Counts one more partition cutting the link `from → to`; true when the link just went down.

@@ -349,6 +349,14 @@ pub enum Command {
         /// The message.
         message: String,
     },
+    /// `WAIT numreplicas timeout`: blocks the caller until that many replicas acknowledged the
+    /// writes it made so far, or the timeout passes; replies how many did. Not allowed in scripts.
+    Wait {
+        /// Replicas to wait for.
+        replicas: u32,
+        /// Milliseconds to wait at most (0: forever, as in Redis).
+        timeout_ms: u64,
+    },
     /// `EVAL script numkeys key… arg…` (the real client sends `EVALSHA` first).
     Eval {
         /// The script.
@@ -381,6 +389,7 @@ impl Command {
                 | Command::ZRange { .. }
                 | Command::ZRangeByScore { .. }
                 | Command::Publish { .. }
+                | Command::Wait { .. }
         )
     }
 
@@ -525,6 +534,10 @@ impl Command {
             Command::Publish { channel, message } => {
                 v.extend(["PUBLISH".into(), channel.clone(), message.clone()])
             }
+            Command::Wait {
+                replicas,
+                timeout_ms,
+            } => v.extend(["WAIT".into(), replicas.to_string(), timeout_ms.to_string()]),
             Command::Eval { script, keys, args } => {
                 v.extend([
                     "EVAL".into(),
@@ -797,7 +810,9 @@ impl Command {
                 channel: argv[1].clone(),
                 message: argv[2].clone(),
             }),
-            "EVAL" | "EVALSHA" => Err("ERR This Redis command is not allowed from script".into()),
+            "EVAL" | "EVALSHA" | "WAIT" => {
+                Err("ERR This Redis command is not allowed from script".into())
+            }
             _ => Err(format!(
                 "ERR unknown command '{}', with args beginning with: ",
                 argv[0]

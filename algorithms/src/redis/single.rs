@@ -56,6 +56,10 @@ pub struct SingleRedisConfig {
     pub retry_count: Option<u32>,
     /// Draw a fencing token from a counter on acquisition.
     pub fencing: bool,
+    /// After acquiring, `WAIT` for this many replicas within this long (Redisson's answer to
+    /// asynchronous replication); fewer, and the lock is given back. It narrows the window in
+    /// which a failover loses the lock; it does not close it.
+    pub wait_replicas: Option<(u32, Duration)>,
 }
 
 impl SingleRedisConfig {
@@ -82,6 +86,8 @@ pub enum Attempt {
     Unknown,
     /// The reply came too late to leave any validity; the client released the lock.
     Expired,
+    /// Too few replicas acknowledged the lock in time; the client released it.
+    NotReplicated,
 }
 
 /// A lock on one Redis server.
@@ -116,7 +122,9 @@ impl<S: RedisStore> SingleRedis<S> {
         let acquired = matches!(attempt, Ok(Attempt::Acquired(_)));
         env.observe(LockEvent::Attempt {
             acquired,
-            accepted: usize::from(acquired || matches!(attempt, Ok(Attempt::Expired))),
+            accepted: usize::from(
+                acquired || matches!(attempt, Ok(Attempt::Expired | Attempt::NotReplicated)),
+            ),
             of: 1,
         });
         attempt
@@ -160,6 +168,19 @@ impl<S: RedisStore> SingleRedis<S> {
             (Reply::Error(e), _) => return Err(LockError::Server(e.clone())),
             (other, _) => return Err(LockError::UnexpectedReply(format!("{other:?}"))),
         };
+        if let Some((replicas, timeout)) = self.config.wait_replicas {
+            let acked = self
+                .store
+                .call(Command::Wait {
+                    replicas,
+                    timeout_ms: timeout.as_millis() as u64,
+                })
+                .await;
+            if !matches!(acked, Ok(Reply::Int(n)) if n >= i64::from(replicas)) {
+                let _ = self.release_token(&token).await;
+                return Ok(Attempt::NotReplicated);
+            }
+        }
         let valid_until = started
             + self
                 .config

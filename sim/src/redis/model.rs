@@ -363,6 +363,9 @@ impl Keyspace {
             },
             // Nobody subscribes in the model, so nobody receives it.
             Command::Publish { .. } => Reply::Int(0),
+            // Replication lives in the server's node glue, which answers WAIT before the model
+            // sees it; the model alone has no replicas.
+            Command::Wait { .. } => Reply::Int(0),
             Command::Eval { .. } => {
                 Reply::Error("ERR This Redis command is not allowed from script".into())
             }

@@ -5,10 +5,12 @@ use super::model::{KeyEffect, RedisModel, Snapshot};
 use crate::clock::WALL_ORIGIN_NS;
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op};
-use crate::net::{serve, Request, Response};
+use crate::net::{serve, Handled, Request, Response, RpcClient};
 use crate::scenario::Persistence;
 use crate::world::World;
-use std::cell::RefCell;
+use lockcheck_algorithms::redis::{Command, Reply};
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,55 +68,169 @@ fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEf
     }
 }
 
+/// One server's state, shared by the tasks of its node.
+struct Server {
+    world: Arc<World>,
+    me: usize,
+    disk: Arc<Disk<Snapshot>>,
+    model: RefCell<RedisModel>,
+    /// Writes applied (as a primary) or reflected (as a replica): Redis's replication offset.
+    offset: Cell<u64>,
+    /// The offset each replica last acknowledged.
+    acked: RefCell<BTreeMap<usize, u64>>,
+}
+
+impl Server {
+    fn is_primary(&self) -> bool {
+        self.world.primary() == self.me
+    }
+
+    fn handle(self: &Rc<Self>, from: usize, request: Request) -> Handled {
+        match request {
+            Request::Redis(Command::Wait {
+                replicas,
+                timeout_ms,
+            }) => {
+                let server = self.clone();
+                Handled::Later(Box::pin(async move {
+                    Response::Redis(Reply::Int(server.wait(replicas, timeout_ms).await))
+                }))
+            }
+            Request::Redis(command) => Handled::Now(Response::Redis(self.apply(from, &command))),
+            Request::Sync => Handled::Now(Response::Sync {
+                snapshot: self.model.borrow().snapshot(),
+                offset: self.offset.get(),
+            }),
+            Request::Ack { offset } => {
+                let mut acked = self.acked.borrow_mut();
+                let seen = acked.entry(from).or_insert(0);
+                *seen = (*seen).max(offset);
+                Handled::Now(Response::Ack)
+            }
+            Request::Access(_) => Handled::Now(Response::Redis(Reply::Error(
+                "ERR not a Redis request".into(),
+            ))),
+        }
+    }
+
+    fn apply(&self, from: usize, command: &Command) -> Reply {
+        let mut effects = Vec::new();
+        let mut model = self.model.borrow_mut();
+        let reply = model.apply(command, server_now_ms(&self.world, self.me), &mut effects);
+        if command.is_write() {
+            self.offset.set(self.offset.get() + 1);
+            if self.disk.policy() == Persistence::Always {
+                self.disk.sync(model.snapshot());
+            }
+        }
+        let by = self.world.topology.name(from).to_string();
+        record_effects(&self.world, self.me, Some(&by), effects);
+        reply
+    }
+
+    /// `WAIT`: how many replicas acknowledged the current offset within `timeout_ms` (the
+    /// server's monotonic clock; 0 waits forever, as in Redis).
+    async fn wait(&self, replicas: u32, timeout_ms: u64) -> i64 {
+        let target = self.offset.get();
+        let deadline = self.world.mono_ns(self.me) + timeout_ms * 1_000_000;
+        loop {
+            let done = self
+                .acked
+                .borrow()
+                .values()
+                .filter(|&&offset| offset >= target)
+                .count() as i64;
+            if done >= i64::from(replicas)
+                || (timeout_ms > 0 && self.world.mono_ns(self.me) >= deadline)
+            {
+                return done;
+            }
+            madsim::time::sleep(WAIT_POLL).await;
+        }
+    }
+
+    /// A replica's loop: pull the primary's data set every `replication_lag_ms`, replace its own
+    /// with it, and acknowledge. A promoted replica stops pulling; a restarted old primary that
+    /// is no longer the primary starts.
+    async fn replicate(self: Rc<Self>) {
+        let lag = Duration::from_millis(self.world.scenario.params.replication_lag_ms);
+        let timeout = Duration::from_millis(self.world.scenario.params.request_timeout_ms);
+        let rpc = RpcClient::bind(self.world.clone(), self.me).await;
+        loop {
+            madsim::time::sleep(self.world.clock(self.me).true_duration(lag)).await;
+            if self.is_primary() {
+                continue;
+            }
+            let primary = self.world.primary();
+            if let Ok(Response::Sync { snapshot, offset }) =
+                rpc.call(primary, Request::Sync, timeout).await
+            {
+                if self.is_primary() {
+                    continue; // promoted while the sync was in flight
+                }
+                if self.disk.policy() == Persistence::Always {
+                    self.disk.sync(snapshot.clone());
+                }
+                *self.model.borrow_mut() = RedisModel::restore(snapshot);
+                self.offset.set(offset);
+                let _ = rpc.call(primary, Request::Ack { offset }, timeout).await;
+            }
+        }
+    }
+}
+
+/// How often a blocked `WAIT` looks at the replicas' acknowledgements.
+const WAIT_POLL: Duration = Duration::from_millis(1);
+
 /// Runs a Redis server on node `me` until the node is killed; on (re)start it loads what
-/// `disk` kept.
+/// `disk` kept. It acts as the primary while the world says it is, and as a replica otherwise.
 pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
     let model = match disk.load() {
         Some(snapshot) => RedisModel::restore(snapshot),
         None => RedisModel::new(),
     };
-    let model = Rc::new(RefCell::new(model));
+    let server = Rc::new(Server {
+        world: world.clone(),
+        me,
+        disk: disk.clone(),
+        model: RefCell::new(model),
+        offset: Cell::new(0),
+        acked: RefCell::new(BTreeMap::new()),
+    });
 
-    let expirer = {
-        let (world, model) = (world.clone(), model.clone());
-        async move {
-            loop {
-                madsim::time::sleep(world.clock(me).true_duration(ACTIVE_EXPIRE_EVERY)).await;
-                let mut effects = Vec::new();
-                model
-                    .borrow_mut()
-                    .expire_due(server_now_ms(&world, me), &mut effects);
-                record_effects(&world, me, None, effects);
+    let expirer = server.clone();
+    madsim::task::spawn_local(async move {
+        loop {
+            let tick = expirer.world.clock(me).true_duration(ACTIVE_EXPIRE_EVERY);
+            madsim::time::sleep(tick).await;
+            // Replicas do not expire keys themselves: they take deletions from the primary.
+            if !expirer.is_primary() {
+                continue;
             }
+            let mut effects = Vec::new();
+            let now = server_now_ms(&expirer.world, me);
+            expirer.model.borrow_mut().expire_due(now, &mut effects);
+            if !effects.is_empty() {
+                expirer.offset.set(expirer.offset.get() + 1);
+            }
+            record_effects(&expirer.world, me, None, effects);
         }
-    };
-    madsim::task::spawn_local(expirer);
+    });
 
     if disk.policy() == Persistence::Everysec {
-        let (world, model, disk) = (world.clone(), model.clone(), disk.clone());
+        let syncer = server.clone();
         madsim::task::spawn_local(async move {
             loop {
-                madsim::time::sleep(world.clock(me).true_duration(FSYNC_EVERY)).await;
-                disk.sync(model.borrow().snapshot());
+                let tick = syncer.world.clock(me).true_duration(FSYNC_EVERY);
+                madsim::time::sleep(tick).await;
+                syncer.disk.sync(syncer.model.borrow().snapshot());
             }
         });
     }
 
-    let recorder = world.clone();
-    serve(world, me, move |from, request| {
-        let Request::Redis(command) = request else {
-            return Response::Redis(lockcheck_algorithms::redis::Reply::Error(
-                "ERR not a Redis request".into(),
-            ));
-        };
-        let mut effects = Vec::new();
-        let mut model = model.borrow_mut();
-        let reply = model.apply(&command, server_now_ms(&recorder, me), &mut effects);
-        if disk.policy() == Persistence::Always && command.is_write() {
-            disk.sync(model.snapshot());
-        }
-        record_effects(&recorder, me, Some(recorder.topology.name(from)), effects);
-        Response::Redis(reply)
-    })
-    .await
+    if world.scenario.params.replicas > 0 {
+        madsim::task::spawn_local(server.clone().replicate());
+    }
+
+    serve(world, me, move |from, request| server.handle(from, request)).await
 }

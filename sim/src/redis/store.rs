@@ -1,15 +1,25 @@
 //! [`RedisStore`] for a simulated client: commands travel as messages to a simulated server.
 
 use crate::net::{Request, Response, RpcClient};
+use crate::world::World;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
-/// A connection from a simulated client to one simulated Redis server.
+/// Where a connection sends its commands.
+enum Target {
+    /// Always this server (a Redlock master).
+    Node(usize),
+    /// Whichever server is the primary when the command is sent (as a client behind Sentinel).
+    Primary(Arc<World>),
+}
+
+/// A connection from a simulated client to a simulated Redis server.
 pub struct SimRedis {
     rpc: Rc<RpcClient>,
-    server: usize,
+    target: Target,
     timeout: Duration,
 }
 
@@ -18,7 +28,16 @@ impl SimRedis {
     pub fn new(rpc: Rc<RpcClient>, server: usize, timeout: Duration) -> SimRedis {
         SimRedis {
             rpc,
-            server,
+            target: Target::Node(server),
+            timeout,
+        }
+    }
+
+    /// Commands to the current primary of `world`.
+    pub fn to_primary(rpc: Rc<RpcClient>, world: Arc<World>, timeout: Duration) -> SimRedis {
+        SimRedis {
+            rpc,
+            target: Target::Primary(world),
             timeout,
         }
     }
@@ -26,9 +45,13 @@ impl SimRedis {
 
 impl RedisStore for SimRedis {
     async fn call(&self, command: Command) -> Result<Reply, StoreError> {
+        let server = match &self.target {
+            Target::Node(n) => *n,
+            Target::Primary(world) => world.primary(),
+        };
         match self
             .rpc
-            .call(self.server, Request::Redis(command), self.timeout)
+            .call(server, Request::Redis(command), self.timeout)
             .await?
         {
             Response::Redis(reply) => Ok(reply),
