@@ -30,6 +30,9 @@ pub enum ViolationKind {
     Deadlock,
     /// A reentrant lock was freed while its owner still held it at an outer level.
     FreedWhileHeld,
+    /// A fair lock granted a waiter ahead of one queued before it (or a newcomer jumped the
+    /// queue).
+    FifoOrder,
 }
 
 /// One thing that must not happen, and did.
@@ -209,9 +212,22 @@ pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
 /// the lock: for a reentrant lock, an inner release must leave the lock held.
 pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
     let mut depth: BTreeMap<&str, i64> = BTreeMap::new();
+    // Lock keys: written as a value or a hash field. Queues and deadline sets are not locks, and
+    // a purge that empties them is no release.
+    let mut locks: BTreeSet<&str> = BTreeSet::new();
     let mut found = Vec::new();
     for e in history {
         match (&e.op, e.kind) {
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::Set | KeyChange::FieldSet,
+                    ..
+                },
+                _,
+            ) => {
+                locks.insert(key);
+            }
             (Op::Acquire { .. }, Kind::Ok) => *depth.entry(&e.node).or_default() += 1,
             (Op::Release { .. }, Kind::Invoke) => *depth.entry(&e.node).or_default() -= 1,
             // A crashed client is a new process when it restarts: it holds nothing.
@@ -226,7 +242,7 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
                     ..
                 },
                 _,
-            ) if depth.get(by.as_str()).is_some_and(|d| *d > 0) => {
+            ) if locks.contains(key.as_str()) && depth.get(by.as_str()).is_some_and(|d| *d > 0) => {
                 let d = depth[by.as_str()];
                 found.push(Violation {
                     kind: ViolationKind::FreedWhileHeld,
@@ -246,12 +262,82 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
+/// Fair locks: a grant (an owner's count in the lock hash going from nothing to 1) must go to the
+/// longest-queued waiter still in the queue. A waiter taken off the queue without a grant (its
+/// deadline passed, or it gave up) is out of the race; one that never queued may take the lock
+/// only when nobody is waiting.
+pub fn fifo(history: &[Entry]) -> Vec<Violation> {
+    // Waiters in the queue, by the order the server queued them.
+    let mut queued: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut dequeued: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut counts: BTreeMap<(&str, &str), &str> = BTreeMap::new();
+    let mut found = Vec::new();
+    for e in history {
+        let Op::Key {
+            key,
+            change,
+            field,
+            value,
+            by,
+            ..
+        } = &e.op
+        else {
+            continue;
+        };
+        match (change, field, value) {
+            (KeyChange::ListPushed, _, Some(owner)) => {
+                queued.insert(owner, e.index);
+            }
+            (KeyChange::ListRemoved, _, Some(owner)) => {
+                if let Some(at) = queued.remove(owner.as_str()) {
+                    dequeued.insert(owner, at);
+                }
+            }
+            (KeyChange::FieldSet, Some(owner), Some(count)) => {
+                let before = counts.insert((key, owner), count);
+                if count != "1" || before.is_some_and(|c| c != "0") {
+                    continue;
+                }
+                // A grant. Its place in the queue: when it was queued, or never.
+                let place = dequeued.remove(owner.as_str()).unwrap_or(usize::MAX);
+                let ahead: Vec<&str> = queued
+                    .iter()
+                    .filter(|(w, at)| **at < place && **w != owner.as_str())
+                    .map(|(w, _)| *w)
+                    .collect();
+                if let Some(first) = ahead.first() {
+                    let client = by.clone().unwrap_or_default();
+                    found.push(Violation {
+                        kind: ViolationKind::FifoOrder,
+                        clients: vec![client.clone()],
+                        tokens: vec![owner.clone(), first.to_string()],
+                        at_ns: e.true_ns,
+                        entries: vec![e.index],
+                        story: format!(
+                            "{client} was granted {key} at {} while {} waiter(s) queued before it \
+                             were still waiting",
+                            ms(e.true_ns),
+                            ahead.len()
+                        ),
+                    });
+                }
+            }
+            (KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost, _, _) => {
+                counts.retain(|(k, _), _| *k != key.as_str());
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
 /// Every check, violations in order of time.
 pub fn check(history: &[Entry]) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
     all.extend(foreign_releases(history));
     all.extend(deadlock(history));
     all.extend(reentrancy(history));
+    all.extend(fifo(history));
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
 }
@@ -408,6 +494,15 @@ mod tests {
             by: Some("client-0".into()),
             expires_local_ns: None,
         };
+        let owner_field = Op::Key {
+            key: "lock".into(),
+            change: KeyChange::FieldSet,
+            field: Some("owner".into()),
+            value: Some("1".into()),
+            by: Some("client-0".into()),
+            expires_local_ns: None,
+        };
+        h.push(0, "redis-0", 0, Kind::Observe, owner_field);
         h.push(1, "client-0", 1, Kind::Ok, acquired.clone());
         h.push(2, "client-0", 2, Kind::Ok, acquired);
         h.push(3, "client-0", 3, Kind::Invoke, release.clone());
@@ -415,7 +510,7 @@ mod tests {
         h.push(4, "redis-0", 4, Kind::Observe, deleted.clone());
         assert_eq!(reentrancy(&h.entries).len(), 1, "freed one level deep");
         let mut ok = History::default();
-        for e in &h.entries[..3] {
+        for e in &h.entries[..4] {
             ok.push(e.true_ns, &e.node, e.local_ns, e.kind, e.op.clone());
         }
         ok.push(4, "client-0", 4, Kind::Invoke, release);
@@ -424,6 +519,58 @@ mod tests {
             reentrancy(&ok.entries).is_empty(),
             "the outer release frees it"
         );
+    }
+
+    fn key(h: &mut History, change: KeyChange, field: Option<&str>, value: &str, by: &str) {
+        let key = if field.is_some() {
+            "lock"
+        } else {
+            "lock:queue"
+        };
+        h.push(
+            h.entries.len() as u64,
+            "redis-0",
+            0,
+            Kind::Observe,
+            Op::Key {
+                key: key.into(),
+                change,
+                field: field.map(String::from),
+                value: Some(value.into()),
+                by: Some(by.into()),
+                expires_local_ns: None,
+            },
+        );
+    }
+
+    #[test]
+    fn grants_out_of_queue_order_break_fifo() {
+        let mut h = History::default();
+        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
+        key(&mut h, KeyChange::ListPushed, None, "b", "client-1");
+        key(&mut h, KeyChange::ListPushed, None, "c", "client-2");
+        key(&mut h, KeyChange::FieldSet, Some("a"), "0", "client-0");
+        // The head, b, is granted: fine.
+        key(&mut h, KeyChange::ListRemoved, None, "b", "client-1");
+        key(&mut h, KeyChange::FieldSet, Some("b"), "1", "client-1");
+        assert!(fifo(&h.entries).is_empty());
+        key(&mut h, KeyChange::FieldSet, Some("b"), "0", "client-1");
+        // A newcomer d takes the lock while c is still waiting: it jumped the queue.
+        key(&mut h, KeyChange::FieldSet, Some("d"), "1", "client-3");
+        let v = fifo(&h.entries);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].kind, ViolationKind::FifoOrder);
+        assert_eq!(v[0].tokens, vec!["d", "c"]);
+    }
+
+    #[test]
+    fn a_re_entry_or_an_inner_release_is_not_a_grant() {
+        let mut h = History::default();
+        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
+        key(&mut h, KeyChange::ListPushed, None, "b", "client-1");
+        key(&mut h, KeyChange::FieldSet, Some("a"), "2", "client-0");
+        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
+        assert!(fifo(&h.entries).is_empty());
     }
 
     #[test]

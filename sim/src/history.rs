@@ -53,6 +53,10 @@ pub enum KeyChange {
     FieldSet,
     /// A field of a hash removed.
     FieldRemoved,
+    /// An element pushed onto a list (fair locks queue their waiters so).
+    ListPushed,
+    /// An element taken off a list.
+    ListRemoved,
 }
 
 /// The operation or observation of an entry.

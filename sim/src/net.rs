@@ -14,7 +14,8 @@ use lockcheck_algorithms::StoreError;
 use madsim::net::Endpoint;
 use rand::Rng;
 use std::any::Any;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -80,11 +81,24 @@ pub enum Handled {
 
 struct Envelope {
     reply_tag: u64,
+    /// Position in the sender's stream of requests to this server (see [`serve`]).
+    seq: u64,
     request: Request,
 }
 
-/// Sends `payload` from node `from` to `to`, subject to loss and delay faults.
-async fn send(
+/// Whether a message from node `from` to node `to` is lost: the link is cut by a partition, or a
+/// `loss` fault drops it. Decided before a request is numbered, so a lost request leaves no gap in
+/// its connection's sequence.
+fn lost(world: &World, from: usize, to: usize) -> bool {
+    if world.is_cut(from, to) {
+        return true;
+    }
+    let (loss, _) = world.message_faults(from, to);
+    loss > 0.0 && madsim::rand::thread_rng().gen_bool(loss.min(1.0))
+}
+
+/// Transmits `payload` from node `from` to `to`, after any extra delay of a `delay` fault.
+async fn transmit(
     world: &World,
     ep: &Endpoint,
     from: usize,
@@ -93,10 +107,7 @@ async fn send(
     payload: Box<dyn Any + Send + Sync>,
 ) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    let (loss, delay) = world.message_faults(from, to_node);
-    if loss > 0.0 && madsim::rand::thread_rng().gen_bool(loss.min(1.0)) {
-        return;
-    }
+    let (_, delay) = world.message_faults(from, to_node);
     if delay.is_zero() {
         // A send error means the destination is gone; the sender's timeout covers it.
         let _ = ep.send_to_raw(to, tag, payload).await;
@@ -109,12 +120,29 @@ async fn send(
     }
 }
 
+/// Sends a reply, unless it is lost.
+async fn reply(
+    world: &World,
+    ep: &Endpoint,
+    from: usize,
+    to: SocketAddr,
+    tag: u64,
+    response: Response,
+) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    if !lost(world, from, to_node) {
+        transmit(world, ep, from, to, tag, Box::new(response)).await;
+    }
+}
+
 /// A node's client side: sends requests and waits for their replies.
 pub struct RpcClient {
     world: Arc<World>,
     me: usize,
     ep: Endpoint,
     next_tag: Cell<u64>,
+    /// Next sequence number per server: one connection each, as a Redis client has.
+    next_seq: RefCell<BTreeMap<usize, u64>>,
 }
 
 impl RpcClient {
@@ -129,6 +157,7 @@ impl RpcClient {
             me,
             ep,
             next_tag: Cell::new(REQUEST_TAG + 1),
+            next_seq: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -141,16 +170,29 @@ impl RpcClient {
     ) -> Result<Response, StoreError> {
         let reply_tag = self.next_tag.get();
         self.next_tag.set(reply_tag + 1);
-        let envelope = Envelope { reply_tag, request };
-        send(
-            &self.world,
-            &self.ep,
-            self.me,
-            Topology::addr(to),
-            REQUEST_TAG,
-            Box::new(envelope),
-        )
-        .await;
+        if !lost(&self.world, self.me, to) {
+            let seq = {
+                let mut seqs = self.next_seq.borrow_mut();
+                let next = seqs.entry(to).or_insert(0);
+                *next += 1;
+                *next - 1
+            };
+            let envelope = Envelope {
+                reply_tag,
+                seq,
+                request,
+            };
+            let to = Topology::addr(to);
+            transmit(
+                &self.world,
+                &self.ep,
+                self.me,
+                to,
+                REQUEST_TAG,
+                Box::new(envelope),
+            )
+            .await;
+        }
         let wait = self.world.clock(self.me).true_duration(timeout);
         match madsim::time::timeout(wait, self.ep.recv_from_raw(reply_tag)).await {
             Ok(Ok((payload, _))) => Ok(*payload
@@ -172,6 +214,12 @@ pub async fn serve(
     let ep = Endpoint::bind(Topology::addr(me))
         .await
         .expect("a fresh node can bind its service port");
+    // Each client connection's requests are served in the order sent, as TCP delivers them:
+    // madsim's mailbox hands out queued messages in no particular order (a paused server finds a
+    // backlog), so requests that arrive early wait for their predecessors. A connection's first
+    // request seen by this (possibly restarted) server process sets where its sequence starts.
+    let mut next: BTreeMap<SocketAddr, u64> = BTreeMap::new();
+    let mut early: BTreeMap<(SocketAddr, u64), Envelope> = BTreeMap::new();
     loop {
         let Ok((payload, from)) = ep.recv_from_raw(REQUEST_TAG).await else {
             return;
@@ -182,32 +230,31 @@ pub async fn serve(
         let Some(from_node) = Topology::index_of_addr(from) else {
             continue;
         };
-        match handle(from_node, envelope.request) {
-            Handled::Now(response) => {
-                send(
-                    &world,
-                    &ep,
-                    me,
-                    from,
-                    envelope.reply_tag,
-                    Box::new(response),
-                )
-                .await
+        let expected = *next.entry(from).or_insert(envelope.seq);
+        let mut ready = Vec::new();
+        if envelope.seq < expected {
+            // Behind a request already served (overtaken in flight): serve it now.
+            ready.push(envelope);
+        } else {
+            early.insert((from, envelope.seq), envelope);
+            let cursor = next.get_mut(&from).expect("inserted above");
+            while let Some(envelope) = early.remove(&(from, *cursor)) {
+                ready.push(envelope);
+                *cursor += 1;
             }
-            Handled::Later(response) => {
-                let (world, ep) = (world.clone(), ep.clone());
-                madsim::task::spawn_local(async move {
-                    let response = response.await;
-                    send(
-                        &world,
-                        &ep,
-                        me,
-                        from,
-                        envelope.reply_tag,
-                        Box::new(response),
-                    )
-                    .await;
-                });
+        }
+        for envelope in ready {
+            match handle(from_node, envelope.request) {
+                Handled::Now(response) => {
+                    reply(&world, &ep, me, from, envelope.reply_tag, response).await
+                }
+                Handled::Later(response) => {
+                    let (world, ep) = (world.clone(), ep.clone());
+                    madsim::task::spawn_local(async move {
+                        let response = response.await;
+                        reply(&world, &ep, me, from, envelope.reply_tag, response).await;
+                    });
+                }
             }
         }
     }

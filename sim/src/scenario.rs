@@ -38,6 +38,10 @@ pub enum Algorithm {
     /// Redisson's reentrant RLock: a hash `{owner → count}` on one Redis.
     #[serde(rename = "redis-reentrant")]
     RedisReentrant,
+    /// A fair (FIFO) reentrant lock: the hash, a list of waiters and a sorted set of their
+    /// deadlines (seed 003; Redisson's RedissonFairLock).
+    #[serde(rename = "redis-fair")]
+    RedisFair,
 }
 
 impl Algorithm {
@@ -46,6 +50,7 @@ impl Algorithm {
         Algorithm::SingleRedis,
         Algorithm::Redlock,
         Algorithm::RedisReentrant,
+        Algorithm::RedisFair,
     ];
 
     /// The user-facing name.
@@ -54,6 +59,7 @@ impl Algorithm {
             Algorithm::SingleRedis => "single-redis",
             Algorithm::Redlock => "redlock",
             Algorithm::RedisReentrant => "redis-reentrant",
+            Algorithm::RedisFair => "redis-fair",
         }
     }
 
@@ -65,7 +71,7 @@ impl Algorithm {
     /// How many servers the algorithm runs against, given the `nodes` parameter.
     pub fn servers(self, params: &Params) -> usize {
         match self {
-            Algorithm::SingleRedis | Algorithm::RedisReentrant => {
+            Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
                 params.nodes.unwrap_or(1) as usize + params.replicas as usize
             }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
@@ -74,7 +80,7 @@ impl Algorithm {
 
     /// Whether the owner may acquire again while holding (nested acquisitions).
     pub fn reentrant(self) -> bool {
-        matches!(self, Algorithm::RedisReentrant)
+        matches!(self, Algorithm::RedisReentrant | Algorithm::RedisFair)
     }
 }
 
@@ -109,6 +115,9 @@ fn default_replication_lag_ms() -> u64 {
 }
 fn default_wait_timeout_ms() -> u64 {
     50
+}
+fn default_queue_timeout_ms() -> u64 {
+    5_000
 }
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -162,6 +171,10 @@ pub struct Params {
     /// `WAIT`'s timeout (default 50).
     #[serde(default = "default_wait_timeout_ms")]
     pub wait_timeout_ms: u64,
+    /// redis-fair: how long a waiter keeps its place in the queue without polling again, judged
+    /// by the clients' wall clocks (default 5000).
+    #[serde(default = "default_queue_timeout_ms")]
+    pub queue_timeout_ms: u64,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -494,7 +507,7 @@ impl Scenario {
             ));
         }
         match self.algorithm {
-            Algorithm::SingleRedis | Algorithm::RedisReentrant => {
+            Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
                 if p.wait_replicas > p.replicas {
                     return bad(format!(
                         "params.wait_replicas: {} replicas cannot acknowledge when there are {}",
@@ -510,12 +523,15 @@ impl Scenario {
                         self.algorithm.name()
                     ));
                 }
-                if p.fencing && self.algorithm == Algorithm::RedisReentrant {
-                    return bad(
-                        "params.fencing: redis-reentrant (Redisson's RLock) has no fencing token: \
-                         its owner name is the same for every acquisition by a client"
-                            .into(),
-                    );
+                if p.fencing && self.algorithm != Algorithm::SingleRedis {
+                    return bad(format!(
+                        "params.fencing: {} has no fencing token: its owner name is the same for \
+                         every acquisition by a client",
+                        self.algorithm.name()
+                    ));
+                }
+                if p.queue_timeout_ms == 0 {
+                    return bad("params.queue_timeout_ms must be greater than 0".into());
                 }
             }
             Algorithm::Redlock => {

@@ -9,6 +9,7 @@ use crate::scenario::Algorithm;
 use crate::topology::Role;
 use crate::world::World;
 use futures_util::future::{select, Either};
+use lockcheck_algorithms::redis::fair::{FairConfig, RedisFair};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
@@ -33,6 +34,8 @@ pub enum SimLock {
     Redlock(Redlock<SimRedis>),
     /// `redis-reentrant`.
     RedisReentrant(RedisReentrant<SimRedis>),
+    /// `redis-fair`.
+    RedisFair(RedisFair<SimRedis>),
 }
 
 impl SimLock {
@@ -80,6 +83,18 @@ impl SimLock {
                 // A (re)started client is a new process, so a new owner (Redisson: UUID:thread).
                 format!("{}:1", env.new_token()),
             )),
+            Algorithm::RedisFair => SimLock::RedisFair(RedisFair::new(
+                SimRedis::to_primary(rpc, world.clone(), timeout),
+                FairConfig {
+                    key: LOCK_KEY.to_string(),
+                    ttl: Duration::from_millis(p.ttl_ms),
+                    drift_factor: p.drift_factor,
+                    retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    retry_count: p.retry_count,
+                    wait_timeout: Duration::from_millis(p.queue_timeout_ms),
+                },
+                format!("{}:1", env.new_token()),
+            )),
         }
     }
 
@@ -88,6 +103,7 @@ impl SimLock {
             SimLock::SingleRedis(l) => Lock::acquire(l, env, wait).await,
             SimLock::Redlock(l) => Lock::acquire(l, env, wait).await,
             SimLock::RedisReentrant(l) => Lock::acquire(l, env, wait).await,
+            SimLock::RedisFair(l) => Lock::acquire(l, env, wait).await,
         }
     }
 
@@ -96,6 +112,7 @@ impl SimLock {
             SimLock::SingleRedis(l) => Lock::release(l, env, guard).await,
             SimLock::Redlock(l) => Lock::release(l, env, guard).await,
             SimLock::RedisReentrant(l) => Lock::release(l, env, guard).await,
+            SimLock::RedisFair(l) => Lock::release(l, env, guard).await,
         }
     }
 
@@ -104,6 +121,7 @@ impl SimLock {
             SimLock::SingleRedis(l) => l.keep_alive(env, guard).await,
             SimLock::Redlock(l) => l.keep_alive(env, guard).await,
             SimLock::RedisReentrant(l) => l.keep_alive(env, guard).await,
+            SimLock::RedisFair(l) => l.keep_alive(env, guard).await,
         }
     }
 }

@@ -195,6 +195,11 @@ impl World {
         }
     }
 
+    /// Whether a partition cuts the link `from → to` right now.
+    pub fn is_cut(&self, from: usize, to: usize) -> bool {
+        self.cuts.lock().unwrap().contains_key(&(from, to))
+    }
+
     /// How many of `servers` node `node` cannot reach right now: crashed, or cut off in either
     /// direction.
     pub fn unreachable(&self, node: usize, servers: &[usize]) -> usize {

@@ -1,6 +1,7 @@
 //! The Redis family: commands, the store trait, and the locks built on them.
 
 pub mod command;
+pub mod fair;
 pub mod redlock;
 pub mod reentrant;
 pub mod single;

@@ -1263,7 +1263,14 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
             key: key.into(),
             value: None,
         };
-        assert_eq!(effects[..2], [deleted("queue"), deleted("timeouts")]);
+        let popped = KeyEffect::ListRemoved {
+            key: "queue".into(),
+            value: "b".into(),
+        };
+        assert_eq!(
+            effects[..3],
+            [popped, deleted("queue"), deleted("timeouts")]
+        );
         assert_eq!(run(&mut m, "EXISTS queue", 0), Reply::Int(0));
         assert_eq!(run(&mut m, "EXISTS timeouts", 0), Reply::Int(0));
     }

@@ -73,6 +73,21 @@ pub enum KeyEffect {
         /// The value now stored, or `None` if the field was removed.
         value: Option<String>,
     },
+    /// An element was pushed onto the list at `key` (`LPUSH`/`RPUSH`). Fair locks keep their
+    /// waiters in a list, and the FIFO check needs the order in which the server queued them.
+    ListPushed {
+        /// The key.
+        key: String,
+        /// The element.
+        value: String,
+    },
+    /// An element was taken off the list at `key` (`LPOP`/`RPOP`/`LREM`).
+    ListRemoved {
+        /// The key.
+        key: String,
+        /// The element.
+        value: String,
+    },
 }
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -768,7 +783,12 @@ impl Keyspace {
                 End::Tail => list.push_back(value.clone()),
             }
         }
-        Reply::Int(count(list.len()))
+        let len = count(list.len());
+        effects.extend(values.iter().map(|value| KeyEffect::ListPushed {
+            key: key.to_string(),
+            value: value.clone(),
+        }));
+        Reply::Int(len)
     }
 
     /// `LPOP`/`RPOP`, as Redis 7's `popGenericCommand`: with a count the reply is an array (empty
@@ -790,18 +810,20 @@ impl Keyspace {
             End::Head => list.pop_front(),
             End::Tail => list.pop_back(),
         };
-        let reply = match how_many {
-            None => pop_one().map_or(Reply::Nil, Reply::Bulk),
-            Some(n) => {
-                let mut popped = Vec::new();
-                for _ in 0..n {
-                    match pop_one() {
-                        Some(item) => popped.push(Reply::Bulk(item)),
-                        None => break,
-                    }
-                }
-                Reply::Array(popped)
+        let mut popped = Vec::new();
+        for _ in 0..how_many.unwrap_or(1) {
+            match pop_one() {
+                Some(item) => popped.push(item),
+                None => break,
             }
+        }
+        effects.extend(popped.iter().map(|value| KeyEffect::ListRemoved {
+            key: key.to_string(),
+            value: value.clone(),
+        }));
+        let reply = match how_many {
+            None => popped.pop().map_or(Reply::Nil, Reply::Bulk),
+            Some(_) => Reply::Array(popped.into_iter().map(Reply::Bulk).collect()),
         };
         self.delete_if_empty(key, effects);
         reply
@@ -843,6 +865,10 @@ impl Keyspace {
             }
         }
         *list = kept;
+        effects.extend((0..removed).map(|_| KeyEffect::ListRemoved {
+            key: key.to_string(),
+            value: value.to_string(),
+        }));
         self.delete_if_empty(key, effects);
         Reply::Int(i64::try_from(removed).unwrap_or(i64::MAX))
     }
@@ -1711,14 +1737,26 @@ mod tests {
         let mut m = RedisModel::new();
         let (r, effects) = run(&mut m, "RPUSH q a b", 0);
         assert_eq!(r, Reply::Int(2));
-        assert!(effects.is_empty(), "lists report no per-element effects");
+        let pushed = |v: &str| KeyEffect::ListPushed {
+            key: "q".into(),
+            value: v.into(),
+        };
+        assert_eq!(
+            effects,
+            vec![pushed("a"), pushed("b")],
+            "queue order is reported"
+        );
         assert_eq!(reply(&mut m, "RPUSH q c", 0), Reply::Int(3));
         assert_eq!(reply(&mut m, "LLEN q", 0), Reply::Int(3));
         assert_eq!(reply(&mut m, "LPOP q", 0), bulk("a"));
         assert_eq!(reply(&mut m, "LPOP q", 0), bulk("b"));
         let (r, effects) = run(&mut m, "LPOP q", 0);
         assert_eq!(r, bulk("c"));
-        assert_eq!(effects, vec![deleted("q")]);
+        let popped = KeyEffect::ListRemoved {
+            key: "q".into(),
+            value: "c".into(),
+        };
+        assert_eq!(effects, vec![popped, deleted("q")]);
         assert!(m.is_empty());
         assert_eq!(reply(&mut m, "LPOP q", 0), Reply::Nil);
         assert_eq!(reply(&mut m, "RPOP q", 0), Reply::Nil);
@@ -1743,7 +1781,11 @@ mod tests {
         assert_eq!(reply(&mut m, "LPOP l 2", 0), array(&["a", "b"]));
         let (r, effects) = run(&mut m, "RPOP l 5", 0);
         assert_eq!(r, array(&["d", "c"]));
-        assert_eq!(effects, vec![deleted("l")]);
+        let removed = |v: &str| KeyEffect::ListRemoved {
+            key: "l".into(),
+            value: v.into(),
+        };
+        assert_eq!(effects, vec![removed("d"), removed("c"), deleted("l")]);
     }
 
     #[test]
@@ -1796,12 +1838,16 @@ mod tests {
         assert_eq!(reply(&mut m, "LREM missing 0 x", 0), Reply::Int(0));
 
         // Removing every element deletes the key.
+        let removed = |v: &str| KeyEffect::ListRemoved {
+            key: "l".into(),
+            value: v.into(),
+        };
         let (r, effects) = run(&mut m, "LREM l 5 a", 0);
         assert_eq!(r, Reply::Int(1));
-        assert!(effects.is_empty());
+        assert_eq!(effects, vec![removed("a")]);
         let (r, effects) = run(&mut m, "LREM l -1 b", 0);
         assert_eq!(r, Reply::Int(1));
-        assert_eq!(effects, vec![deleted("l")]);
+        assert_eq!(effects, vec![removed("b"), deleted("l")]);
         assert!(m.is_empty());
     }
 

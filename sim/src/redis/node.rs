@@ -48,6 +48,12 @@ fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEf
                 field,
                 value: None,
             } => (key, KeyChange::FieldRemoved, Some(field), None, None),
+            KeyEffect::ListPushed { key, value } => {
+                (key, KeyChange::ListPushed, None, Some(value), None)
+            }
+            KeyEffect::ListRemoved { key, value } => {
+                (key, KeyChange::ListRemoved, None, Some(value), None)
+            }
         };
         let by = match change {
             KeyChange::Expired | KeyChange::Lost => None,
