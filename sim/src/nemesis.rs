@@ -91,7 +91,6 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
     let topology = scenario.topology();
     let idx = |name: &str| topology.index_of(name).expect("validated node name");
     let ms = |v: u64| v * 1_000_000;
-    let delay = ms(scenario.params.restart_delay_ms);
     let mut order: Vec<(u64, usize)> = scenario
         .faults
         .iter()
@@ -151,6 +150,7 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                         format!("restart {node}: skipped, already restarting"),
                     ),
                     (Some(since), None) => {
+                        let delay = ms(scenario.params.restart_delay_of(node));
                         let when = at.max(since + delay);
                         state.restart_at = Some(when);
                         let text = if when > at {

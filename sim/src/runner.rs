@@ -83,7 +83,7 @@ async fn simulate(scenario: Scenario) -> History {
     let params = world.scenario.params.clone();
 
     for server in topology.with_role(Role::Server) {
-        let disk = Arc::new(Disk::new(params.persistence));
+        let disk = Arc::new(Disk::new(params.persistence_of(topology.name(server))));
         start_node(&handle, &world, server, move |w| {
             run_server(w, server, disk.clone())
         });

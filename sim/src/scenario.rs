@@ -175,6 +175,10 @@ pub struct Params {
     /// by the clients' wall clocks (default 5000).
     #[serde(default = "default_queue_timeout_ms")]
     pub queue_timeout_ms: u64,
+    /// Per-server overrides of `persistence` and `restart_delay_ms`, by node name: masters of one
+    /// Redlock need not be configured alike.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_node: BTreeMap<String, NodeParams>,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -186,6 +190,36 @@ pub struct Params {
 impl Default for Params {
     fn default() -> Self {
         serde_json::from_str("{}").expect("defaults parse")
+    }
+}
+
+/// Settings of one server that differ from the scenario's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeParams {
+    /// This server's persistence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistence: Option<Persistence>,
+    /// This server's restart delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_delay_ms: Option<u64>,
+}
+
+impl Params {
+    /// The persistence of server `node`.
+    pub fn persistence_of(&self, node: &str) -> Persistence {
+        self.per_node
+            .get(node)
+            .and_then(|n| n.persistence)
+            .unwrap_or(self.persistence)
+    }
+
+    /// The restart delay of server `node`, in ms.
+    pub fn restart_delay_of(&self, node: &str) -> u64 {
+        self.per_node
+            .get(node)
+            .and_then(|n| n.restart_delay_ms)
+            .unwrap_or(self.restart_delay_ms)
     }
 }
 
@@ -565,6 +599,17 @@ impl Scenario {
                             .into(),
                     );
                 }
+            }
+        }
+        let topology = self.topology();
+        for node in p.per_node.keys() {
+            let server = topology
+                .index_of(node)
+                .is_some_and(|i| topology.role(i) == crate::topology::Role::Server);
+            if !server {
+                return bad(format!(
+                    "params.per_node: '{node}' is not a server of this scenario"
+                ));
             }
         }
         if p.retry_count == Some(0) {

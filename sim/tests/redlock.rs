@@ -194,3 +194,37 @@ fn a_minority_of_masters_down_does_not_stop_acquisitions_but_a_majority_does() {
     assert!(majority.majority_unreachable.attempts > 0);
     assert_eq!(majority.majority_unreachable.acquired, 0, "{majority:?}");
 }
+
+#[test]
+fn per_node_settings_fix_seed_002_on_the_master_that_restarts() {
+    use lockcheck_sim::scenario::{NodeParams, Persistence};
+    let unsafe_story = scenario_file("redlock-seed-002-restart.json");
+    for fix in [
+        NodeParams {
+            restart_delay_ms: Some(10_000),
+            ..NodeParams::default()
+        },
+        NodeParams {
+            persistence: Some(Persistence::Always),
+            ..NodeParams::default()
+        },
+    ] {
+        let mut s = unsafe_story.clone();
+        s.params.per_node.insert("redis-1".into(), fix.clone());
+        let outcome = run(&s);
+        assert!(!outcome.violated(), "{fix:?}: {:?}", outcome.violations);
+        // The same setting on a master that does not restart changes nothing.
+        let mut elsewhere = unsafe_story.clone();
+        elsewhere.params.per_node.insert("redis-2".into(), fix);
+        assert!(run(&elsewhere).violated());
+    }
+    let mut s = unsafe_story;
+    s.params
+        .per_node
+        .insert("client-0".into(), NodeParams::default());
+    assert!(s
+        .validate()
+        .unwrap_err()
+        .to_string()
+        .contains("not a server"));
+}
