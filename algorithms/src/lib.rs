@@ -18,6 +18,7 @@ pub mod error;
 pub mod guard;
 pub mod lock;
 pub mod redis;
+pub mod retry;
 
 pub use env::{Env, LockEvent};
 pub use error::{LockError, StoreError};

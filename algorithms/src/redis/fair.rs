@@ -39,6 +39,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::retry::{acquire_with_retries, Retry};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -444,30 +445,18 @@ impl<S: RedisStore> Lock for RedisFair<S> {
     /// the server answers an error, leaves the queue (best effort: if that request is lost too,
     /// the place expires after `wait_timeout`).
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        let deadline = env.mono_now() + wait;
-        let delay = self.config.retry_delay.min(self.config.wait_timeout / 2);
-        let mut attempts = 0u32;
-        loop {
-            match self.acquire_or_wait(env).await {
-                Ok(Some(guard)) => return Ok(Some(guard)),
-                Ok(None) | Err(LockError::Store(_)) => {}
-                Err(e) => {
-                    let _ = self.leave_queue().await;
-                    return Err(e);
-                }
-            }
-            attempts += 1;
-            if self.config.retry_count.is_some_and(|n| attempts >= n) {
-                let _ = self.leave_queue().await;
-                return Ok(None);
-            }
-            let pause = env.random_between(delay / 2, delay);
-            if env.mono_now() + pause >= deadline {
-                let _ = self.leave_queue().await;
-                return Ok(None);
-            }
-            env.sleep(pause).await;
+        // Poll at least twice per place-keeping deadline, or the waiter loses its place.
+        let retry = Retry {
+            delay: self.config.retry_delay.min(self.config.wait_timeout / 2),
+            count: self.config.retry_count,
+        };
+        let result = acquire_with_retries(env, wait, retry, || self.acquire_or_wait(env)).await;
+        if !matches!(result, Ok(Some(_))) {
+            // Giving up (or failing) must not leave a place in the queue that blocks others
+            // until its deadline.
+            let _ = self.leave_queue().await;
         }
+        result
     }
 
     /// Releases one level; true when the client still held the lock at that level.

@@ -19,6 +19,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::retry::{acquire_with_retries, Retry};
 use futures_util::future::join_all;
 use std::cell::RefCell;
 use std::time::Duration;
@@ -186,22 +187,17 @@ impl<S: RedisStore> Redlock<S> {
 
 impl<S: RedisStore> Lock for Redlock<S> {
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        let deadline = env.mono_now() + wait;
-        let mut attempts = 0u32;
-        loop {
-            if let RedlockAttempt::Acquired(guard) = self.try_acquire(env).await {
-                return Ok(Some(guard));
+        let retry = Retry {
+            delay: self.config.retry_delay,
+            count: self.config.retry_count,
+        };
+        acquire_with_retries(env, wait, retry, || async {
+            match self.try_acquire(env).await {
+                RedlockAttempt::Acquired(guard) => Ok(Some(guard)),
+                RedlockAttempt::Failed { .. } => Ok(None),
             }
-            attempts += 1;
-            if self.config.retry_count.is_some_and(|n| attempts >= n) {
-                return Ok(None);
-            }
-            let pause = env.random_between(self.config.retry_delay / 2, self.config.retry_delay);
-            if env.mono_now() + pause >= deadline {
-                return Ok(None);
-            }
-            env.sleep(pause).await;
-        }
+        })
+        .await
     }
 
     async fn release<E: Env>(&self, _env: &E, guard: &Guard) -> Result<bool, LockError> {

@@ -15,6 +15,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::retry::{acquire_with_retries, Retry};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -193,24 +194,11 @@ impl<S: RedisStore> RedisReentrant<S> {
 
 impl<S: RedisStore> Lock for RedisReentrant<S> {
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        let deadline = env.mono_now() + wait;
-        let mut attempts = 0u32;
-        loop {
-            match self.try_acquire(env).await {
-                Ok(Some(guard)) => return Ok(Some(guard)),
-                Ok(None) | Err(LockError::Store(_)) => {}
-                Err(e) => return Err(e),
-            }
-            attempts += 1;
-            if self.config.retry_count.is_some_and(|n| attempts >= n) {
-                return Ok(None);
-            }
-            let pause = env.random_between(self.config.retry_delay / 2, self.config.retry_delay);
-            if env.mono_now() + pause >= deadline {
-                return Ok(None);
-            }
-            env.sleep(pause).await;
-        }
+        let retry = Retry {
+            delay: self.config.retry_delay,
+            count: self.config.retry_count,
+        };
+        acquire_with_retries(env, wait, retry, || self.try_acquire(env)).await
     }
 
     /// Releases one level; true when the client still held the lock at that level.

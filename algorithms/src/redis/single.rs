@@ -13,6 +13,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
+use crate::retry::{acquire_with_retries, Retry};
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -205,24 +206,17 @@ impl<S: RedisStore> SingleRedis<S> {
         env: &E,
         wait: Duration,
     ) -> Result<Option<Guard>, LockError> {
-        let deadline = env.mono_now() + wait;
-        let mut attempts = 0u32;
-        loop {
-            match self.try_acquire(env).await {
-                Ok(Attempt::Acquired(guard)) => return Ok(Some(guard)),
-                Ok(_) | Err(LockError::Store(_)) => {}
-                Err(e) => return Err(e),
+        let retry = Retry {
+            delay: self.config.retry_delay,
+            count: self.config.retry_count,
+        };
+        acquire_with_retries(env, wait, retry, || async {
+            match self.try_acquire(env).await? {
+                Attempt::Acquired(guard) => Ok(Some(guard)),
+                _ => Ok(None),
             }
-            attempts += 1;
-            if self.config.retry_count.is_some_and(|n| attempts >= n) {
-                return Ok(None);
-            }
-            let pause = env.random_between(self.config.retry_delay / 2, self.config.retry_delay);
-            if env.mono_now() + pause >= deadline {
-                return Ok(None);
-            }
-            env.sleep(pause).await;
-        }
+        })
+        .await
     }
 
     /// Releases the lock if it still holds `guard`'s token. `Ok(false)`: it did not (the lease had
