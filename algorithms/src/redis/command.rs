@@ -828,10 +828,11 @@ fn unsupported(what: &str) -> String {
     format!("ERR unsupported by the simulated server: {what}")
 }
 
-/// Parses an integer argument as Redis's `string2ll` does, which is stricter than `str::parse`: no
-/// `+`, no leading zeros, no `-0`, no whitespace. A `PX +100` that a real server rejects must be
-/// rejected here too.
-fn parse_integer(s: &str) -> Option<i64> {
+/// Parses an integer as Redis's `string2ll` does, which is stricter than `str::parse`: no `+`, no
+/// leading zeros, no `-0`, no whitespace, under 21 characters. A `PX +100` that a real server
+/// rejects, or a counter stored as `"01"` that `INCR` refuses, must fail here too. Shared with the
+/// simulated server so that commands and stored values are read alike.
+pub fn parse_integer(s: &str) -> Option<i64> {
     if s.is_empty() || s.len() >= 21 {
         return None;
     }

@@ -11,7 +11,9 @@
 //! Iteration order matters for replay, so every collection is a `BTreeMap`, a `Vec` or a
 //! `VecDeque`, never a hashed one.
 
-use lockcheck_algorithms::redis::command::{format_double, Command, Reply, Score, SetOptions};
+use lockcheck_algorithms::redis::command::{
+    format_double, parse_integer, Command, Reply, Score, SetOptions,
+};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
@@ -543,7 +545,7 @@ impl Keyspace {
                 let Some(s) = entry.value.as_str() else {
                     return Reply::Error(WRONGTYPE.into());
                 };
-                match parse_redis_integer(s) {
+                match parse_integer(s) {
                     Some(n) => (n, entry.expires_at_ms),
                     None => return Reply::Error(NOT_AN_INTEGER.into()),
                 }
@@ -706,7 +708,7 @@ impl Keyspace {
             Err(reply) => return reply,
             Ok(hash) => match hash.and_then(|hash| hash_get(hash, field)) {
                 None => 0,
-                Some(value) => match parse_redis_integer(value) {
+                Some(value) => match parse_integer(value) {
                     Some(n) => n,
                     None => return Reply::Error("ERR hash value is not an integer".into()),
                 },
@@ -1023,25 +1025,6 @@ fn deadline_after(now_ms: u64, px: u64) -> Option<u64> {
     signed(now_ms).checked_add(px).map(i64::unsigned_abs)
 }
 
-/// Parses an integer the way Redis's `string2ll` does, which is stricter than `str::parse`: no
-/// sign but `-`, no leading zeros, no `-0`, no whitespace, at most 20 characters. A lock's fencing
-/// counter stored as `"+1"` or `"01"` must fail `INCR` here exactly as it would on a server.
-fn parse_redis_integer(s: &str) -> Option<i64> {
-    // LONG_STR_SIZE is 21 in Redis, and strings that long are rejected before parsing.
-    if s.is_empty() || s.len() >= 21 {
-        return None;
-    }
-    if s == "0" {
-        return Some(0);
-    }
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if !matches!(digits.as_bytes().first(), Some(b'1'..=b'9'))
-        || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
-        return None;
-    }
-    s.parse().ok()
-}
 
 /// A simulated Redis server.
 ///
@@ -1580,12 +1563,12 @@ mod tests {
 
     #[test]
     fn redis_integer_parsing_matches_string2ll() {
-        assert_eq!(parse_redis_integer("0"), Some(0));
-        assert_eq!(parse_redis_integer("-1"), Some(-1));
-        assert_eq!(parse_redis_integer("123"), Some(123));
-        assert_eq!(parse_redis_integer("-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_redis_integer("9223372036854775808"), None);
-        assert_eq!(parse_redis_integer("00"), None);
+        assert_eq!(parse_integer("0"), Some(0));
+        assert_eq!(parse_integer("-1"), Some(-1));
+        assert_eq!(parse_integer("123"), Some(123));
+        assert_eq!(parse_integer("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_integer("9223372036854775808"), None);
+        assert_eq!(parse_integer("00"), None);
     }
 
     fn array(items: &[&str]) -> Reply {
