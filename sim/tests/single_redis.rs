@@ -333,3 +333,28 @@ fn exploration_is_deterministic() {
     assert_eq!(a.outcome.digest, b.outcome.digest);
     assert_eq!((a.cases, a.shrink_runs), (b.cases, b.shrink_runs));
 }
+
+#[test]
+fn everysec_persistence_loses_only_the_last_second() {
+    use lockcheck_sim::scenario::Persistence;
+    // client-0 takes the lock at ~10 ms and works for 5 s; redis-0 crashes and restarts at once.
+    let crash_at = |at_ms: u64| {
+        let mut s = two_clients(5_000);
+        s.params.persistence = Persistence::Everysec;
+        s.faults = vec![
+            Fault::Crash {
+                at_ms,
+                node: "redis-0".into(),
+            },
+            Fault::Restart {
+                at_ms,
+                node: "redis-0".into(),
+            },
+        ];
+        run(&s)
+    };
+    // At 3 s the lock is on disk (fsynced at 1 s): client-1 still finds it taken.
+    assert!(!crash_at(3_000).violated());
+    // At 0.5 s the first fsync has not happened: the restarted server has forgotten the lock.
+    assert!(crash_at(500).violated());
+}

@@ -1025,7 +1025,6 @@ fn deadline_after(now_ms: u64, px: u64) -> Option<u64> {
     signed(now_ms).checked_add(px).map(i64::unsigned_abs)
 }
 
-
 /// A simulated Redis server.
 ///
 /// The Lua engine that runs `EVAL` is created on the first script and keeps each script compiled
