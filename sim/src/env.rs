@@ -35,7 +35,8 @@ impl Env for SimEnv {
     }
 
     fn random_u64(&self) -> u64 {
-        madsim::rand::random()
+        // madsim's seeded generator, never the host's.
+        madsim::rand::random::<u64>()
     }
 
     fn observe(&self, event: LockEvent) {

@@ -12,7 +12,6 @@ use crate::world::World;
 use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_algorithms::StoreError;
 use madsim::net::Endpoint;
-use rand::Rng;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -94,7 +93,8 @@ fn lost(world: &World, from: usize, to: usize) -> bool {
         return true;
     }
     let (loss, _) = world.message_faults(from, to);
-    loss > 0.0 && madsim::rand::thread_rng().gen_bool(loss.min(1.0))
+    // madsim's seeded generator: the draw is part of the run's replayable randomness.
+    loss > 0.0 && madsim::rand::random::<f64>() < loss
 }
 
 /// Transmits `payload` from node `from` to `to`, after any extra delay of a `delay` fault.

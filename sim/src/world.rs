@@ -32,7 +32,8 @@ pub struct World {
     pub scenario: Scenario,
     /// Its nodes.
     pub topology: Topology,
-    start: madsim::time::Instant,
+    /// Simulated time elapsed at the start of the run (madsim's clock, never the host's).
+    start: Duration,
     clocks: Mutex<Vec<NodeClock>>,
     history: Mutex<History>,
     messages: Mutex<Vec<MessageFaults>>,
@@ -59,7 +60,7 @@ impl World {
         World {
             scenario,
             topology,
-            start: madsim::time::Instant::now(),
+            start: madsim::time::TimeHandle::current().elapsed(),
             clocks: Mutex::new(vec![NodeClock::default(); n]),
             history: Mutex::new(History::default()),
             messages: Mutex::new(vec![MessageFaults::default(); n]),
@@ -74,7 +75,7 @@ impl World {
 
     /// True time since the start of the run.
     pub fn true_ns(&self) -> u64 {
-        (madsim::time::Instant::now() - self.start).as_nanos() as u64
+        (madsim::time::TimeHandle::current().elapsed() - self.start).as_nanos() as u64
     }
 
     /// A copy of node `node`'s clock.

@@ -34,9 +34,10 @@
 //! - Force unlock does not purge the queue (it has no client clock to judge deadlines by).
 
 use super::command::{Command, Reply, Script};
+use super::owner_hash::OwnerHash;
 use super::store::RedisStore;
-use crate::env::{Env, LockEvent};
-use crate::error::{LockError, StoreError};
+use crate::env::Env;
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry};
@@ -229,9 +230,8 @@ impl FairConfig {
 pub struct RedisFair<S> {
     store: S,
     config: FairConfig,
-    owner: String,
-    /// How many times this client believes it holds the lock (nesting depth).
-    depth: Cell<u32>,
+    /// The owner's standing in the hash, shared logic with the other hash lock.
+    hash: OwnerHash,
     acquire: Script,
     try_acquire: Script,
     release: Script,
@@ -245,10 +245,14 @@ impl<S: RedisStore> RedisFair<S> {
     /// client's entry in the queue).
     pub fn new(store: S, config: FairConfig, owner: String) -> Self {
         RedisFair {
+            hash: OwnerHash {
+                owner,
+                depth: Cell::new(0),
+                ttl: config.ttl,
+                drift_factor: config.drift_factor,
+            },
             store,
             config,
-            owner,
-            depth: Cell::new(0),
             acquire: Script::new(ACQUIRE_LUA),
             try_acquire: Script::new(TRY_ACQUIRE_LUA),
             release: Script::new(RELEASE_LUA),
@@ -265,21 +269,12 @@ impl<S: RedisStore> RedisFair<S> {
 
     /// The owner name this client writes into the hash and the queue.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.hash.owner
     }
 
     /// How deep this client believes it holds the lock.
     pub fn depth(&self) -> u32 {
-        self.depth.get()
-    }
-
-    fn lease_ms(&self) -> String {
-        (self.config.ttl.as_millis() as u64).to_string()
-    }
-
-    fn budget(&self) -> Duration {
-        let drift = self.config.ttl.mul_f64(self.config.drift_factor) + Duration::from_millis(2);
-        self.config.ttl.saturating_sub(drift)
+        self.hash.depth.get()
     }
 
     fn lock_keys(&self) -> Vec<String> {
@@ -293,7 +288,7 @@ impl<S: RedisStore> RedisFair<S> {
     /// One attempt that never joins the queue (the seed's tryLock): `Ok(Some)` when held (at one
     /// more level). Fails while another client waits, even if the lock is free.
     pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
-        let args = vec![self.lease_ms(), self.owner.clone(), wall_ms(env)];
+        let args = vec![self.hash.lease_ms(), self.hash.owner.clone(), wall_ms(env)];
         self.attempt(env, &self.try_acquire, args).await
     }
 
@@ -302,8 +297,8 @@ impl<S: RedisStore> RedisFair<S> {
     /// A caller that stops polling should [`leave_queue`](Self::leave_queue).
     pub async fn acquire_or_wait<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
         let args = vec![
-            self.lease_ms(),
-            self.owner.clone(),
+            self.hash.lease_ms(),
+            self.hash.owner.clone(),
             (self.config.wait_timeout.as_millis() as u64).to_string(),
             wall_ms(env),
         ];
@@ -325,45 +320,11 @@ impl<S: RedisStore> RedisFair<S> {
                 args,
             })
             .await;
-        let acquired = match reply {
-            Ok(Reply::Nil) => true,
-            Ok(Reply::Int(_)) => false,
-            Ok(Reply::Error(e)) => return Err(LockError::Server(e)),
-            Ok(other) => return Err(LockError::UnexpectedReply(format!("{other:?}"))),
-            Err(StoreError::Timeout) if self.depth.get() == 0 => {
-                // Maybe applied, as in redis-reentrant: for a first acquisition the count can only
-                // be 0 or 1, and one release brings it back to 0 (and hands the lock to the next
-                // waiter). If the script only queued the caller, the release finds nothing to do
-                // and the place stays: the blocking acquire polls on or leaves the queue. For a
-                // nested acquisition an undo could free the lock the client still holds, so it is
-                // left to the lease.
+        self.hash
+            .settle(env, started, reply, || async {
                 let _ = self.release_once(env).await;
-                false
-            }
-            Err(e) => {
-                env.observe(LockEvent::Attempt {
-                    acquired: false,
-                    accepted: 0,
-                    of: 1,
-                });
-                return Err(e.into());
-            }
-        };
-        env.observe(LockEvent::Attempt {
-            acquired,
-            accepted: usize::from(acquired),
-            of: 1,
-        });
-        if !acquired {
-            return Ok(None);
-        }
-        self.depth.set(self.depth.get() + 1);
-        Ok(Some(Guard {
-            token: self.owner.clone(),
-            acquired_at: started,
-            valid_until: started + self.budget(),
-            fence: None,
-        }))
+            })
+            .await
     }
 
     /// Leaves the wait queue; `Ok(true)` when the caller was in it.
@@ -373,7 +334,7 @@ impl<S: RedisStore> RedisFair<S> {
             .call(Command::Eval {
                 script: self.leave_queue.clone(),
                 keys: vec![self.config.queue_key(), self.config.timeout_key()],
-                args: vec![self.owner.clone()],
+                args: vec![self.hash.owner.clone()],
             })
             .await?;
         match reply {
@@ -387,7 +348,7 @@ impl<S: RedisStore> RedisFair<S> {
     /// `Ok(true)` when there was a lock to delete. Breaks mutual exclusion by design if the holder
     /// is still working; this client's own nesting depth is reset since it holds nothing after.
     pub async fn force_unlock(&self) -> Result<bool, LockError> {
-        self.depth.set(0);
+        self.hash.depth.set(0);
         let reply = self
             .store
             .call(Command::Eval {
@@ -419,8 +380,8 @@ impl<S: RedisStore> RedisFair<S> {
                 keys,
                 args: vec![
                     UNLOCK_MESSAGE.into(),
-                    self.lease_ms(),
-                    self.owner.clone(),
+                    self.hash.lease_ms(),
+                    self.hash.owner.clone(),
                     wall_ms(env),
                 ],
             })
@@ -461,29 +422,13 @@ impl<S: RedisStore> Lock for RedisFair<S> {
 
     /// Releases one level; true when the client still held the lock at that level.
     async fn release<E: Env>(&self, env: &E, _guard: &Guard) -> Result<bool, LockError> {
-        self.depth.set(self.depth.get().saturating_sub(1));
+        self.hash.depth.set(self.hash.depth.get().saturating_sub(1));
         Ok(self.release_once(env).await?.is_some())
     }
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
-        loop {
-            env.sleep(self.config.ttl / 3).await;
-            let started = env.mono_now();
-            let reply = self
-                .store
-                .call(Command::Eval {
-                    script: self.renew.clone(),
-                    keys: vec![self.config.key.clone()],
-                    args: vec![self.lease_ms(), self.owner.clone()],
-                })
-                .await;
-            match reply {
-                Ok(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
-                // Unknown outcome: try again next tick while validity may remain.
-                Err(_) => {}
-                // The lock is gone: the watchdog stops renewing.
-                Ok(_) => return,
-            }
-        }
+        self.hash
+            .keep_alive(env, &self.store, &self.renew, &self.config.key, guard)
+            .await
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod command;
 pub mod fair;
+mod owner_hash;
 pub mod redlock;
 pub mod reentrant;
 pub mod single;

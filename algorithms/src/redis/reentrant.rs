@@ -10,9 +10,10 @@
 //! the watchdog too.
 
 use super::command::{Command, Reply, Script};
+use super::owner_hash::OwnerHash;
 use super::store::RedisStore;
-use crate::env::{Env, LockEvent};
-use crate::error::{LockError, StoreError};
+use crate::env::Env;
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry};
@@ -78,9 +79,8 @@ pub struct ReentrantConfig {
 pub struct RedisReentrant<S> {
     store: S,
     config: ReentrantConfig,
-    owner: String,
-    /// How many times this client believes it holds the lock (nesting depth).
-    depth: Cell<u32>,
+    /// The owner's standing in the hash, shared logic with the other hash lock.
+    hash: OwnerHash,
     acquire: Script,
     release: Script,
     renew: Script,
@@ -90,10 +90,14 @@ impl<S: RedisStore> RedisReentrant<S> {
     /// A lock for the client named `owner` (unique per client).
     pub fn new(store: S, config: ReentrantConfig, owner: String) -> Self {
         RedisReentrant {
+            hash: OwnerHash {
+                owner,
+                depth: Cell::new(0),
+                ttl: config.ttl,
+                drift_factor: config.drift_factor,
+            },
             store,
             config,
-            owner,
-            depth: Cell::new(0),
             acquire: Script::new(ACQUIRE_LUA),
             release: Script::new(RELEASE_LUA),
             renew: Script::new(RENEW_LUA),
@@ -102,21 +106,12 @@ impl<S: RedisStore> RedisReentrant<S> {
 
     /// The owner name this client writes into the hash.
     pub fn owner(&self) -> &str {
-        &self.owner
+        &self.hash.owner
     }
 
     /// How deep this client believes it holds the lock.
     pub fn depth(&self) -> u32 {
-        self.depth.get()
-    }
-
-    fn lease_ms(&self) -> String {
-        (self.config.ttl.as_millis() as u64).to_string()
-    }
-
-    fn budget(&self) -> Duration {
-        let drift = self.config.ttl.mul_f64(self.config.drift_factor) + Duration::from_millis(2);
-        self.config.ttl.saturating_sub(drift)
+        self.hash.depth.get()
     }
 
     /// One attempt; `Ok(Some)` when held (at one more level).
@@ -127,45 +122,14 @@ impl<S: RedisStore> RedisReentrant<S> {
             .call(Command::Eval {
                 script: self.acquire.clone(),
                 keys: vec![self.config.key.clone()],
-                args: vec![self.lease_ms(), self.owner.clone()],
+                args: vec![self.hash.lease_ms(), self.hash.owner.clone()],
             })
             .await;
-        let acquired = match reply {
-            Ok(Reply::Nil) => true,
-            Ok(Reply::Int(_)) => false,
-            Ok(Reply::Error(e)) => return Err(LockError::Server(e)),
-            Ok(other) => return Err(LockError::UnexpectedReply(format!("{other:?}"))),
-            Err(StoreError::Timeout) if self.depth.get() == 0 => {
-                // Maybe applied. For a first acquisition the count can only be 0 or 1, and one
-                // release brings it back to 0. For a nested one an undo could free the lock the
-                // client still holds, so it is left to the lease.
+        self.hash
+            .settle(env, started, reply, || async {
                 let _ = self.release_once().await;
-                false
-            }
-            Err(e) => {
-                env.observe(LockEvent::Attempt {
-                    acquired: false,
-                    accepted: 0,
-                    of: 1,
-                });
-                return Err(e.into());
-            }
-        };
-        env.observe(LockEvent::Attempt {
-            acquired,
-            accepted: usize::from(acquired),
-            of: 1,
-        });
-        if !acquired {
-            return Ok(None);
-        }
-        self.depth.set(self.depth.get() + 1);
-        Ok(Some(Guard {
-            token: self.owner.clone(),
-            acquired_at: started,
-            valid_until: started + self.budget(),
-            fence: None,
-        }))
+            })
+            .await
     }
 
     /// One level of release: `Ok(Some(true))` freed, `Ok(Some(false))` still held at a lower
@@ -179,7 +143,7 @@ impl<S: RedisStore> RedisReentrant<S> {
                     self.config.key.clone(),
                     format!("redisson_lock__channel:{{{}}}", self.config.key),
                 ],
-                args: vec!["0".into(), self.lease_ms(), self.owner.clone()],
+                args: vec!["0".into(), self.hash.lease_ms(), self.hash.owner.clone()],
             })
             .await?;
         match reply {
@@ -203,29 +167,13 @@ impl<S: RedisStore> Lock for RedisReentrant<S> {
 
     /// Releases one level; true when the client still held the lock at that level.
     async fn release<E: Env>(&self, _env: &E, _guard: &Guard) -> Result<bool, LockError> {
-        self.depth.set(self.depth.get().saturating_sub(1));
+        self.hash.depth.set(self.hash.depth.get().saturating_sub(1));
         Ok(self.release_once().await?.is_some())
     }
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
-        loop {
-            env.sleep(self.config.ttl / 3).await;
-            let started = env.mono_now();
-            let reply = self
-                .store
-                .call(Command::Eval {
-                    script: self.renew.clone(),
-                    keys: vec![self.config.key.clone()],
-                    args: vec![self.lease_ms(), self.owner.clone()],
-                })
-                .await;
-            match reply {
-                Ok(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
-                // Unknown outcome: try again next tick while validity may remain.
-                Err(_) => {}
-                // The lock is gone: Redisson's watchdog stops renewing.
-                Ok(_) => return,
-            }
-        }
+        self.hash
+            .keep_alive(env, &self.store, &self.renew, &self.config.key, guard)
+            .await
     }
 }
