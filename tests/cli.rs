@@ -77,6 +77,30 @@ fn simulation_is_compiled_in() {
 }
 
 #[test]
+fn explore_help_names_every_algorithm_and_profile() {
+    let help = stdout(&lockcheck(&["explore", "--help"]));
+    for name in ["single-redis", "redlock", "redis-reentrant", "redis-fair"] {
+        assert!(help.contains(name), "explore --help does not name {name}");
+    }
+    for profile in [
+        "none",
+        "pause",
+        "clock-jump",
+        "clock-drift",
+        "crash-restart",
+        "crash-delayed-restart",
+        "partition",
+        "failover",
+        "all",
+    ] {
+        assert!(
+            help.contains(profile),
+            "explore --help does not name {profile}"
+        );
+    }
+}
+
+#[test]
 fn a_scenario_replays_identically_in_two_processes() {
     let scratch = Scratch::new("two-processes");
     let file = scratch.file("pause.json", PAUSE_STORY);

@@ -765,6 +765,15 @@ mod tests {
     }
 
     #[test]
+    fn every_algorithm_round_trips_by_name() {
+        for &a in Algorithm::ALL {
+            assert_eq!(Algorithm::from_name(a.name()), Some(a));
+            let doc = format!("{{\"algorithm\": \"{}\"}}", a.name());
+            assert_eq!(Scenario::from_json(&doc).unwrap().algorithm, a);
+        }
+    }
+
+    #[test]
     fn defaults_fill_a_minimal_file() {
         let s = parse(r#"{"algorithm": "single-redis"}"#).unwrap();
         assert_eq!(s, Scenario::new(Algorithm::SingleRedis));
