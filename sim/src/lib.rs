@@ -37,6 +37,7 @@ pub mod scenario;
 pub mod topology;
 pub mod workload;
 pub mod world;
+pub mod zookeeper;
 
 pub use history::History;
 pub use runner::{run, Outcome};
