@@ -19,6 +19,7 @@ pub mod guard;
 pub mod lock;
 pub mod redis;
 pub mod retry;
+pub mod zookeeper;
 
 pub use env::{Env, LockEvent};
 pub use error::{LockError, StoreError};

@@ -1,8 +1,10 @@
 //! The simulated ZooKeeper server: a pure state machine ([`model`]) of the znode tree, sessions
 //! with monotonic-clock expiry, sequential nodes and one-shot watches.
 //!
-//! Not yet wired to a node, a client store or an algorithm: that is the rest of the ZooKeeper
-//! issue. The model is complete and tested on its own so that the glue can be thin.
+//! Not yet wired to a madsim node or a client store: that is the rest of the ZooKeeper issue.
+//! The model is tested on its own, and the `zk-sequential` algorithm
+//! (`lockcheck_algorithms::zookeeper`) is tested against it directly
+//! (`sim/tests/zk_sequential_algorithm.rs`), so the glue can be thin.
 
 pub mod model;
 

@@ -1,0 +1,441 @@
+//! `zk-sequential`: Curator's `InterProcessMutex` on one ZooKeeper session.
+//!
+//! Each acquisition creates an ephemeral sequential node under the lock's path; the node with
+//! the lowest sequence number holds the lock. Every other node watches only its predecessor, so a
+//! release wakes exactly one waiter (no herd), and the lock passes in creation order. The node is
+//! ephemeral, so the lock dies with the holder's session: there is no lease, and nothing the
+//! client can measure tells it when the server has given up on its session. A holder that pauses
+//! past the session timeout keeps believing it holds a lock that another client now holds; only
+//! fencing (the node's `czxid`, which grows with every acquisition) makes that safe.
+//!
+//! As in Curator, node names carry a "protection" prefix `_c_<guid>-` so that a client whose
+//! create reply was lost can find the node it may have made, instead of leaving an orphan that
+//! would block everyone behind it for as long as its session lives; and the lock is reentrant per
+//! client (per lock instance here): acquiring it again while held only counts.
+
+use super::store::{CreateMode, SessionState, Stat, ZkError, ZkNotice, ZkStore};
+use crate::env::{Env, LockEvent};
+use crate::error::{LockError, StoreError};
+use crate::guard::Guard;
+use crate::lock::Lock;
+use futures_util::future::{select, Either};
+use std::cell::RefCell;
+use std::pin::pin;
+use std::time::Duration;
+
+/// How long after acquiring a client believes it holds a ZooKeeper lock: a century, i.e. for as
+/// long as its session lives. The lock has no lease the client could count down; it ends when
+/// the server expires the session, which the client learns only afterwards (through
+/// [`Lock::keep_alive`]). Added with saturation, so a monotonic clock near `Duration::MAX` cannot
+/// overflow.
+pub const SESSION_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// The part of every node name after the protection prefix (Curator's `lockName`): what follows
+/// it is the sequence number, which alone orders the nodes whatever their prefixes.
+const LOCK_NAME: &str = "lock-";
+
+/// Attempts at deleting our own node when no retry count is configured: Curator's guaranteed
+/// delete retries in the background until it succeeds, which a client that must return cannot
+/// do; an undeleted node blocks the others only until our session ends.
+const DELETE_ATTEMPTS: u32 = 10;
+
+/// Settings of a [`ZkSequential`] lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZkSequentialConfig {
+    /// The lock's node (e.g. `/lock`); created, with its ancestors, as persistent nodes when
+    /// missing. The lock nodes are its children.
+    pub path: String,
+    /// Base delay before retrying a request that got no reply, jittered in `[d/2, d]` (Curator's
+    /// retry policy sleeps between retries too).
+    pub retry_delay: Duration,
+    /// How many failures (requests without a reply, sessions lost while waiting) one blocking
+    /// acquire tolerates before giving up; `None`: until the wait runs out.
+    pub retry_count: Option<u32>,
+}
+
+/// The lock as this client holds it.
+struct Held {
+    /// Our node's full path.
+    node: String,
+    guard: Guard,
+    /// Acquisitions not yet released.
+    count: u32,
+}
+
+/// How one node's life ended.
+enum Outcome {
+    /// Ours is the lowest node: the lock is held.
+    Held(String, Guard),
+    /// The wait or the retries ran out; our node, if any, was deleted (best effort).
+    GaveUp,
+    /// Our node is gone (its session expired): start over with a new one.
+    Lost,
+}
+
+/// A ZooKeeper lock held by one client (one session) at a time, granted in arrival order.
+pub struct ZkSequential<S> {
+    store: S,
+    config: ZkSequentialConfig,
+    held: RefCell<Option<Held>>,
+}
+
+impl<S: ZkStore> ZkSequential<S> {
+    /// A lock for the client whose session is `store`.
+    pub fn new(store: S, config: ZkSequentialConfig) -> Self {
+        ZkSequential {
+            store,
+            config,
+            held: RefCell::new(None),
+        }
+    }
+
+    /// The client's session.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// How many acquisitions this client holds and has not released.
+    pub fn depth(&self) -> u32 {
+        self.held.borrow().as_ref().map_or(0, |held| held.count)
+    }
+
+    /// Acquires with a new node per session until held, or the wait or the retries run out.
+    async fn acquire_fresh<E: Env>(
+        &self,
+        env: &E,
+        deadline: Duration,
+    ) -> Result<Option<(String, Guard)>, LockError> {
+        let mut failures = 0u32;
+        loop {
+            match self.one_node(env, deadline, &mut failures).await? {
+                Outcome::Held(node, guard) => return Ok(Some((node, guard))),
+                Outcome::GaveUp => return Ok(None),
+                Outcome::Lost => {
+                    // Nothing to clean up: the node went with its session. Starting over at
+                    // once is what Curator does; only a spent wait or retry budget stops it.
+                    failures += 1;
+                    if env.mono_now() >= deadline
+                        || self.config.retry_count.is_some_and(|n| failures > n)
+                    {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One node's life: create it, then wait until it is the lowest, it is lost, or we give up.
+    async fn one_node<E: Env>(
+        &self,
+        env: &E,
+        deadline: Duration,
+        failures: &mut u32,
+    ) -> Result<Outcome, LockError> {
+        let guid = env.new_token();
+        let Some((node, stat)) = self.create_node(env, deadline, failures, &guid).await? else {
+            return Ok(Outcome::GaveUp);
+        };
+        let name = node.rsplit('/').next().unwrap_or(&node).to_owned();
+        loop {
+            // The lock is ours from the request that shows our node lowest.
+            let asked = env.mono_now();
+            let children = match self.store.get_children(&self.config.path, false).await {
+                Ok(Ok(children)) => children,
+                // The parent can only be gone if our node is.
+                Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => return Ok(Outcome::Lost),
+                Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
+                Err(_) => {
+                    if !self.pause(env, deadline, failures).await {
+                        self.delete_node(env, &node).await.ok();
+                        return Ok(Outcome::GaveUp);
+                    }
+                    continue;
+                }
+            };
+            let sorted = sorted_lock_nodes(children);
+            let position = sorted.iter().position(|child| *child == name);
+            let acquired = position == Some(0);
+            env.observe(LockEvent::Attempt {
+                acquired,
+                accepted: usize::from(acquired),
+                of: 1,
+            });
+            let Some(position) = position else {
+                return Ok(Outcome::Lost);
+            };
+            if acquired {
+                let guard = Guard {
+                    token: node.clone(),
+                    acquired_at: asked,
+                    valid_until: asked.saturating_add(SESSION_VALIDITY),
+                    fence: u64::try_from(stat.czxid).ok(),
+                };
+                return Ok(Outcome::Held(node, guard));
+            }
+            if env.mono_now() >= deadline {
+                self.delete_node(env, &node).await.ok();
+                return Ok(Outcome::GaveUp);
+            }
+            let predecessor = format!("{}/{}", self.config.path, sorted[position - 1]);
+            match self.store.exists(&predecessor, true).await {
+                Ok(Ok(Some(_))) => {}
+                // Released between our listing and our watch: look again at once.
+                Ok(Ok(None)) => continue,
+                Ok(Err(ZkError::SessionExpired)) => return Ok(Outcome::Lost),
+                Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
+                Err(_) => {
+                    if !self.pause(env, deadline, failures).await {
+                        self.delete_node(env, &node).await.ok();
+                        return Ok(Outcome::GaveUp);
+                    }
+                    continue;
+                }
+            }
+            if !self.await_change(env, deadline, &predecessor).await {
+                self.delete_node(env, &node).await.ok();
+                return Ok(Outcome::GaveUp);
+            }
+        }
+    }
+
+    /// Creates our node, recovering it by its GUID after a lost reply; `None` when the wait or
+    /// the retries ran out first (and any node we may have made was deleted, best effort).
+    async fn create_node<E: Env>(
+        &self,
+        env: &E,
+        deadline: Duration,
+        failures: &mut u32,
+        guid: &str,
+    ) -> Result<Option<(String, Stat)>, LockError> {
+        let prefix = format!("{}/_c_{guid}-{LOCK_NAME}", self.config.path);
+        // Whether a create without a reply may have made a node we have not found yet.
+        let mut unsure = false;
+        let mut made_parents = false;
+        loop {
+            if unsure {
+                match self.find_own(guid).await {
+                    Ok(Some(found)) => return Ok(Some(found)),
+                    Ok(None) => unsure = false,
+                    Err(_) => {
+                        if !self.pause(env, deadline, failures).await {
+                            self.remove_own(env, guid).await;
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                }
+            }
+            let created = self
+                .store
+                .create(&prefix, Vec::new(), CreateMode::EphemeralSequential)
+                .await;
+            match created {
+                Ok(Ok(created)) => return Ok(Some(created)),
+                // Curator creates the parents only when the create says they are missing,
+                // which spares a write per acquisition.
+                Ok(Err(ZkError::NoNode)) if !made_parents => {
+                    self.create_parents().await;
+                    made_parents = true;
+                    continue;
+                }
+                Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => made_parents = false,
+                Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
+                Err(StoreError::Timeout) => match self.find_own(guid).await {
+                    Ok(Some(found)) => return Ok(Some(found)),
+                    Ok(None) => {}
+                    Err(_) => unsure = true,
+                },
+                Err(StoreError::Unreachable(_)) => {}
+            }
+            if !self.pause(env, deadline, failures).await {
+                if unsure {
+                    self.remove_own(env, guid).await;
+                }
+                return Ok(None);
+            }
+        }
+    }
+
+    /// Our node (full path and stat) if a child of the lock carries our GUID.
+    async fn find_own(&self, guid: &str) -> Result<Option<(String, Stat)>, StoreError> {
+        let mark = format!("_c_{guid}-");
+        let children = match self.store.get_children(&self.config.path, false).await? {
+            Ok(children) => children,
+            Err(_) => return Ok(None),
+        };
+        let Some(name) = children.into_iter().find(|child| child.contains(&mark)) else {
+            return Ok(None);
+        };
+        let node = format!("{}/{name}", self.config.path);
+        Ok(match self.store.exists(&node, false).await? {
+            Ok(Some(stat)) => Some((node, stat)),
+            _ => None,
+        })
+    }
+
+    /// Deletes the node carrying our GUID, if there is one; best effort, for giving up after a
+    /// create whose outcome is still unknown.
+    async fn remove_own<E: Env>(&self, env: &E, guid: &str) {
+        if let Ok(Some((node, _))) = self.find_own(guid).await {
+            self.delete_node(env, &node).await.ok();
+        }
+    }
+
+    /// Creates the lock's path and its ancestors as persistent nodes; whoever made one first
+    /// wins, and a failure shows in the create that follows.
+    async fn create_parents(&self) {
+        let path = &self.config.path;
+        for (i, _) in path.match_indices('/').skip(1) {
+            let _ = self
+                .store
+                .create(&path[..i], Vec::new(), CreateMode::Persistent)
+                .await;
+        }
+        let _ = self
+            .store
+            .create(path, Vec::new(), CreateMode::Persistent)
+            .await;
+    }
+
+    /// Deletes our node, retrying requests without a reply; `Ok(true)` when it was still there
+    /// (we held it until now), `Ok(false)` when it was gone with its session.
+    async fn delete_node<E: Env>(&self, env: &E, node: &str) -> Result<bool, LockError> {
+        let attempts = self.config.retry_count.unwrap_or(DELETE_ATTEMPTS).max(1);
+        let mut tried = 0u32;
+        let mut unsure = false;
+        loop {
+            match self.store.delete(node, -1).await {
+                Ok(Ok(())) => return Ok(true),
+                // After a lost reply, our own delete is the likely reason.
+                Ok(Err(ZkError::NoNode)) => return Ok(unsure),
+                Ok(Err(ZkError::SessionExpired)) => return Ok(false),
+                Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
+                Err(e) => {
+                    unsure |= e == StoreError::Timeout;
+                    tried += 1;
+                    if tried >= attempts {
+                        return Err(e.into());
+                    }
+                    let delay = self.config.retry_delay;
+                    env.sleep(env.random_between(delay / 2, delay)).await;
+                }
+            }
+        }
+    }
+
+    /// Counts a failure and sleeps the retry delay; false (without sleeping) when the retries
+    /// are spent or the pause would pass `deadline`.
+    async fn pause<E: Env>(&self, env: &E, deadline: Duration, failures: &mut u32) -> bool {
+        *failures += 1;
+        if self.config.retry_count.is_some_and(|n| *failures > n) {
+            return false;
+        }
+        let delay = self.config.retry_delay;
+        let pause = env.random_between(delay / 2, delay);
+        if env.mono_now().saturating_add(pause) >= deadline {
+            return false;
+        }
+        env.sleep(pause).await;
+        true
+    }
+
+    /// Waits until something may have changed our place in line; false when `deadline` passed
+    /// first.
+    async fn await_change<E: Env>(&self, env: &E, deadline: Duration, predecessor: &str) -> bool {
+        loop {
+            let now = env.mono_now();
+            if now >= deadline {
+                return false;
+            }
+            let notice = pin!(self.store.next_event());
+            let timer = pin!(env.sleep(deadline - now));
+            match select(notice, timer).await {
+                Either::Left((ZkNotice::Watch(event), _)) if event.path == predecessor => {
+                    return true
+                }
+                // Watches of an earlier predecessor, which fire late or never.
+                Either::Left((ZkNotice::Watch(_), _)) => {}
+                // The session may survive a disconnection, and our node with it.
+                Either::Left((ZkNotice::State(SessionState::Disconnected), _)) => {}
+                // After an expiry our node is gone, and after a reconnection our watch may be:
+                // the listing tells. It also tells when the notice is stale, from a session
+                // before the one our node lives in.
+                Either::Left((ZkNotice::State(_), _)) => return true,
+                Either::Right(((), _)) => return false,
+            }
+        }
+    }
+}
+
+/// The lock nodes among `children`, by sequence number (what follows [`LOCK_NAME`], zero-padded
+/// by the server, so text order is number order).
+fn sorted_lock_nodes(children: Vec<String>) -> Vec<String> {
+    let sequence = |child: &String| {
+        let at = child.rfind(LOCK_NAME).map_or(0, |i| i + LOCK_NAME.len());
+        child[at..].to_owned()
+    };
+    let mut nodes: Vec<String> = children
+        .into_iter()
+        .filter(|child| child.contains(LOCK_NAME))
+        .collect();
+    nodes.sort_by_cached_key(sequence);
+    nodes
+}
+
+impl<S: ZkStore> Lock for ZkSequential<S> {
+    /// As Curator's `acquire(time, unit)`: a first turn always runs, so a zero wait still takes
+    /// a free lock. Acquiring again while held only counts (the same guard is returned).
+    async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
+        if let Some(held) = self.held.borrow_mut().as_mut() {
+            held.count += 1;
+            return Ok(Some(held.guard.clone()));
+        }
+        let deadline = env.mono_now().saturating_add(wait);
+        let Some((node, guard)) = self.acquire_fresh(env, deadline).await? else {
+            return Ok(None);
+        };
+        *self.held.borrow_mut() = Some(Held {
+            node,
+            guard: guard.clone(),
+            count: 1,
+        });
+        Ok(Some(guard))
+    }
+
+    /// Releases one level; the node is deleted when the last level goes. True when the client
+    /// still held the lock (its node was still there, or a level remains).
+    async fn release<E: Env>(&self, env: &E, guard: &Guard) -> Result<bool, LockError> {
+        let node = {
+            let mut held = self.held.borrow_mut();
+            match held.as_mut() {
+                Some(h) if h.guard.token == guard.token => {
+                    h.count -= 1;
+                    if h.count > 0 {
+                        return Ok(true);
+                    }
+                    h.node.clone()
+                }
+                _ => return Ok(false),
+            }
+        };
+        *self.held.borrow_mut() = None;
+        self.delete_node(env, &node).await
+    }
+
+    /// The store's pings keep the session, and so the lock, alive; this only waits for the
+    /// session to expire, then ends the guard's validity.
+    async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
+        let node = guard.borrow().token.clone();
+        loop {
+            if let ZkNotice::State(SessionState::Expired) = self.store.next_event().await {
+                // A notice may be stale (from a session before our node's): ask whether the
+                // node is still there. Without an answer, trust the notice.
+                if !matches!(self.store.exists(&node, false).await, Ok(Ok(Some(_)))) {
+                    break;
+                }
+            }
+        }
+        let mut guard = guard.borrow_mut();
+        guard.valid_until = guard.valid_until.min(env.mono_now());
+    }
+}

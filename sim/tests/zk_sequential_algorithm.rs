@@ -1,0 +1,737 @@
+//! `zk-sequential` against the simulated ZooKeeper server, through the `Lock` trait, on a tiny
+//! single-threaded executor. One world clock (ms) drives the server and every client; the only
+//! things that wait are `Env::sleep` and `ZkStore::next_event`, so a run is a plain loop: poll
+//! every task until none makes progress, then move the clock on (pinging every live session on
+//! the way, as client libraries do, unless a test cut a client off).
+
+use lockcheck_algorithms::zookeeper::{
+    CreateMode, EventType, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkSequential,
+    ZkSequentialConfig, ZkStore,
+};
+use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
+use lockcheck_sim::zookeeper::model::{self, Op, OpResult, SessionId, ZkModel};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+const EPOCH_MS: u64 = 1_700_000_000_000;
+const SESSION_TIMEOUT_MS: u64 = 10_000;
+/// How often a connected client pings (a third of the timeout, as the Java client does).
+const PING_MS: u64 = SESSION_TIMEOUT_MS / 3;
+/// A run that is still going after this much simulated time is stuck.
+const GIVE_UP_MS: u64 = 10_000_000;
+
+fn config() -> ZkSequentialConfig {
+    ZkSequentialConfig {
+        path: "/lock".into(),
+        retry_delay: Duration::from_millis(50),
+        retry_count: None,
+    }
+}
+
+/// One client's session as the client library keeps it.
+#[derive(Default)]
+struct Conn {
+    session: Cell<Option<SessionId>>,
+    state: Cell<Option<SessionState>>,
+    notices: RefCell<VecDeque<ZkNotice>>,
+    /// Cut off from the server: no pings (a partition or a paused client library).
+    cut: Cell<bool>,
+    /// Sequential creates still to be applied and then answered with a timeout.
+    lose_creates: Cell<u32>,
+    /// Watch events delivered to this client.
+    watches: Cell<u32>,
+}
+
+#[derive(Default)]
+struct World {
+    now: Cell<u64>,
+    model: RefCell<ZkModel>,
+    conns: RefCell<Vec<Rc<Conn>>>,
+    timers: RefCell<Vec<u64>>,
+    /// Moves whenever a request runs or a notice is queued: the executor polls again before
+    /// moving the clock.
+    progress: Cell<u64>,
+}
+
+impl World {
+    fn new() -> Rc<Self> {
+        Rc::new(World::default())
+    }
+
+    fn conn(&self, session: SessionId) -> Option<Rc<Conn>> {
+        let conns = self.conns.borrow();
+        conns
+            .iter()
+            .find(|c| c.session.get() == Some(session))
+            .cloned()
+    }
+
+    fn deliver(&self, events: Vec<model::WatchEvent>) {
+        for event in events {
+            if let Some(conn) = self.conn(event.session) {
+                let kind = match event.kind {
+                    model::EventType::NodeCreated => EventType::NodeCreated,
+                    model::EventType::NodeDeleted => EventType::NodeDeleted,
+                    model::EventType::NodeDataChanged => EventType::NodeDataChanged,
+                    model::EventType::NodeChildrenChanged => EventType::NodeChildrenChanged,
+                };
+                conn.watches.set(conn.watches.get() + 1);
+                conn.notices
+                    .borrow_mut()
+                    .push_back(ZkNotice::Watch(WatchEvent {
+                        path: event.path,
+                        kind,
+                    }));
+                self.progress.set(self.progress.get() + 1);
+            }
+        }
+    }
+
+    fn expired(&self, conn: &Conn) {
+        conn.session.set(None);
+        conn.state.set(Some(SessionState::Expired));
+        conn.notices
+            .borrow_mut()
+            .push_back(ZkNotice::State(SessionState::Expired));
+        self.progress.set(self.progress.get() + 1);
+    }
+
+    /// The server's expirer at the current time.
+    fn expire(&self) {
+        let mut events = Vec::new();
+        let ended = self
+            .model
+            .borrow_mut()
+            .expire_due(self.now.get(), &mut events);
+        for session in ended {
+            if let Some(conn) = self.conn(session) {
+                self.expired(&conn);
+            }
+        }
+        self.deliver(events);
+    }
+
+    /// Moves the clock towards `to`, pinging every connected session that is not cut off at
+    /// most [`PING_MS`] apart; stops early when an expiry queued a notice.
+    fn advance(&self, to: u64) {
+        let before = self.progress.get();
+        while self.now.get() < to && self.progress.get() == before {
+            let now = self.now.get();
+            // Stop at the next session deadline too: the expirer runs exactly then.
+            let expiry = self.model.borrow().next_expiry_ms().filter(|&t| t > now);
+            let step = to.min(now + PING_MS).min(expiry.unwrap_or(u64::MAX));
+            self.now.set(step);
+            self.expire();
+            for conn in self.conns.borrow().iter() {
+                if let (Some(session), false) = (conn.session.get(), conn.cut.get()) {
+                    self.model.borrow_mut().touch(session, step).unwrap();
+                }
+            }
+        }
+    }
+
+    fn request(&self, conn: &Conn, op: Op) -> OpResult {
+        self.progress.set(self.progress.get() + 1);
+        self.expire();
+        let session = conn.session.get().unwrap_or_else(|| {
+            // A new session once the old one has expired, as Curator's client does.
+            let (id, _) = self
+                .model
+                .borrow_mut()
+                .open_session(SESSION_TIMEOUT_MS, self.now.get());
+            conn.session.set(Some(id));
+            conn.state.set(Some(SessionState::Connected));
+            id
+        });
+        let mut events = Vec::new();
+        let now = self.now.get();
+        let reply = self
+            .model
+            .borrow_mut()
+            .apply(session, &op, now, EPOCH_MS + now, &mut events);
+        self.deliver(events);
+        if reply == OpResult::Error(model::ZkError::SessionExpired) {
+            self.expired(conn);
+        }
+        reply
+    }
+
+    fn children(&self, path: &str) -> Vec<String> {
+        let probe = Conn::default();
+        match self.request(
+            &probe,
+            Op::GetChildren {
+                path: path.into(),
+                watch: false,
+            },
+        ) {
+            OpResult::Children(children) => children,
+            OpResult::Error(model::ZkError::NoNode) => Vec::new(),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+fn zk_error(e: model::ZkError) -> ZkError {
+    match e {
+        model::ZkError::NoNode => ZkError::NoNode,
+        model::ZkError::NodeExists => ZkError::NodeExists,
+        model::ZkError::BadVersion => ZkError::BadVersion,
+        model::ZkError::NotEmpty => ZkError::NotEmpty,
+        model::ZkError::NoChildrenForEphemerals => ZkError::NoChildrenForEphemerals,
+        model::ZkError::SessionExpired => ZkError::SessionExpired,
+        model::ZkError::BadArguments => ZkError::BadArguments,
+    }
+}
+
+fn stat(s: model::Stat) -> Stat {
+    Stat {
+        czxid: s.czxid,
+        mzxid: s.mzxid,
+        pzxid: s.pzxid,
+        ctime_ms: s.ctime_ms,
+        mtime_ms: s.mtime_ms,
+        version: s.version,
+        cversion: s.cversion,
+        ephemeral_owner: s.ephemeral_owner,
+        data_length: s.data_length,
+        num_children: s.num_children,
+    }
+}
+
+struct Store {
+    world: Rc<World>,
+    conn: Rc<Conn>,
+}
+
+impl Store {
+    fn new(world: &Rc<World>) -> Self {
+        let conn = Rc::new(Conn::default());
+        world.conns.borrow_mut().push(conn.clone());
+        Store {
+            world: world.clone(),
+            conn,
+        }
+    }
+
+    fn run(&self, op: Op) -> OpResult {
+        self.world.request(&self.conn, op)
+    }
+}
+
+struct NextEvent<'a>(&'a Conn);
+
+impl Future for NextEvent<'_> {
+    type Output = ZkNotice;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<ZkNotice> {
+        match self.0.notices.borrow_mut().pop_front() {
+            Some(notice) => Poll::Ready(notice),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl ZkStore for Store {
+    async fn create(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        mode: CreateMode,
+    ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
+        let sequential = mode == CreateMode::EphemeralSequential;
+        let mode = match mode {
+            CreateMode::Persistent => model::CreateMode::Persistent,
+            CreateMode::Ephemeral => model::CreateMode::Ephemeral,
+            CreateMode::PersistentSequential => model::CreateMode::PersistentSequential,
+            CreateMode::EphemeralSequential => model::CreateMode::EphemeralSequential,
+        };
+        let reply = self.run(Op::Create {
+            path: path.into(),
+            data,
+            mode,
+        });
+        let lost = self.conn.lose_creates.get();
+        if sequential && lost > 0 {
+            self.conn.lose_creates.set(lost - 1);
+            return Err(StoreError::Timeout);
+        }
+        Ok(match reply {
+            OpResult::Created(path) => {
+                let s = self.world.model.borrow().stat(&path).unwrap();
+                Ok((path, stat(s)))
+            }
+            OpResult::Error(e) => Err(zk_error(e)),
+            other => panic!("{other:?}"),
+        })
+    }
+
+    async fn delete(&self, path: &str, version: i32) -> Result<Result<(), ZkError>, StoreError> {
+        Ok(
+            match self.run(Op::Delete {
+                path: path.into(),
+                version,
+            }) {
+                OpResult::Deleted => Ok(()),
+                OpResult::Error(e) => Err(zk_error(e)),
+                other => panic!("{other:?}"),
+            },
+        )
+    }
+
+    async fn exists(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> Result<Result<Option<Stat>, ZkError>, StoreError> {
+        Ok(
+            match self.run(Op::Exists {
+                path: path.into(),
+                watch,
+            }) {
+                OpResult::Stat(s) => Ok(s.map(stat)),
+                OpResult::Error(e) => Err(zk_error(e)),
+                other => panic!("{other:?}"),
+            },
+        )
+    }
+
+    async fn get_children(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> Result<Result<Vec<String>, ZkError>, StoreError> {
+        Ok(
+            match self.run(Op::GetChildren {
+                path: path.into(),
+                watch,
+            }) {
+                OpResult::Children(children) => Ok(children),
+                OpResult::Error(e) => Err(zk_error(e)),
+                other => panic!("{other:?}"),
+            },
+        )
+    }
+
+    fn next_event(&self) -> impl Future<Output = ZkNotice> {
+        NextEvent(&self.conn)
+    }
+
+    fn state(&self) -> SessionState {
+        self.conn.state.get().unwrap_or(SessionState::Connected)
+    }
+}
+
+struct Sleep {
+    world: Rc<World>,
+    until: u64,
+}
+
+impl Future for Sleep {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.world.now.get() >= self.until {
+            return Poll::Ready(());
+        }
+        self.world.timers.borrow_mut().push(self.until);
+        Poll::Pending
+    }
+}
+
+struct Client {
+    world: Rc<World>,
+    rng: Cell<u64>,
+    events: RefCell<Vec<LockEvent>>,
+}
+
+impl Client {
+    fn new(world: &Rc<World>, seed: u64) -> Self {
+        Client {
+            world: world.clone(),
+            rng: Cell::new(seed),
+            events: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn attempts(&self) -> Vec<bool> {
+        self.events
+            .borrow()
+            .iter()
+            .map(|LockEvent::Attempt { acquired, .. }| *acquired)
+            .collect()
+    }
+}
+
+impl Env for Client {
+    fn wall_now(&self) -> Duration {
+        Duration::from_millis(EPOCH_MS + self.world.now.get())
+    }
+
+    fn mono_now(&self) -> Duration {
+        Duration::from_millis(self.world.now.get())
+    }
+
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
+        Sleep {
+            world: self.world.clone(),
+            until: self
+                .world
+                .now
+                .get()
+                .saturating_add(duration.as_nanos().div_ceil(1_000_000) as u64),
+        }
+    }
+
+    fn random_u64(&self) -> u64 {
+        // A counter: distinct GUIDs and jitter, the same every run.
+        let x = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.rng.set(x);
+        x
+    }
+
+    fn observe(&self, event: LockEvent) {
+        self.events.borrow_mut().push(event);
+    }
+}
+
+type Task<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// Runs the tasks to completion on the world's clock.
+fn run_all(world: &World, mut tasks: Vec<Task<'_>>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        let before = world.progress.get();
+        world.timers.borrow_mut().clear();
+        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
+        if tasks.is_empty() {
+            return;
+        }
+        if world.progress.get() != before {
+            continue;
+        }
+        let now = world.now.get();
+        assert!(now < GIVE_UP_MS, "stuck at {now} ms");
+        // Tasks waiting only on notices still need the clock to move (sessions expire).
+        let next = world.timers.borrow().iter().copied().min();
+        world.advance(next.unwrap_or(now + PING_MS));
+    }
+}
+
+fn block_on<T>(world: &World, future: impl Future<Output = T>) -> T {
+    let out = RefCell::new(None);
+    run_all(
+        world,
+        vec![Box::pin(async {
+            *out.borrow_mut() = Some(future.await);
+        })],
+    );
+    out.into_inner().unwrap()
+}
+
+fn lock(world: &Rc<World>) -> ZkSequential<Store> {
+    ZkSequential::new(Store::new(world), config())
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Acquires with `wait`, holds for `hold` ms, releases; records `(name, fence, from, to)`.
+async fn hold_once(
+    lock: &ZkSequential<Store>,
+    env: &Client,
+    name: &'static str,
+    wait: u64,
+    hold: u64,
+    log: &RefCell<Vec<(&'static str, u64, u64, u64)>>,
+) -> bool {
+    let Some(guard) = lock.acquire(env, ms(wait)).await.unwrap() else {
+        return false;
+    };
+    let from = env.world.now.get();
+    env.sleep(ms(hold)).await;
+    let to = env.world.now.get();
+    log.borrow_mut()
+        .push((name, guard.fence.unwrap(), from, to));
+    assert!(lock.release(env, &guard).await.unwrap());
+    true
+}
+
+fn assert_exclusive(log: &[(&'static str, u64, u64, u64)]) {
+    let mut sorted = log.to_vec();
+    sorted.sort_by_key(|&(_, _, from, _)| from);
+    for pair in sorted.windows(2) {
+        assert!(pair[0].3 <= pair[1].2, "overlapping holds: {pair:?}");
+        assert!(pair[0].1 < pair[1].1, "fences not increasing: {pair:?}");
+    }
+}
+
+#[test]
+fn the_lowest_node_holds_and_the_others_wait_in_creation_order() {
+    let world = World::new();
+    let locks: Vec<_> = (0..3).map(|_| lock(&world)).collect();
+    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let names = ["a", "b", "c"];
+    let tasks: Vec<Task<'_>> = (0..3)
+        .map(|i| {
+            let (lock, env, log, name) = (&locks[i], &envs[i], &log, names[i]);
+            Box::pin(async move {
+                env.sleep(ms(10 * i as u64)).await;
+                assert!(hold_once(lock, env, name, 5_000, 1_000, log).await);
+            }) as Task<'_>
+        })
+        .collect();
+    let watch_children = Box::pin(async {
+        let env = Client::new(&world, 99);
+        env.sleep(ms(500)).await;
+        // All three nodes exist; only the first creator holds.
+        assert_eq!(world.children("/lock").len(), 3);
+        assert_eq!(log.borrow().len(), 0);
+        assert_eq!(locks[0].depth(), 1);
+        assert_eq!((locks[1].depth(), locks[2].depth()), (0, 0));
+    }) as Task<'_>;
+    let mut all = tasks;
+    all.push(watch_children);
+    run_all(&world, all);
+    let log = log.into_inner();
+    let order: Vec<_> = log.iter().map(|e| e.0).collect();
+    assert_eq!(order, ["a", "b", "c"]);
+    assert_eq!(
+        log.iter().map(|e| e.2).collect::<Vec<_>>(),
+        [0, 1_000, 2_000]
+    );
+    assert_exclusive(&log);
+    assert!(world.children("/lock").is_empty());
+}
+
+#[test]
+fn a_release_wakes_only_the_next_waiter() {
+    let world = World::new();
+    let locks: Vec<_> = (0..4).map(|_| lock(&world)).collect();
+    let envs: Vec<_> = (0..4).map(|i| Client::new(&world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = (0..4)
+        .map(|i| {
+            let (lock, env, log) = (&locks[i], &envs[i], &log);
+            Box::pin(async move {
+                env.sleep(ms(i as u64)).await;
+                assert!(hold_once(lock, env, "x", 60_000, 100, log).await);
+            }) as Task<'_>
+        })
+        .collect();
+    run_all(&world, tasks);
+    // One watch event per release except the last, each to the next in line only; every
+    // waiter looked at the children twice (waiting, then holding), never more.
+    let watches: Vec<u32> = locks.iter().map(|l| l.store().conn.watches.get()).collect();
+    assert_eq!(watches, [0, 1, 1, 1]);
+    assert_eq!(envs[0].attempts(), [true]);
+    for env in &envs[1..] {
+        assert_eq!(env.attempts(), [false, true]);
+    }
+    assert_exclusive(&log.into_inner());
+}
+
+#[test]
+fn fencing_tokens_strictly_increase_across_acquisitions() {
+    let world = World::new();
+    let locks: Vec<_> = (0..3).map(|_| lock(&world)).collect();
+    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = (0..3)
+        .map(|i| {
+            let (lock, env, log) = (&locks[i], &envs[i], &log);
+            Box::pin(async move {
+                for round in 0..4u64 {
+                    assert!(hold_once(lock, env, "x", 60_000, 30 + 7 * i as u64, log).await);
+                    env.sleep(ms(5 * round)).await;
+                }
+            }) as Task<'_>
+        })
+        .collect();
+    run_all(&world, tasks);
+    let log = log.into_inner();
+    assert_eq!(log.len(), 12);
+    assert_exclusive(&log);
+}
+
+#[test]
+fn the_holders_session_expiry_deletes_its_node_and_the_next_waiter_gets_the_lock() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    let guard_a = RefCell::new(guard_a);
+    let lost_at = Cell::new(None);
+    let got = RefCell::new(None);
+    let holder = Box::pin(async {
+        // A is cut off from the server: no more pings. Its watchdog learns of the expiry.
+        a.store().conn.cut.set(true);
+        a.keep_alive(&env_a, &guard_a).await;
+        lost_at.set(Some(world.now.get()));
+    }) as Task<'_>;
+    let waiter = Box::pin(async {
+        env_b.sleep(ms(100)).await;
+        let guard = b.acquire(&env_b, ms(60_000)).await.unwrap().unwrap();
+        *got.borrow_mut() = Some((world.now.get(), guard));
+    }) as Task<'_>;
+    run_all(&world, vec![holder, waiter]);
+    let (at, guard_b) = got.into_inner().unwrap();
+    // The session lives between its timeout and one tick more after A's last ping at 0.
+    assert!(
+        (SESSION_TIMEOUT_MS..=SESSION_TIMEOUT_MS + 2_000).contains(&at),
+        "{at}"
+    );
+    assert_eq!(lost_at.get(), Some(at));
+    let guard_a = guard_a.into_inner();
+    assert!(guard_a.valid_until <= ms(at));
+    assert!(guard_b.fence > guard_a.fence);
+    assert_eq!(
+        world.children("/lock"),
+        [guard_b.token.trim_start_matches("/lock/")]
+    );
+    // A's release finds its node gone.
+    assert!(!block_on(&world, a.release(&env_a, &guard_a)).unwrap());
+    assert!(block_on(&world, b.release(&env_b, &guard_b)).unwrap());
+}
+
+#[test]
+fn a_waiter_whose_session_expires_starts_over_with_a_new_node() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    let got = RefCell::new(None);
+    let holder = Box::pin(async {
+        env_a.sleep(ms(100)).await;
+        b.store().conn.cut.set(true);
+        // B's session expires while A holds; B heals after it learned of it.
+        env_a.sleep(ms(SESSION_TIMEOUT_MS + 3_000)).await;
+        b.store().conn.cut.set(false);
+        env_a.sleep(ms(1_000)).await;
+        assert_eq!(world.children("/lock").len(), 2);
+        assert!(a.release(&env_a, &guard_a).await.unwrap());
+    }) as Task<'_>;
+    let waiter = Box::pin(async {
+        env_b.sleep(ms(50)).await;
+        *got.borrow_mut() = b.acquire(&env_b, ms(60_000)).await.unwrap();
+    }) as Task<'_>;
+    run_all(&world, vec![holder, waiter]);
+    let guard_b = got.into_inner().unwrap();
+    assert!(guard_b.fence > guard_a.fence);
+    // Two nodes in all: the first waits, then is missing from the listing after the expiry;
+    // the second waits, then holds.
+    assert_eq!(env_b.attempts(), [false, false, false, true]);
+    assert_eq!(
+        world.children("/lock"),
+        [guard_b.token.trim_start_matches("/lock/")]
+    );
+}
+
+#[test]
+fn a_lost_create_reply_is_recovered_through_the_protection_guid() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    // The lost create made A's node; A finds it by its GUID and holds the lock through it.
+    a.store().conn.lose_creates.set(1);
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(1_000)))
+        .unwrap()
+        .unwrap();
+    let children = world.children("/lock");
+    assert_eq!(children.len(), 1, "{children:?}");
+    assert_eq!(guard_a.token, format!("/lock/{}", children[0]));
+    assert!(children[0].starts_with("_c_") && children[0].contains("-lock-"));
+    let czxid = world.model.borrow().stat(&guard_a.token).unwrap().czxid;
+    assert_eq!(guard_a.fence, Some(czxid as u64));
+    // B's create reply is lost while A holds: B finds its node, waits, gives up, deletes it.
+    b.store().conn.lose_creates.set(1);
+    assert_eq!(block_on(&world, b.acquire(&env_b, ms(300))).unwrap(), None);
+    assert_eq!(world.children("/lock"), children);
+    assert!(block_on(&world, a.release(&env_a, &guard_a)).unwrap());
+    assert!(world.children("/lock").is_empty());
+}
+
+#[test]
+fn giving_up_deletes_our_node() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    assert_eq!(block_on(&world, b.acquire(&env_b, ms(300))).unwrap(), None);
+    assert_eq!(world.now.get(), 300);
+    assert_eq!(env_b.attempts(), [false]);
+    assert_eq!(
+        world.children("/lock"),
+        [guard_a.token.trim_start_matches("/lock/")]
+    );
+    assert_eq!(b.depth(), 0);
+    // The lock still passes: A's release, then B at once.
+    assert!(block_on(&world, a.release(&env_a, &guard_a)).unwrap());
+    assert!(block_on(&world, b.acquire(&env_b, ms(0)))
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+fn the_lock_is_reentrant_per_client() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let first = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    let second: Guard = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    assert_eq!(first, second);
+    assert_eq!(a.depth(), 2);
+    // The second acquire asked the server nothing.
+    assert_eq!(env_a.attempts(), [true]);
+    assert_eq!(world.children("/lock").len(), 1);
+    assert!(block_on(&world, a.release(&env_a, &second)).unwrap());
+    assert_eq!(a.depth(), 1);
+    assert_eq!(world.children("/lock").len(), 1);
+    assert_eq!(block_on(&world, b.acquire(&env_b, ms(0))).unwrap(), None);
+    assert!(block_on(&world, a.release(&env_a, &first)).unwrap());
+    assert_eq!(a.depth(), 0);
+    assert!(world.children("/lock").is_empty());
+    // A release too many is refused.
+    assert!(!block_on(&world, a.release(&env_a, &first)).unwrap());
+}
+
+#[test]
+fn a_zero_wait_fails_without_leaving_a_node_but_takes_a_free_lock() {
+    let world = World::new();
+    let (a, b) = (lock(&world), lock(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    assert_eq!(block_on(&world, b.acquire(&env_b, ms(0))).unwrap(), None);
+    assert_eq!(world.now.get(), 0);
+    assert_eq!(world.children("/lock").len(), 1);
+    assert!(block_on(&world, a.release(&env_a, &guard_a)).unwrap());
+    let guard_b = block_on(&world, b.acquire(&env_b, ms(0))).unwrap().unwrap();
+    assert!(guard_b.fence > guard_a.fence);
+    assert_eq!(guard_b.acquired_at, ms(0));
+    assert!(guard_b.valid_until > ms(1_000_000_000));
+}
+
+#[test]
+fn the_parents_are_created_on_demand() {
+    let world = World::new();
+    let deep = ZkSequential::new(
+        Store::new(&world),
+        ZkSequentialConfig {
+            path: "/locks/app/one".into(),
+            ..config()
+        },
+    );
+    let env = Client::new(&world, 1);
+    let guard = block_on(&world, deep.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    assert!(guard.token.starts_with("/locks/app/one/_c_"));
+    assert_eq!(world.children("/locks/app/one").len(), 1);
+}
