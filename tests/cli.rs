@@ -111,6 +111,24 @@ fn a_scenario_replays_identically_in_two_processes() {
 }
 
 #[test]
+fn every_scenario_fixture_replays_identically_in_two_processes() {
+    // One per algorithm family and fault story; a difference means something in the simulation
+    // depends on the process (hash seeds, addresses, the host's clock or randomness).
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sim/tests/scenarios");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.to_str().unwrap();
+        let first = lockcheck(&["run", file]);
+        let second = lockcheck(&["run", file]);
+        assert_ne!(first.status.code(), Some(2), "{file}: {}", stderr(&first));
+        assert_eq!(hash_line(&first), hash_line(&second), "{file}");
+        seen += 1;
+    }
+    assert!(seen >= 6, "fixtures missing in {}", dir.display());
+}
+
+#[test]
 fn run_writes_a_report_that_replays() {
     let scratch = Scratch::new("report");
     let file = scratch.file("pause.json", PAUSE_STORY);
