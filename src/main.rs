@@ -56,7 +56,7 @@ enum Command {
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore {
-        /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair.
+        /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential.
         #[arg(long, value_name = "NAME")]
         algorithm: String,
         /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,

@@ -79,7 +79,13 @@ fn simulation_is_compiled_in() {
 #[test]
 fn explore_help_names_every_algorithm_and_profile() {
     let help = stdout(&lockcheck(&["explore", "--help"]));
-    for name in ["single-redis", "redlock", "redis-reentrant", "redis-fair"] {
+    for name in [
+        "single-redis",
+        "redlock",
+        "redis-reentrant",
+        "redis-fair",
+        "zk-sequential",
+    ] {
         assert!(help.contains(name), "explore --help does not name {name}");
     }
     for profile in [

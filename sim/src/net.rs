@@ -23,6 +23,8 @@ use std::time::Duration;
 
 /// The tag requests are sent with; replies use per-call tags above it.
 const REQUEST_TAG: u64 = 0;
+/// The tag of messages a server pushes to a client unasked (ZooKeeper watch events).
+const PUSH_TAG: u64 = u64::MAX;
 
 /// A request to a server or to the resource.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub enum Request {
     Access(AccessRequest),
     /// A replica asks its primary for the data set (asynchronous replication, pulled).
     Sync,
+    /// A ZooKeeper request, with the address the client receives pushed events on.
+    Zk(crate::zookeeper::node::ZkRequest, SocketAddr),
     /// A replica tells its primary it has applied everything up to `offset`.
     Ack {
         /// The primary's write offset the replica's data set reflects.
@@ -67,6 +71,8 @@ pub enum Response {
     },
     /// An acknowledgement.
     Ack,
+    /// A ZooKeeper answer.
+    Zk(crate::zookeeper::node::ZkResponse),
 }
 
 /// How a server answers a request: at once, or later (a blocking command such as `WAIT`)
@@ -120,6 +126,21 @@ async fn transmit(
     }
 }
 
+/// Pushes an unasked message (a watch event) from node `from`'s endpoint `ep` to the client at
+/// `to`, unless it is lost.
+pub async fn push(
+    world: &World,
+    ep: &Endpoint,
+    from: usize,
+    to: SocketAddr,
+    payload: Box<dyn Any + Send + Sync>,
+) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    if !lost(world, from, to_node) {
+        transmit(world, ep, from, to, PUSH_TAG, payload).await;
+    }
+}
+
 /// Sends a reply, unless it is lost.
 async fn reply(
     world: &World,
@@ -159,6 +180,22 @@ impl RpcClient {
             next_tag: Cell::new(REQUEST_TAG + 1),
             next_seq: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// The address servers reply and push to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.ep
+            .local_addr()
+            .expect("a bound endpoint has an address")
+    }
+
+    /// Waits for the next message a server pushed to this client.
+    pub async fn next_push(&self) -> Option<Box<dyn Any + Send + Sync>> {
+        self.ep
+            .recv_from_raw(PUSH_TAG)
+            .await
+            .ok()
+            .map(|(payload, _)| payload)
     }
 
     /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock.

@@ -82,11 +82,20 @@ async fn simulate(scenario: Scenario) -> History {
     let topology = world.topology.clone();
     let params = world.scenario.params.clone();
 
+    let zookeeper = world.scenario.algorithm == crate::scenario::Algorithm::ZkSequential;
     for server in topology.with_role(Role::Server) {
-        let disk = Arc::new(Disk::new(params.persistence_of(topology.name(server))));
-        start_node(&handle, &world, server, move |w| {
-            run_server(w, server, disk.clone())
-        });
+        if zookeeper {
+            // ZooKeeper logs every transaction to disk before it answers.
+            let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+            start_node(&handle, &world, server, move |w| {
+                crate::zookeeper::node::run_zk_server(w, server, disk.clone())
+            });
+        } else {
+            let disk = Arc::new(Disk::new(params.persistence_of(topology.name(server))));
+            start_node(&handle, &world, server, move |w| {
+                run_server(w, server, disk.clone())
+            });
+        }
     }
     let resource = topology.resource();
     start_node(&handle, &world, resource, move |w| {
@@ -102,7 +111,12 @@ async fn simulate(scenario: Scenario) -> History {
 
     // The run ends when every client is done (or down for good) and the nemesis is through, or,
     // for clients that never finish (blocked, or holding on), at a hard limit after the end.
-    let ttl = Duration::from_millis(params.ttl_ms);
+    // How long a lock can outlive its holder: the lease, or for ZooKeeper the session.
+    let ttl = Duration::from_millis(if zookeeper {
+        params.session_timeout_ms
+    } else {
+        params.ttl_ms
+    });
     let hold = Duration::from_millis(world.scenario.workload.hold_ms);
     let end_ns = world.scenario.duration_ms * 1_000_000;
     let limit_ns = end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000;

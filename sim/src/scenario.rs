@@ -42,6 +42,9 @@ pub enum Algorithm {
     /// deadlines (seed 003; Redisson's RedissonFairLock).
     #[serde(rename = "redis-fair")]
     RedisFair,
+    /// Curator's InterProcessMutex: ephemeral sequential nodes on one ZooKeeper server.
+    #[serde(rename = "zk-sequential")]
+    ZkSequential,
 }
 
 impl Algorithm {
@@ -51,6 +54,7 @@ impl Algorithm {
         Algorithm::Redlock,
         Algorithm::RedisReentrant,
         Algorithm::RedisFair,
+        Algorithm::ZkSequential,
     ];
 
     /// The user-facing name.
@@ -60,6 +64,7 @@ impl Algorithm {
             Algorithm::Redlock => "redlock",
             Algorithm::RedisReentrant => "redis-reentrant",
             Algorithm::RedisFair => "redis-fair",
+            Algorithm::ZkSequential => "zk-sequential",
         }
     }
 
@@ -75,6 +80,15 @@ impl Algorithm {
                 params.nodes.unwrap_or(1) as usize + params.replicas as usize
             }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
+            Algorithm::ZkSequential => params.nodes.unwrap_or(1) as usize,
+        }
+    }
+
+    /// How its servers are named: `redis-N`, `zk-N`.
+    pub fn server_prefix(self) -> &'static str {
+        match self {
+            Algorithm::ZkSequential => "zk",
+            _ => "redis",
         }
     }
 
@@ -118,6 +132,9 @@ fn default_wait_timeout_ms() -> u64 {
 }
 fn default_queue_timeout_ms() -> u64 {
     5_000
+}
+fn default_session_timeout_ms() -> u64 {
+    10_000
 }
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -179,6 +196,10 @@ pub struct Params {
     /// Redlock need not be configured alike.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub per_node: BTreeMap<String, NodeParams>,
+    /// ZooKeeper: the session timeout the client asks for (default 10000); the lock dies with
+    /// the session.
+    #[serde(default = "default_session_timeout_ms")]
+    pub session_timeout_ms: u64,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -518,7 +539,11 @@ impl Scenario {
 
     /// The nodes of this scenario.
     pub fn topology(&self) -> Topology {
-        Topology::new(self.clients as usize, self.algorithm.servers(&self.params))
+        Topology::new(
+            self.clients as usize,
+            self.algorithm.servers(&self.params),
+            self.algorithm.server_prefix(),
+        )
     }
 
     /// Checks everything a file can get wrong that its shape cannot express.
@@ -541,6 +566,8 @@ impl Scenario {
             ));
         }
         match self.algorithm {
+            // Checked below, with the other ZooKeeper settings.
+            Algorithm::ZkSequential => {}
             Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
                 if p.wait_replicas > p.replicas {
                     return bad(format!(
@@ -612,6 +639,24 @@ impl Scenario {
                 ));
             }
         }
+        if self.algorithm == Algorithm::ZkSequential {
+            if let Some(n) = p.nodes.filter(|&n| n != 1) {
+                return bad(format!(
+                    "params.nodes: zk-sequential runs against one standalone ZooKeeper server, \
+                     got {n} (ensembles are not modelled yet)"
+                ));
+            }
+            if p.replicas > 0 || p.wait_replicas > 0 {
+                return bad("params.replicas: not modelled for ZooKeeper".into());
+            }
+            if p.session_timeout_ms < 4_000 || p.session_timeout_ms > 40_000 {
+                return bad(format!(
+                    "params.session_timeout_ms must be within 4000..=40000 (2 to 20 ticks of \
+                     2000 ms, what a server with the default tickTime accepts), got {}",
+                    p.session_timeout_ms
+                ));
+            }
+        }
         if p.retry_count == Some(0) {
             return bad("params.retry_count must be at least 1".into());
         }
@@ -656,7 +701,7 @@ impl Scenario {
         // Whether each node is down, replayed in time order (restarts must follow crashes), and
         // which server is the primary.
         let mut down: BTreeMap<&str, bool> = BTreeMap::new();
-        let mut primary = "redis-0".to_string();
+        let mut primary = format!("{}-0", self.algorithm.server_prefix());
         for (_, i) in order {
             let fault = &self.faults[i];
             let at = |m: &str| {
@@ -714,7 +759,10 @@ impl Scenario {
                     if self.params.replicas == 0 {
                         return at("there is no replica to promote (params.replicas is 0)");
                     }
-                    if !node.starts_with("redis-") {
+                    let is_server = topology
+                        .index_of(node)
+                        .is_some_and(|i| topology.role(i) == crate::topology::Role::Server);
+                    if !is_server {
                         return at(&format!("{node} is not a server"));
                     }
                     if *node == primary {

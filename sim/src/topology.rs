@@ -35,8 +35,9 @@ impl Topology {
     /// The port every simulated service listens on.
     pub const PORT: u16 = 6379;
 
-    /// `clients` clients and `servers` servers (named `redis-N`), the resource and the probe.
-    pub fn new(clients: usize, servers: usize) -> Topology {
+    /// `clients` clients and `servers` servers (named `{prefix}-N`: `redis-0`, `zk-0`), the
+    /// resource and the probe.
+    pub fn new(clients: usize, servers: usize, prefix: &str) -> Topology {
         let mut names = Vec::new();
         let mut roles = Vec::new();
         for i in 0..clients {
@@ -44,7 +45,7 @@ impl Topology {
             roles.push(Role::Client);
         }
         for i in 0..servers {
-            names.push(format!("redis-{i}"));
+            names.push(format!("{prefix}-{i}"));
             roles.push(Role::Server);
         }
         names.push(Self::RESOURCE.to_string());

@@ -8,11 +8,13 @@ use crate::redis::SimRedis;
 use crate::scenario::Algorithm;
 use crate::topology::Role;
 use crate::world::World;
+use crate::zookeeper::store::SimZk;
 use futures_util::future::{select, Either};
 use lockcheck_algorithms::redis::fair::{FairConfig, RedisFair};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
+use lockcheck_algorithms::zookeeper::sequential::{ZkSequential, ZkSequentialConfig};
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
 use std::cell::RefCell;
 use std::pin::pin;
@@ -36,6 +38,8 @@ pub enum SimLock {
     RedisReentrant(RedisReentrant<SimRedis>),
     /// `redis-fair`.
     RedisFair(RedisFair<SimRedis>),
+    /// `zk-sequential`.
+    ZkSequential(ZkSequential<SimZk<SimEnv>>),
 }
 
 impl SimLock {
@@ -95,6 +99,20 @@ impl SimLock {
                 },
                 format!("{}:1", env.new_token()),
             )),
+            Algorithm::ZkSequential => SimLock::ZkSequential(ZkSequential::new(
+                SimZk::new(
+                    rpc,
+                    env.clone(),
+                    servers[0],
+                    Duration::from_millis(p.session_timeout_ms),
+                    timeout,
+                ),
+                ZkSequentialConfig {
+                    path: "/lock".to_string(),
+                    retry_delay: Duration::from_millis(p.retry_delay_ms),
+                    retry_count: p.retry_count,
+                },
+            )),
         }
     }
 
@@ -104,6 +122,7 @@ impl SimLock {
             SimLock::Redlock(l) => Lock::acquire(l, env, wait).await,
             SimLock::RedisReentrant(l) => Lock::acquire(l, env, wait).await,
             SimLock::RedisFair(l) => Lock::acquire(l, env, wait).await,
+            SimLock::ZkSequential(l) => Lock::acquire(l, env, wait).await,
         }
     }
 
@@ -113,6 +132,7 @@ impl SimLock {
             SimLock::Redlock(l) => Lock::release(l, env, guard).await,
             SimLock::RedisReentrant(l) => Lock::release(l, env, guard).await,
             SimLock::RedisFair(l) => Lock::release(l, env, guard).await,
+            SimLock::ZkSequential(l) => Lock::release(l, env, guard).await,
         }
     }
 
@@ -122,6 +142,7 @@ impl SimLock {
             SimLock::Redlock(l) => l.keep_alive(env, guard).await,
             SimLock::RedisReentrant(l) => l.keep_alive(env, guard).await,
             SimLock::RedisFair(l) => l.keep_alive(env, guard).await,
+            SimLock::ZkSequential(l) => l.keep_alive(env, guard).await,
         }
     }
 }

@@ -113,7 +113,7 @@ impl Server {
                 *seen = (*seen).max(offset);
                 Handled::Now(Response::Ack)
             }
-            Request::Access(_) => Handled::Now(Response::Redis(Reply::Error(
+            Request::Access(_) | Request::Zk(..) => Handled::Now(Response::Redis(Reply::Error(
                 "ERR not a Redis request".into(),
             ))),
         }

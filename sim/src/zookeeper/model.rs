@@ -46,7 +46,8 @@ pub enum CreateMode {
 }
 
 impl CreateMode {
-    fn is_ephemeral(self) -> bool {
+    /// Whether the node dies with its session.
+    pub fn is_ephemeral(self) -> bool {
         matches!(
             self,
             CreateMode::Ephemeral | CreateMode::EphemeralSequential

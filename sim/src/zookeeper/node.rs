@@ -1,0 +1,246 @@
+//! A simulated standalone ZooKeeper server as a madsim node: the [`ZkModel`] behind the network,
+//! sessions expiring by the server's monotonic clock, watch events pushed to the session's
+//! client, and the tree and sessions on disk (ZooKeeper logs every transaction before it
+//! answers, so a restart keeps both).
+
+use super::model::{Op, OpResult, SessionId, Snapshot, WatchEvent, ZkError, ZkModel};
+use crate::disk::Disk;
+use crate::history::{KeyChange, Kind, Op as HistoryOp};
+use crate::net::{push, serve, Handled, Request, Response};
+use crate::topology::Topology;
+use crate::world::World;
+use madsim::net::Endpoint;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A request of a ZooKeeper client.
+#[derive(Clone, Debug)]
+pub enum ZkRequest {
+    /// Open a session asking for this timeout.
+    Open {
+        /// Requested timeout in ms.
+        timeout_ms: u64,
+    },
+    /// Keep `session` alive.
+    Ping {
+        /// The session.
+        session: SessionId,
+    },
+    /// An operation in `session`.
+    Op {
+        /// The session.
+        session: SessionId,
+        /// The operation.
+        op: Op,
+    },
+}
+
+/// A ZooKeeper server's answer.
+#[derive(Clone, Debug)]
+pub enum ZkResponse {
+    /// The session opened, with the negotiated timeout.
+    Opened {
+        /// Its id.
+        session: SessionId,
+        /// Negotiated timeout in ms.
+        timeout_ms: u64,
+    },
+    /// The ping renewed the session.
+    Pong,
+    /// The operation's result; for a create, the new node's stat too (`create2`).
+    Result(OpResult, Option<super::model::Stat>),
+    /// The session is gone.
+    Expired,
+}
+
+/// A watch event pushed to a client.
+#[derive(Clone, Debug)]
+pub struct ZkPush(pub WatchEvent);
+
+/// How often the server looks for expired sessions (ZooKeeper's expirer works on tick
+/// boundaries; the model rounds deadlines to ticks, so polling within a tick is exact enough).
+const EXPIRE_POLL: Duration = Duration::from_millis(100);
+
+struct Server {
+    world: Arc<World>,
+    me: usize,
+    /// The endpoint watch events leave from.
+    pusher: Endpoint,
+    disk: Arc<Disk<Snapshot>>,
+    model: RefCell<ZkModel>,
+    /// Where each session's client is, for pushing its watch events.
+    clients: RefCell<BTreeMap<SessionId, (usize, SocketAddr)>>,
+    /// Each session's ephemeral nodes, so their deletion by expiry shows in the history.
+    ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
+}
+
+impl Server {
+    fn now(&self) -> (u64, u64) {
+        let mono = self.world.mono_ns(self.me) / 1_000_000;
+        let wall = (self.world.wall_ns(self.me).max(0) / 1_000_000) as u64;
+        (mono, wall)
+    }
+
+    fn record(&self, path: &str, change: KeyChange, by: Option<usize>) {
+        self.world.record(
+            self.me,
+            Kind::Observe,
+            HistoryOp::Key {
+                key: path.to_string(),
+                change,
+                field: None,
+                // The node's path is its identity, as a Redis lock's token is.
+                value: Some(path.to_string()),
+                by: by.map(|n| self.world.topology.name(n).to_string()),
+                expires_local_ns: None,
+            },
+        );
+    }
+
+    fn persist(&self) {
+        self.disk.sync(self.model.borrow().snapshot());
+    }
+
+    async fn deliver(&self, events: Vec<WatchEvent>) {
+        for event in events {
+            let target = self.clients.borrow().get(&event.session).copied();
+            if let Some((_, addr)) = target {
+                push(
+                    &self.world,
+                    &self.pusher,
+                    self.me,
+                    addr,
+                    Box::new(ZkPush(event)),
+                )
+                .await;
+            }
+        }
+    }
+
+    fn expire(&self, sessions: &[SessionId]) {
+        for session in sessions {
+            let nodes = self.ephemerals.borrow_mut().remove(session);
+            for path in nodes.unwrap_or_default() {
+                self.record(&path, KeyChange::Expired, None);
+            }
+            self.clients.borrow_mut().remove(session);
+        }
+    }
+
+    fn handle(
+        &self,
+        from: usize,
+        addr: SocketAddr,
+        request: ZkRequest,
+    ) -> (ZkResponse, Vec<WatchEvent>) {
+        let (mono, wall) = self.now();
+        let mut events = Vec::new();
+        let mut model = self.model.borrow_mut();
+        let expired = model.expire_due(mono, &mut events);
+        drop(model);
+        self.expire(&expired);
+        let mut model = self.model.borrow_mut();
+        let response = match request {
+            ZkRequest::Open { timeout_ms } => {
+                let (session, timeout_ms) = model.open_session(timeout_ms, mono);
+                self.clients.borrow_mut().insert(session, (from, addr));
+                ZkResponse::Opened {
+                    session,
+                    timeout_ms,
+                }
+            }
+            ZkRequest::Ping { session } => match model.touch(session, mono) {
+                Ok(()) => ZkResponse::Pong,
+                Err(_) => ZkResponse::Expired,
+            },
+            ZkRequest::Op { session, op } => {
+                self.clients.borrow_mut().insert(session, (from, addr));
+                let result = model.apply(session, &op, mono, wall, &mut events);
+                match (&op, &result) {
+                    (_, OpResult::Error(ZkError::SessionExpired)) => ZkResponse::Expired,
+                    (Op::Create { mode, .. }, OpResult::Created(path)) => {
+                        let stat = model.stat(path);
+                        if mode.is_ephemeral() {
+                            self.ephemerals
+                                .borrow_mut()
+                                .entry(session)
+                                .or_default()
+                                .insert(path.clone());
+                        }
+                        self.record(path, KeyChange::Set, Some(from));
+                        ZkResponse::Result(result.clone(), stat)
+                    }
+                    (Op::Delete { path, .. }, OpResult::Deleted) => {
+                        for nodes in self.ephemerals.borrow_mut().values_mut() {
+                            nodes.remove(path);
+                        }
+                        self.record(path, KeyChange::Deleted, Some(from));
+                        ZkResponse::Result(result, None)
+                    }
+                    _ => ZkResponse::Result(result, None),
+                }
+            }
+        };
+        drop(model);
+        self.persist();
+        (response, events)
+    }
+}
+
+/// Runs a ZooKeeper server on node `me` until the node is killed; on (re)start it loads the tree
+/// and the sessions from `disk` (sessions get a fresh timeout, as on a real restart).
+pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
+    let mono = world.mono_ns(me) / 1_000_000;
+    let model = match disk.load() {
+        Some(snapshot) => ZkModel::restore(snapshot, mono),
+        None => ZkModel::new(),
+    };
+    let pusher = Endpoint::bind(SocketAddr::new(Topology::addr(me).ip(), 0))
+        .await
+        .expect("a fresh node can bind an ephemeral port");
+    let server = Rc::new(Server {
+        world: world.clone(),
+        me,
+        pusher,
+        disk,
+        model: RefCell::new(model),
+        clients: RefCell::new(BTreeMap::new()),
+        ephemerals: RefCell::new(BTreeMap::new()),
+    });
+
+    let expirer = server.clone();
+    madsim::task::spawn_local(async move {
+        loop {
+            let tick = expirer.world.clock(me).true_duration(EXPIRE_POLL);
+            madsim::time::sleep(tick).await;
+            let (mono, _) = expirer.now();
+            let mut events = Vec::new();
+            let expired = expirer.model.borrow_mut().expire_due(mono, &mut events);
+            if !expired.is_empty() {
+                expirer.expire(&expired);
+                expirer.persist();
+            }
+            expirer.deliver(events).await;
+        }
+    });
+
+    serve(world, me, move |from, request| {
+        let Request::Zk(request, addr) = request else {
+            return Handled::Now(Response::Zk(ZkResponse::Result(
+                OpResult::Error(ZkError::BadArguments),
+                None,
+            )));
+        };
+        let (response, events) = server.handle(from, addr, request);
+        let server = server.clone();
+        Handled::Later(Box::pin(async move {
+            server.deliver(events).await;
+            Response::Zk(response)
+        }))
+    })
+    .await
+}
