@@ -331,6 +331,75 @@ pub fn fifo(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
+/// Sequential-node locks (ZooKeeper): the lock passes in the order the server created the nodes.
+/// At each grant (a client's acquisition of a node path as its token), no node created before it
+/// may still exist ungranted. Nodes deleted or expired without a grant are out of the race.
+pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
+    // Nodes (ZooKeeper paths) alive and not yet granted, with their creation position.
+    let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut found = Vec::new();
+    for e in history {
+        match (&e.op, e.kind) {
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::Set,
+                    ..
+                },
+                _,
+            ) if key.contains('/') => {
+                waiting.insert(key, e.index);
+            }
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::Deleted | KeyChange::Expired,
+                    ..
+                },
+                _,
+            ) => {
+                waiting.remove(key.as_str());
+            }
+            (
+                Op::Acquire {
+                    token: Some(token), ..
+                },
+                Kind::Ok,
+            ) => {
+                let Some(created) = waiting.remove(token.as_str()) else {
+                    continue; // not a node path, or a re-entry
+                };
+                let older: Vec<&str> = waiting
+                    .iter()
+                    .filter(|(path, at)| **at < created && parent(path) == parent(token))
+                    .map(|(path, _)| *path)
+                    .collect();
+                if let Some(first) = older.first() {
+                    found.push(Violation {
+                        kind: ViolationKind::FifoOrder,
+                        clients: vec![e.node.clone()],
+                        tokens: vec![token.clone(), first.to_string()],
+                        at_ns: e.true_ns,
+                        entries: vec![e.index],
+                        story: format!(
+                            "{} was granted {token} at {} while {} older node(s) still waited",
+                            e.node,
+                            ms(e.true_ns),
+                            older.len()
+                        ),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+fn parent(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
+}
+
 /// Every check, violations in order of time.
 pub fn check(history: &[Entry]) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
@@ -338,6 +407,7 @@ pub fn check(history: &[Entry]) -> Vec<Violation> {
     all.extend(deadlock(history));
     all.extend(reentrancy(history));
     all.extend(fifo(history));
+    all.extend(sequence_order(history));
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
 }
@@ -561,6 +631,57 @@ mod tests {
         assert_eq!(v.len(), 1);
         assert_eq!(v[0].kind, ViolationKind::FifoOrder);
         assert_eq!(v[0].tokens, vec!["d", "c"]);
+    }
+
+    #[test]
+    fn sequential_nodes_are_granted_in_creation_order() {
+        let mut h = History::default();
+        let node = |h: &mut History, change, path: &str| {
+            h.push(
+                h.entries.len() as u64,
+                "zk-0",
+                0,
+                Kind::Observe,
+                Op::Key {
+                    key: path.into(),
+                    change,
+                    field: None,
+                    value: Some(path.into()),
+                    by: None,
+                    expires_local_ns: None,
+                },
+            )
+        };
+        let granted = |h: &mut History, client: &str, path: &str| {
+            h.push(
+                h.entries.len() as u64,
+                client,
+                0,
+                Kind::Ok,
+                Op::Acquire {
+                    token: Some(path.into()),
+                    fence: None,
+                    valid_ns: None,
+                    error: None,
+                },
+            )
+        };
+        node(&mut h, KeyChange::Set, "/lock/a-1");
+        node(&mut h, KeyChange::Set, "/lock/b-2");
+        node(&mut h, KeyChange::Set, "/lock/c-3");
+        granted(&mut h, "client-0", "/lock/a-1");
+        node(&mut h, KeyChange::Deleted, "/lock/a-1");
+        // b gave up: its node went without a grant; c is next.
+        node(&mut h, KeyChange::Deleted, "/lock/b-2");
+        granted(&mut h, "client-2", "/lock/c-3");
+        assert!(sequence_order(&h.entries).is_empty());
+        node(&mut h, KeyChange::Set, "/lock/d-4");
+        node(&mut h, KeyChange::Set, "/lock/e-5");
+        node(&mut h, KeyChange::Deleted, "/lock/c-3");
+        granted(&mut h, "client-4", "/lock/e-5");
+        let v = sequence_order(&h.entries);
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].tokens, vec!["/lock/e-5", "/lock/d-4"]);
     }
 
     #[test]

@@ -114,3 +114,29 @@ fn zk_sequential_rejects_settings_it_cannot_honour() {
     s.params.nodes = Some(3);
     assert!(s.validate().unwrap_err().to_string().contains("ensembles"));
 }
+
+#[test]
+fn the_lock_passes_in_the_order_the_server_created_the_nodes() {
+    let path = format!(
+        "{}/tests/scenarios/zk-sequential-contention.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let grants = outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            e.kind == lockcheck_sim::history::Kind::Ok
+                && e.node != "probe"
+                && matches!(&e.op, Op::Acquire { token: Some(t), .. } if t.starts_with("/lock/"))
+        })
+        .count();
+    assert_eq!(
+        grants, 6,
+        "three clients, two sections each, all judged by sequence_order"
+    );
+    assert!(lockcheck_sim::checker::sequence_order(&outcome.history.entries).is_empty());
+}
