@@ -5,7 +5,7 @@
 //! the way, as client libraries do, unless a test cut a client off).
 
 use lockcheck_algorithms::zookeeper::{
-    CreateMode, EventType, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkSequential,
+    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkSequential,
     ZkSequentialConfig, ZkStore,
 };
 use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
@@ -74,12 +74,7 @@ impl World {
     fn deliver(&self, events: Vec<model::WatchEvent>) {
         for event in events {
             if let Some(conn) = self.conn(event.session) {
-                let kind = match event.kind {
-                    model::EventType::NodeCreated => EventType::NodeCreated,
-                    model::EventType::NodeDeleted => EventType::NodeDeleted,
-                    model::EventType::NodeDataChanged => EventType::NodeDataChanged,
-                    model::EventType::NodeChildrenChanged => EventType::NodeChildrenChanged,
-                };
+                let kind = event.kind;
                 conn.watches.set(conn.watches.get() + 1);
                 conn.notices
                     .borrow_mut()
@@ -177,33 +172,6 @@ impl World {
     }
 }
 
-fn zk_error(e: model::ZkError) -> ZkError {
-    match e {
-        model::ZkError::NoNode => ZkError::NoNode,
-        model::ZkError::NodeExists => ZkError::NodeExists,
-        model::ZkError::BadVersion => ZkError::BadVersion,
-        model::ZkError::NotEmpty => ZkError::NotEmpty,
-        model::ZkError::NoChildrenForEphemerals => ZkError::NoChildrenForEphemerals,
-        model::ZkError::SessionExpired => ZkError::SessionExpired,
-        model::ZkError::BadArguments => ZkError::BadArguments,
-    }
-}
-
-fn stat(s: model::Stat) -> Stat {
-    Stat {
-        czxid: s.czxid,
-        mzxid: s.mzxid,
-        pzxid: s.pzxid,
-        ctime_ms: s.ctime_ms,
-        mtime_ms: s.mtime_ms,
-        version: s.version,
-        cversion: s.cversion,
-        ephemeral_owner: s.ephemeral_owner,
-        data_length: s.data_length,
-        num_children: s.num_children,
-    }
-}
-
 struct Store {
     world: Rc<World>,
     conn: Rc<Conn>,
@@ -245,12 +213,6 @@ impl ZkStore for Store {
         mode: CreateMode,
     ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
         let sequential = mode == CreateMode::EphemeralSequential;
-        let mode = match mode {
-            CreateMode::Persistent => model::CreateMode::Persistent,
-            CreateMode::Ephemeral => model::CreateMode::Ephemeral,
-            CreateMode::PersistentSequential => model::CreateMode::PersistentSequential,
-            CreateMode::EphemeralSequential => model::CreateMode::EphemeralSequential,
-        };
         let reply = self.run(Op::Create {
             path: path.into(),
             data,
@@ -264,9 +226,9 @@ impl ZkStore for Store {
         Ok(match reply {
             OpResult::Created(path) => {
                 let s = self.world.model.borrow().stat(&path).unwrap();
-                Ok((path, stat(s)))
+                Ok((path, s))
             }
-            OpResult::Error(e) => Err(zk_error(e)),
+            OpResult::Error(e) => Err(e),
             other => panic!("{other:?}"),
         })
     }
@@ -278,7 +240,7 @@ impl ZkStore for Store {
                 version,
             }) {
                 OpResult::Deleted => Ok(()),
-                OpResult::Error(e) => Err(zk_error(e)),
+                OpResult::Error(e) => Err(e),
                 other => panic!("{other:?}"),
             },
         )
@@ -294,8 +256,8 @@ impl ZkStore for Store {
                 path: path.into(),
                 watch,
             }) {
-                OpResult::Stat(s) => Ok(s.map(stat)),
-                OpResult::Error(e) => Err(zk_error(e)),
+                OpResult::Stat(s) => Ok(s),
+                OpResult::Error(e) => Err(e),
                 other => panic!("{other:?}"),
             },
         )
@@ -312,7 +274,7 @@ impl ZkStore for Store {
                 watch,
             }) {
                 OpResult::Children(children) => Ok(children),
-                OpResult::Error(e) => Err(zk_error(e)),
+                OpResult::Error(e) => Err(e),
                 other => panic!("{other:?}"),
             },
         )

@@ -1,8 +1,7 @@
 //! What a ZooKeeper backend can do, as seen by an algorithm.
 //!
-//! The request and reply types mirror the simulated server's (`lockcheck-sim`'s ZooKeeper model)
-//! field for field, so the glue between the two is a plain mapping; this crate cannot depend on
-//! the simulator, hence the copies.
+//! The simulated server (`lockcheck-sim`'s ZooKeeper model) speaks these very types, as the
+//! simulated Redis speaks this crate's `Command` and `Reply`, so sim and algorithm cannot drift.
 
 use crate::error::StoreError;
 use std::future::Future;
@@ -24,6 +23,24 @@ pub enum CreateMode {
     PersistentSequential,
     /// Ephemeral, with the parent's `cversion` appended to the name: the lock recipes' node.
     EphemeralSequential,
+}
+
+impl CreateMode {
+    /// Whether the node dies with its session.
+    pub fn is_ephemeral(self) -> bool {
+        matches!(
+            self,
+            CreateMode::Ephemeral | CreateMode::EphemeralSequential
+        )
+    }
+
+    /// Whether the server appends a sequence number (the parent's `cversion`) to the name.
+    pub fn is_sequential(self) -> bool {
+        matches!(
+            self,
+            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
+        )
+    }
 }
 
 /// A node's metadata as the server returns it (ZooKeeper's `Stat`, without `aversion`). The
@@ -77,6 +94,21 @@ pub enum ZkError {
     /// The path is malformed, or names a node that cannot be deleted.
     #[error("KeeperErrorCode = BadArguments")]
     BadArguments,
+}
+
+impl ZkError {
+    /// The numeric code on the wire (`KeeperException.Code`), for comparing with a real server.
+    pub fn code(self) -> i32 {
+        match self {
+            ZkError::NoNode => -101,
+            ZkError::NodeExists => -110,
+            ZkError::BadVersion => -103,
+            ZkError::NotEmpty => -111,
+            ZkError::NoChildrenForEphemerals => -108,
+            ZkError::SessionExpired => -112,
+            ZkError::BadArguments => -8,
+        }
+    }
 }
 
 /// What a watch reports.

@@ -19,75 +19,15 @@
 //! Where the real server iterates a hash set (children of a node, watchers of a path, ephemerals
 //! of a session, sessions in one expiry bucket) the model uses sorted order instead.
 
+pub use lockcheck_algorithms::zookeeper::store::{
+    CreateMode, EventType, SessionId, Stat, ZkError, Zxid,
+};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// A session id. Never 0: 0 is the `ephemeralOwner` of a node that is not ephemeral.
-pub type SessionId = u64;
-
-/// A ZooKeeper transaction id: a global counter that every write moves forward.
-pub type Zxid = i64;
 
 /// The tick used when none is configured. `zoo_sample.cfg`, the official Docker image and the
 /// admin guide's examples all run `tickTime=2000`; the Java constant `DEFAULT_TICK_TIME` (3000)
 /// only applies to an embedded server built without a config, which is not what users run.
 pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
-
-/// How a node is created (ZooKeeper's `CreateMode`, without containers and TTL nodes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CreateMode {
-    /// Stays until deleted.
-    Persistent,
-    /// Deleted when its owner's session ends (closed or expired).
-    Ephemeral,
-    /// Persistent, with the parent's `cversion` appended to the name.
-    PersistentSequential,
-    /// Ephemeral, with the parent's `cversion` appended to the name: the lock recipes' node.
-    EphemeralSequential,
-}
-
-impl CreateMode {
-    /// Whether the node dies with its session.
-    pub fn is_ephemeral(self) -> bool {
-        matches!(
-            self,
-            CreateMode::Ephemeral | CreateMode::EphemeralSequential
-        )
-    }
-
-    fn is_sequential(self) -> bool {
-        matches!(
-            self,
-            CreateMode::PersistentSequential | CreateMode::EphemeralSequential
-        )
-    }
-}
-
-/// A node's metadata as the server returns it (ZooKeeper's `Stat`, without `aversion`: ACLs are
-/// not modelled). The integer widths are the wire format's.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stat {
-    /// The zxid of the transaction that created the node.
-    pub czxid: Zxid,
-    /// The zxid of the transaction that last wrote the node's data (its creation, or `setData`).
-    pub mzxid: Zxid,
-    /// The zxid of the last transaction that added or removed a child (its creation if none).
-    pub pzxid: Zxid,
-    /// Creation time on the server's wall clock, in ms.
-    pub ctime_ms: u64,
-    /// Last data write on the server's wall clock, in ms.
-    pub mtime_ms: u64,
-    /// The number of `setData`s the node has seen.
-    pub version: i32,
-    /// The number of children created under the node. Deletes do not count: the real server
-    /// moves `cversion` only in `createNode` (which is why sequence numbers are never reused).
-    pub cversion: i32,
-    /// The owning session of an ephemeral node, 0 otherwise.
-    pub ephemeral_owner: SessionId,
-    /// The length of the node's data in bytes.
-    pub data_length: i32,
-    /// The number of children the node has now.
-    pub num_children: i32,
-}
 
 /// A request from a client, in its session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,60 +120,6 @@ pub enum OpResult {
     Children(Vec<String>),
     /// The request failed.
     Error(ZkError),
-}
-
-/// The ZooKeeper error codes the modelled requests can produce.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
-pub enum ZkError {
-    /// The node (or, for a create, its parent) does not exist.
-    #[error("KeeperErrorCode = NoNode")]
-    NoNode,
-    /// The node to create exists already.
-    #[error("KeeperErrorCode = NodeExists")]
-    NodeExists,
-    /// The version given does not match the node's.
-    #[error("KeeperErrorCode = BadVersion")]
-    BadVersion,
-    /// The node to delete has children.
-    #[error("KeeperErrorCode = Directory not empty")]
-    NotEmpty,
-    /// The parent of the node to create is ephemeral.
-    #[error("KeeperErrorCode = NoChildrenForEphemerals")]
-    NoChildrenForEphemerals,
-    /// The session is unknown, closed or expired.
-    #[error("KeeperErrorCode = Session expired")]
-    SessionExpired,
-    /// The path is malformed, or names a node that cannot be deleted (`/`, `/zookeeper`, …).
-    #[error("KeeperErrorCode = BadArguments")]
-    BadArguments,
-}
-
-impl ZkError {
-    /// The numeric code on the wire (`KeeperException.Code`), for comparing with a real server.
-    pub fn code(self) -> i32 {
-        match self {
-            ZkError::NoNode => -101,
-            ZkError::NodeExists => -110,
-            ZkError::BadVersion => -103,
-            ZkError::NotEmpty => -111,
-            ZkError::NoChildrenForEphemerals => -108,
-            ZkError::SessionExpired => -112,
-            ZkError::BadArguments => -8,
-        }
-    }
-}
-
-/// What a watch reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum EventType {
-    /// A node watched with `exists` was created.
-    NodeCreated,
-    /// A watched node was deleted (by a request or because its owner's session ended).
-    NodeDeleted,
-    /// A node watched with `exists`/`getData` had its data written.
-    NodeDataChanged,
-    /// A child was created under, or deleted from, a node watched with `getChildren`.
-    NodeChildrenChanged,
 }
 
 /// A watch that fired: the notification the server sends to `session`.

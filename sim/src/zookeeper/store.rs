@@ -7,7 +7,7 @@ use super::model;
 use super::node::{ZkPush, ZkRequest, ZkResponse};
 use crate::net::{Request, Response, RpcClient};
 use lockcheck_algorithms::zookeeper::{
-    CreateMode, EventType, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore,
+    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore,
 };
 use lockcheck_algorithms::{Env, StoreError};
 use std::cell::RefCell;
@@ -92,17 +92,11 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                 if session.borrow().id != Some(event.session) {
                     continue; // an event of an earlier session
                 }
-                let kind = match event.kind {
-                    model::EventType::NodeCreated => EventType::NodeCreated,
-                    model::EventType::NodeDeleted => EventType::NodeDeleted,
-                    model::EventType::NodeDataChanged => EventType::NodeDataChanged,
-                    model::EventType::NodeChildrenChanged => EventType::NodeChildrenChanged,
-                };
                 Self::notify(
                     &session,
                     ZkNotice::Watch(WatchEvent {
                         path: event.path,
-                        kind,
+                        kind: event.kind,
                     }),
                 );
             }
@@ -195,7 +189,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     ) -> Result<Result<(model::OpResult, Option<model::Stat>), ZkError>, StoreError> {
         let session = self.session_id().await?;
         match self.send(ZkRequest::Op { session, op }).await? {
-            ZkResponse::Result(model::OpResult::Error(e), _) => Ok(Err(zk_error(e))),
+            ZkResponse::Result(model::OpResult::Error(e), _) => Ok(Err(e)),
             ZkResponse::Result(result, stat) => Ok(Ok((result, stat))),
             ZkResponse::Expired => {
                 if self.session.borrow().id == Some(session) {
@@ -211,33 +205,6 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 }
 
-fn zk_error(e: model::ZkError) -> ZkError {
-    match e {
-        model::ZkError::NoNode => ZkError::NoNode,
-        model::ZkError::NodeExists => ZkError::NodeExists,
-        model::ZkError::BadVersion => ZkError::BadVersion,
-        model::ZkError::NotEmpty => ZkError::NotEmpty,
-        model::ZkError::NoChildrenForEphemerals => ZkError::NoChildrenForEphemerals,
-        model::ZkError::SessionExpired => ZkError::SessionExpired,
-        model::ZkError::BadArguments => ZkError::BadArguments,
-    }
-}
-
-fn stat(s: model::Stat) -> Stat {
-    Stat {
-        czxid: s.czxid,
-        mzxid: s.mzxid,
-        pzxid: s.pzxid,
-        ctime_ms: s.ctime_ms,
-        mtime_ms: s.mtime_ms,
-        version: s.version,
-        cversion: s.cversion,
-        ephemeral_owner: s.ephemeral_owner,
-        data_length: s.data_length,
-        num_children: s.num_children,
-    }
-}
-
 fn unexpected(result: model::OpResult) -> StoreError {
     StoreError::Unreachable(format!("unexpected result {result:?}"))
 }
@@ -249,19 +216,13 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
         data: Vec<u8>,
         mode: CreateMode,
     ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
-        let mode = match mode {
-            CreateMode::Persistent => model::CreateMode::Persistent,
-            CreateMode::Ephemeral => model::CreateMode::Ephemeral,
-            CreateMode::PersistentSequential => model::CreateMode::PersistentSequential,
-            CreateMode::EphemeralSequential => model::CreateMode::EphemeralSequential,
-        };
         let op = model::Op::Create {
             path: path.to_string(),
             data,
             mode,
         };
         Ok(match self.op(op).await? {
-            Ok((model::OpResult::Created(path), Some(s))) => Ok((path, stat(s))),
+            Ok((model::OpResult::Created(path), Some(stat))) => Ok((path, stat)),
             Ok((other, _)) => return Err(unexpected(other)),
             Err(e) => Err(e),
         })
@@ -289,7 +250,7 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
             watch,
         };
         Ok(match self.op(op).await? {
-            Ok((model::OpResult::Stat(s), _)) => Ok(s.map(stat)),
+            Ok((model::OpResult::Stat(stat), _)) => Ok(stat),
             Ok((other, _)) => return Err(unexpected(other)),
             Err(e) => Err(e),
         })
