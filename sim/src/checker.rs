@@ -26,7 +26,8 @@ pub enum ViolationKind {
     MutualExclusion,
     /// A lock released by a client that did not hold it.
     ForeignRelease,
-    /// The lock did not become free again after the faults stopped.
+    /// The lock could not be acquired again after the faults stopped (held forever, or the
+    /// service unusable, e.g. a WAIT no replica can answer).
     Deadlock,
     /// A reentrant lock was freed while its owner still held it at an outer level.
     FreedWhileHeld,
@@ -198,7 +199,7 @@ pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
                 at_ns: e.true_ns,
                 entries: vec![e.index],
                 story: format!(
-                    "after every fault and client had stopped, the lock was still not free at {} ({})",
+                    "after every fault and client had stopped, the probe still could not acquire the lock at {} ({})",
                     ms(e.true_ns),
                     error.as_deref().unwrap_or("no reason given")
                 ),

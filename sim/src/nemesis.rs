@@ -256,7 +256,6 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             Action::Cut(_, g) | Action::Heal(_, g) => g[0],
         };
         let id = |n: usize| world.node_id(n);
-        let mut applied = true;
         let kind = action.kind();
         match action {
             Action::Skipped(_) => {}
@@ -273,7 +272,6 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             }
             Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
             Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
-            Action::Cut(_, group) | Action::Heal(_, group) if group.is_empty() => applied = false,
             Action::Cut(_, group) => {
                 for (a, b) in links_across(&topology, &group) {
                     if world.cut(a, b) {
@@ -293,17 +291,15 @@ pub async fn run(world: Arc<World>, timeline: Timeline) {
             }
             Action::MessagesEnd(n, fault) => world.set_message_fault(n, fault, None),
         }
-        if applied {
-            world.record(
-                target,
-                Kind::Observe,
-                Op::Nemesis {
-                    kind: kind.to_string(),
-                    action: text,
-                    target: Some(topology.name(target).to_string()),
-                },
-            );
-        }
+        world.record(
+            target,
+            Kind::Observe,
+            Op::Nemesis {
+                kind: kind.to_string(),
+                action: text,
+                target: Some(topology.name(target).to_string()),
+            },
+        );
     }
 }
 

@@ -343,7 +343,7 @@ pub async fn run_client(world: Arc<World>, me: usize) {
 /// free within `wait`. Its acquire is recorded like a client's; the checker reads the outcome.
 pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
     let client = Client::new(world, me).await;
-    let gave_up = format!("not free within {} ms", wait.as_millis());
+    let gave_up = format!("not acquired within {} ms", wait.as_millis());
     if let Ok(Some(guard)) = client.acquire(wait, &gave_up).await {
         client.release(&guard).await;
     }
