@@ -5,6 +5,7 @@
 //!   section runs from its accepted `enter` to its accepted `exit`; if any other client's access
 //!   was accepted in between, two clients were inside at once. (A section whose exit never comes,
 //!   say because the client crashed, writes nothing after its enter, so it cannot interleave.)
+//!   Readers of a read/write lock may overlap each other, never a writer.
 //! - **Foreign release**: a server deleted a lock value at the request of a node other than the
 //!   one that wrote it.
 //! - **Deadlock**: after the faults and the clients stopped, the probe could not acquire the lock
@@ -72,8 +73,8 @@ fn ms(ns: u64) -> String {
 
 /// Mutual exclusion over the resource's accepted accesses.
 pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
-    // Accepted accesses in true order: (entry, client, phase, token).
-    let accepted: Vec<(&Entry, &str, Phase, &str)> = history
+    // Accepted accesses in true order: (entry, client, phase, token, shared).
+    let accepted: Vec<(&Entry, &str, Phase, &str, bool)> = history
         .iter()
         .filter_map(|e| match &e.op {
             Op::Resource {
@@ -81,8 +82,9 @@ pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
                 phase,
                 token,
                 accepted: true,
+                shared,
                 ..
-            } => Some((e, client.as_str(), *phase, token.as_str())),
+            } => Some((e, client.as_str(), *phase, token.as_str(), *shared)),
             _ => None,
         })
         .collect();
@@ -90,7 +92,7 @@ pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
     // Each overlapping pair once, whichever of the two exits first.
     let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
     let mut found = Vec::new();
-    for (pos, &(entry, client, phase, token)) in accepted.iter().enumerate() {
+    for (pos, &(entry, client, phase, token, shared)) in accepted.iter().enumerate() {
         match phase {
             Phase::Enter => {
                 open.insert(client, (pos, token));
@@ -103,9 +105,12 @@ pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
                     continue;
                 };
                 let enter = accepted[start].0;
-                for &(other, other_client, _, other_token) in &accepted[start + 1..pos] {
+                for &(other, other_client, _, other_token, other_shared) in
+                    &accepted[start + 1..pos]
+                {
+                    let readers = shared && other_shared;
                     let pair = (held.min(other_token), held.max(other_token));
-                    if other_client == client || !seen.insert(pair) {
+                    if other_client == client || readers || !seen.insert(pair) {
                         continue;
                     }
                     found.push(Violation {
@@ -361,9 +366,13 @@ pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
             ) => {
                 waiting.remove(key.as_str());
             }
+            // A reader may pass an older reader that has not looked yet; only exclusive grants
+            // must come in creation order.
             (
                 Op::Acquire {
-                    token: Some(token), ..
+                    token: Some(token),
+                    shared: false,
+                    ..
                 },
                 Kind::Ok,
             ) => {
@@ -411,6 +420,69 @@ pub fn check(history: &[Entry]) -> Vec<Violation> {
     all.extend(sequence_order(history));
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
+}
+
+/// How many waiters the releases of a ZooKeeper lock woke: the herd effect seed 001 warns about.
+/// A release is a lock node deleted (released, given up, or gone with its session); a wake-up is
+/// a `node_deleted` watch that deletion fired at a client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wakeups {
+    /// Lock nodes deleted.
+    pub releases: u32,
+    /// Clients those deletions woke.
+    pub wakeups: u32,
+    /// The most clients one deletion woke.
+    pub max_per_release: u32,
+}
+
+impl Wakeups {
+    /// Whether the run released no ZooKeeper node (a Redis lock, or nothing happened).
+    pub fn is_empty(&self) -> bool {
+        self.releases == 0
+    }
+
+    /// Wake-ups per release, on average.
+    pub fn mean(&self) -> f64 {
+        if self.releases == 0 {
+            0.0
+        } else {
+            f64::from(self.wakeups) / f64::from(self.releases)
+        }
+    }
+}
+
+/// Wake-ups per release. ZooKeeper paths are absolute (they start with `/`), which tells a
+/// ZooKeeper node from a Redis key; a server records the watches a deletion fires right after the
+/// deletion, before the path can be created again.
+pub fn wakeups(history: &[Entry]) -> Wakeups {
+    let mut per_release: Vec<u32> = Vec::new();
+    // The last deletion of each path, while no new node has taken the path.
+    let mut deleted: BTreeMap<&str, usize> = BTreeMap::new();
+    for e in history {
+        match &e.op {
+            Op::Key { key, change, .. } if key.starts_with('/') => match change {
+                KeyChange::Deleted | KeyChange::Expired => {
+                    deleted.insert(key, per_release.len());
+                    per_release.push(0);
+                }
+                KeyChange::Set => {
+                    deleted.remove(key.as_str());
+                }
+                _ => {}
+            },
+            Op::Watch { path, event, .. } if event == "node_deleted" => {
+                if let Some(&release) = deleted.get(path.as_str()) {
+                    per_release[release] += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    Wakeups {
+        releases: per_release.len() as u32,
+        wakeups: per_release.iter().sum(),
+        max_per_release: per_release.iter().copied().max().unwrap_or(0),
+    }
 }
 
 /// Acquisition attempts and how many succeeded.
@@ -491,6 +563,18 @@ mod tests {
     use crate::history::History;
 
     fn access(h: &mut History, t: u64, client: &str, phase: Phase, token: &str, accepted: bool) {
+        touch(h, t, client, phase, token, accepted, false);
+    }
+
+    fn touch(
+        h: &mut History,
+        t: u64,
+        client: &str,
+        phase: Phase,
+        token: &str,
+        accepted: bool,
+        shared: bool,
+    ) {
         h.push(
             t,
             "resource",
@@ -502,8 +586,90 @@ mod tests {
                 token: token.into(),
                 fence: None,
                 accepted,
+                shared,
             },
         );
+    }
+
+    #[test]
+    fn readers_may_overlap_each_other_but_never_a_writer() {
+        let read = |h: &mut History, t, c: &str, p, tok: &str| touch(h, t, c, p, tok, true, true);
+        let mut h = History::default();
+        read(&mut h, 1, "client-0", Phase::Enter, "r0");
+        read(&mut h, 2, "client-1", Phase::Enter, "r1");
+        read(&mut h, 3, "client-0", Phase::Exit, "r0");
+        read(&mut h, 4, "client-1", Phase::Exit, "r1");
+        assert!(mutual_exclusion(&h.entries).is_empty(), "two readers share");
+        // A writer inside a reader's section, and a reader inside a writer's.
+        read(&mut h, 5, "client-0", Phase::Enter, "r2");
+        touch(&mut h, 6, "client-1", Phase::Enter, "w", true, false);
+        touch(&mut h, 7, "client-1", Phase::Exit, "w", true, false);
+        read(&mut h, 8, "client-0", Phase::Exit, "r2");
+        touch(&mut h, 9, "client-2", Phase::Enter, "w2", true, false);
+        read(&mut h, 10, "client-0", Phase::Enter, "r3");
+        read(&mut h, 11, "client-0", Phase::Exit, "r3");
+        touch(&mut h, 12, "client-2", Phase::Exit, "w2", true, false);
+        let v = mutual_exclusion(&h.entries);
+        assert_eq!(v.len(), 2, "{v:?}");
+        assert_eq!(v[0].tokens, vec!["r2", "w"]);
+        assert_eq!(v[1].tokens, vec!["w2", "r3"]);
+    }
+
+    #[test]
+    fn wakeups_count_the_watches_each_deletion_fires() {
+        let mut h = History::default();
+        let key = |h: &mut History, change, path: &str| {
+            h.push(
+                h.entries.len() as u64,
+                "zk-0",
+                0,
+                Kind::Observe,
+                Op::Key {
+                    key: path.into(),
+                    change,
+                    field: None,
+                    value: Some(path.into()),
+                    by: None,
+                    expires_local_ns: None,
+                },
+            )
+        };
+        let watch = |h: &mut History, path: &str, event: &str, to: &str| {
+            h.push(
+                h.entries.len() as u64,
+                "zk-0",
+                0,
+                Kind::Observe,
+                Op::Watch {
+                    path: path.into(),
+                    event: event.into(),
+                    to: to.into(),
+                },
+            )
+        };
+        key(&mut h, KeyChange::Set, "/lock");
+        key(&mut h, KeyChange::Deleted, "/lock");
+        for c in ["client-1", "client-2", "client-3"] {
+            watch(&mut h, "/lock", "node_deleted", c);
+        }
+        key(&mut h, KeyChange::Set, "/lock");
+        // A creation watch of the new node, and a stray deletion watch after it: neither counts.
+        watch(&mut h, "/lock", "node_created", "client-4");
+        watch(&mut h, "/lock", "node_deleted", "client-4");
+        key(&mut h, KeyChange::Expired, "/lock");
+        watch(&mut h, "/lock", "node_deleted", "client-2");
+        // A Redis key is not a ZooKeeper node.
+        key(&mut h, KeyChange::Deleted, "lock");
+        let w = wakeups(&h.entries);
+        assert_eq!(
+            w,
+            Wakeups {
+                releases: 2,
+                wakeups: 4,
+                max_per_release: 3
+            }
+        );
+        assert_eq!(w.mean(), 2.0);
     }
 
     #[test]
@@ -552,6 +718,7 @@ mod tests {
             fence: None,
             valid_ns: None,
             error: None,
+            shared: false,
         };
         let release = Op::Release {
             token: "owner".into(),
@@ -664,6 +831,7 @@ mod tests {
                     fence: None,
                     valid_ns: None,
                     error: None,
+                    shared: false,
                 },
             )
         };

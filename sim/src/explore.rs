@@ -106,6 +106,9 @@ pub struct ExploreOptions {
     pub seed: u64,
     /// The largest clock drift `clock-drift` draws, as a fraction (0.05: rates in [0.95, 1.05]).
     pub max_drift: f64,
+    /// The longest partition `partition` draws, in ms (default: twice the lease). A ZooKeeper
+    /// session survives a partition shorter than its timeout; this is how to search only those.
+    pub max_partition_ms: Option<u64>,
 }
 
 impl ExploreOptions {
@@ -118,6 +121,7 @@ impl ExploreOptions {
             cases,
             seed,
             max_drift: DEFAULT_MAX_DRIFT,
+            max_partition_ms: None,
         }
     }
 }
@@ -154,8 +158,10 @@ pub struct Finding {
     pub shrink_runs: u32,
 }
 
-fn run_length_ms(params: &Params) -> u64 {
-    (4 * params.ttl_ms).max(10_000)
+/// How long a generated run lasts: a few leases, so a fault can outlast one and its aftermath
+/// still be seen.
+fn run_length_ms(algorithm: Algorithm, params: &Params) -> u64 {
+    (4 * algorithm.lease_ms(params)).max(10_000)
 }
 
 /// One fault of a concrete profile, as a unit that stays valid when shrinking drops other units
@@ -168,7 +174,7 @@ fn unit_of(
     options: &ExploreOptions,
     duration: u64,
 ) -> BoxedStrategy<Vec<Fault>> {
-    let ttl = options.params.ttl_ms;
+    let ttl = options.algorithm.lease_ms(&options.params);
     let at = 0..duration / 2;
     let span = 1..=2 * ttl;
     let node = prop::sample::select(nodes.to_vec());
@@ -237,7 +243,7 @@ fn unit_of(
         FaultProfile::Partition => (
             at,
             prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
-            span,
+            1..=options.max_partition_ms.unwrap_or(2 * ttl),
         )
             .prop_map(|(at_ms, isolate, for_ms)| {
                 vec![Fault::Partition {
@@ -280,11 +286,13 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
         .profiles
         .contains(&FaultProfile::CrashDelayedRestart)
     {
-        params.restart_delay_ms = params.restart_delay_ms.max(params.ttl_ms);
+        params.restart_delay_ms = params
+            .restart_delay_ms
+            .max(options.algorithm.lease_ms(&params));
     }
     let algorithm = options.algorithm;
-    let ttl = params.ttl_ms;
-    let duration = run_length_ms(&params);
+    let ttl = algorithm.lease_ms(&params);
+    let duration = run_length_ms(algorithm, &params);
     let template = {
         let mut s = Scenario::new(algorithm);
         s.params = params.clone();
@@ -329,6 +337,7 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
                 think_ms,
                 check_before_access: false,
                 reentrant_depth: depth,
+                read_fraction: None,
             },
         );
     (2u32..=3, workload, any::<u64>().no_shrink(), faults)
@@ -386,6 +395,11 @@ pub fn explore(
     options: &ExploreOptions,
     progress: &dyn Fn(u32),
 ) -> Result<Exploration, ExploreError> {
+    if options.max_partition_ms == Some(0) {
+        return Err(ExploreError::Invalid(
+            "the longest partition must be at least 1 ms".into(),
+        ));
+    }
     if options.profiles.contains(&FaultProfile::Failover) && options.params.replicas == 0 {
         return Err(ExploreError::Invalid(
             "the failover profile needs a replica to promote: set params.replicas (--replicas) \

@@ -77,6 +77,9 @@ pub enum Op {
         /// Why it failed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
+        /// A shared (read) acquisition of a read/write lock; absent for exclusive ones.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
     },
     /// One acquisition attempt of a client finished (inside an `acquire` operation).
     Attempt {
@@ -106,6 +109,9 @@ pub enum Op {
         /// The fencing token it presents.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fence: Option<u64>,
+        /// A reader's access, which may overlap other readers'; absent for exclusive ones.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
     },
     /// The resource took (or, with fencing, rejected) an access. In true order.
     Resource {
@@ -120,6 +126,9 @@ pub enum Op {
         fence: Option<u64>,
         /// Whether the resource accepted it.
         accepted: bool,
+        /// A reader's access, which may overlap other readers'; absent for exclusive ones.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shared: bool,
     },
     /// A server changed a key.
     Key {
@@ -139,6 +148,17 @@ pub enum Op {
         /// The new deadline by the server's wall clock, in ns since the run's wall origin.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         expires_local_ns: Option<i64>,
+    },
+    /// A ZooKeeper server fired a watch: it tells a client that a node it watched changed. A
+    /// lock's waiters wake on these, so they count the wake-ups a release causes.
+    Watch {
+        /// The watched node.
+        path: String,
+        /// What happened to it: `node_created`, `node_deleted`, `node_data_changed`,
+        /// `node_children_changed`.
+        event: String,
+        /// The client told.
+        to: String,
     },
     /// The nemesis acted.
     Nemesis {
@@ -239,6 +259,7 @@ mod tests {
                 fence: None,
                 valid_ns: Some(9),
                 error: None,
+                shared: false,
             },
         );
         let json = serde_json::to_string(&h).unwrap();

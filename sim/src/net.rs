@@ -53,6 +53,8 @@ pub struct AccessRequest {
     pub token: String,
     /// The fencing token it presents.
     pub fence: Option<u64>,
+    /// A reader's access (read/write locks), which may share the resource with other readers.
+    pub shared: bool,
 }
 
 /// A reply.

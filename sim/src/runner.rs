@@ -1,7 +1,7 @@
 //! One deterministic run: build the nodes, start the nemesis and the workload, wait for the end,
 //! probe liveness, check the history.
 
-use crate::checker::{self, Availability, StaleAccess, Violation};
+use crate::checker::{self, Availability, StaleAccess, Violation, Wakeups};
 use crate::disk::Disk;
 use crate::history::{History, Kind, Op};
 use crate::nemesis;
@@ -26,6 +26,8 @@ pub struct Outcome {
     pub stale_accesses: Vec<StaleAccess>,
     /// Acquisition attempts by how many servers were reachable.
     pub availability: Availability,
+    /// How many waiters each release woke (ZooKeeper locks; empty for the others).
+    pub wakeups: Wakeups,
     /// [`History::digest`] of `history`.
     pub digest: String,
 }
@@ -48,12 +50,14 @@ pub fn run(scenario: &Scenario) -> Outcome {
     let violations = checker::check(&history.entries);
     let stale_accesses = checker::stale_accesses(&history.entries);
     let availability = checker::availability(&history.entries);
+    let wakeups = checker::wakeups(&history.entries);
     let digest = history.digest();
     Outcome {
         history,
         violations,
         stale_accesses,
         availability,
+        wakeups,
         digest,
     }
 }
@@ -82,7 +86,7 @@ async fn simulate(scenario: Scenario) -> History {
     let topology = world.topology.clone();
     let params = world.scenario.params.clone();
 
-    let zookeeper = world.scenario.algorithm == crate::scenario::Algorithm::ZkSequential;
+    let zookeeper = world.scenario.algorithm.is_zookeeper();
     for server in topology.with_role(Role::Server) {
         if zookeeper {
             // ZooKeeper logs every transaction to disk before it answers.
@@ -112,11 +116,7 @@ async fn simulate(scenario: Scenario) -> History {
     // The run ends when every client is done (or down for good) and the nemesis is through, or,
     // for clients that never finish (blocked, or holding on), at a hard limit after the end.
     // How long a lock can outlive its holder: the lease, or for ZooKeeper the session.
-    let ttl = Duration::from_millis(if zookeeper {
-        params.session_timeout_ms
-    } else {
-        params.ttl_ms
-    });
+    let ttl = Duration::from_millis(world.scenario.algorithm.lease_ms(&params));
     let hold = Duration::from_millis(world.scenario.workload.hold_ms);
     let end_ns = world.scenario.duration_ms * 1_000_000;
     let limit_ns = end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000;

@@ -45,6 +45,13 @@ pub enum Algorithm {
     /// Curator's InterProcessMutex: ephemeral sequential nodes on one ZooKeeper server.
     #[serde(rename = "zk-sequential")]
     ZkSequential,
+    /// One ephemeral node that every waiter watches (seed 001's herd-effect lock).
+    #[serde(rename = "zk-herd")]
+    ZkHerd,
+    /// Curator's InterProcessReadWriteLock: readers and writers in one sequential queue
+    /// (seed 000).
+    #[serde(rename = "zk-rwlock")]
+    ZkRwLock,
 }
 
 impl Algorithm {
@@ -55,6 +62,8 @@ impl Algorithm {
         Algorithm::RedisReentrant,
         Algorithm::RedisFair,
         Algorithm::ZkSequential,
+        Algorithm::ZkHerd,
+        Algorithm::ZkRwLock,
     ];
 
     /// The user-facing name.
@@ -65,6 +74,8 @@ impl Algorithm {
             Algorithm::RedisReentrant => "redis-reentrant",
             Algorithm::RedisFair => "redis-fair",
             Algorithm::ZkSequential => "zk-sequential",
+            Algorithm::ZkHerd => "zk-herd",
+            Algorithm::ZkRwLock => "zk-rwlock",
         }
     }
 
@@ -80,16 +91,42 @@ impl Algorithm {
                 params.nodes.unwrap_or(1) as usize + params.replicas as usize
             }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
-            Algorithm::ZkSequential => params.nodes.unwrap_or(1) as usize,
+            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => {
+                params.nodes.unwrap_or(1) as usize
+            }
         }
+    }
+
+    /// Whether it runs on ZooKeeper (its lock lives as long as the holder's session).
+    pub fn is_zookeeper(self) -> bool {
+        matches!(
+            self,
+            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock
+        )
     }
 
     /// How its servers are named: `redis-N`, `zk-N`.
     pub fn server_prefix(self) -> &'static str {
-        match self {
-            Algorithm::ZkSequential => "zk",
-            _ => "redis",
+        if self.is_zookeeper() {
+            "zk"
+        } else {
+            "redis"
         }
+    }
+
+    /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
+    /// lease (`ttl_ms`), or for ZooKeeper the session timeout. Fault spans are drawn around it.
+    pub fn lease_ms(self, params: &Params) -> u64 {
+        if self.is_zookeeper() {
+            params.session_timeout_ms
+        } else {
+            params.ttl_ms
+        }
+    }
+
+    /// Whether clients may take it shared (readers) as well as exclusive (writers).
+    pub fn has_readers(self) -> bool {
+        self == Algorithm::ZkRwLock
     }
 
     /// Whether the owner may acquire again while holding (nested acquisitions).
@@ -200,6 +237,11 @@ pub struct Params {
     /// the session.
     #[serde(default = "default_session_timeout_ms")]
     pub session_timeout_ms: u64,
+    /// ZooKeeper: treat a disconnected session as a lost lock at once, rather than as a suspended
+    /// one that a reconnection may give back (Curator's advice for the cautious; default false).
+    /// Only a client that checks its lock (`workload.check_before_access`) acts on either.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub suspended_is_lost: bool,
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
@@ -283,7 +325,14 @@ pub struct Workload {
     /// many times, work, release as many times.
     #[serde(default = "default_depth")]
     pub reentrant_depth: u32,
+    /// Read/write locks: the share of critical sections that only read, taking the lock shared
+    /// (each section draws from the client's seeded randomness; default 0.5 for zk-rwlock).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_fraction: Option<f64>,
 }
+
+/// The share of reading sections when a read/write lock's workload does not say.
+pub const DEFAULT_READ_FRACTION: f64 = 0.5;
 
 fn default_depth() -> u32 {
     1
@@ -567,7 +616,7 @@ impl Scenario {
         }
         match self.algorithm {
             // Checked below, with the other ZooKeeper settings.
-            Algorithm::ZkSequential => {}
+            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => {}
             Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
                 if p.wait_replicas > p.replicas {
                     return bad(format!(
@@ -639,11 +688,12 @@ impl Scenario {
                 ));
             }
         }
-        if self.algorithm == Algorithm::ZkSequential {
+        if self.algorithm.is_zookeeper() {
             if let Some(n) = p.nodes.filter(|&n| n != 1) {
                 return bad(format!(
-                    "params.nodes: zk-sequential runs against one standalone ZooKeeper server, \
-                     got {n} (ensembles are not modelled yet)"
+                    "params.nodes: {} runs against one standalone ZooKeeper server, got {n} \
+                     (ensembles are not modelled yet)",
+                    self.algorithm.name()
                 ));
             }
             if p.replicas > 0 || p.wait_replicas > 0 {
@@ -655,6 +705,24 @@ impl Scenario {
                      2000 ms, what a server with the default tickTime accepts), got {}",
                     p.session_timeout_ms
                 ));
+            }
+        }
+        if p.suspended_is_lost && !self.algorithm.is_zookeeper() {
+            return bad(format!(
+                "params.suspended_is_lost: {} has no session to be suspended; it applies to the \
+                 ZooKeeper locks",
+                self.algorithm.name()
+            ));
+        }
+        if let Some(f) = self.workload.read_fraction {
+            if !self.algorithm.has_readers() {
+                return bad(format!(
+                    "workload.read_fraction: {} has no shared mode; it applies to zk-rwlock",
+                    self.algorithm.name()
+                ));
+            }
+            if !(0.0..=1.0).contains(&f) {
+                return bad(format!("workload.read_fraction must be in [0, 1], got {f}"));
             }
         }
         if p.retry_count == Some(0) {

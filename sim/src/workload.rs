@@ -14,7 +14,7 @@ use lockcheck_algorithms::redis::fair::{FairConfig, RedisFair};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
-use lockcheck_algorithms::zookeeper::sequential::{ZkSequential, ZkSequentialConfig};
+use lockcheck_algorithms::zookeeper::{ZkHerd, ZkLockConfig, ZkReadWriteLock, ZkSequential};
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
 use std::cell::RefCell;
 use std::pin::pin;
@@ -40,6 +40,29 @@ pub enum SimLock {
     RedisFair(RedisFair<SimRedis>),
     /// `zk-sequential`.
     ZkSequential(ZkSequential<SimZk<SimEnv>>),
+    /// `zk-herd`.
+    ZkHerd(ZkHerd<SimZk<SimEnv>>),
+    /// `zk-rwlock`: both sides on one session.
+    ZkRwLock(ZkReadWriteLock<Rc<SimZk<SimEnv>>>),
+}
+
+/// Calls `$body` with `$l` bound to the lock side a section uses: the read or write side of a
+/// read/write lock (by `$shared`), the one lock otherwise.
+macro_rules! with_side {
+    ($lock:expr, $shared:expr, |$l:ident| $body:expr) => {
+        match $lock {
+            SimLock::SingleRedis($l) => $body,
+            SimLock::Redlock($l) => $body,
+            SimLock::RedisReentrant($l) => $body,
+            SimLock::RedisFair($l) => $body,
+            SimLock::ZkSequential($l) => $body,
+            SimLock::ZkHerd($l) => $body,
+            SimLock::ZkRwLock(rw) => {
+                let $l = if $shared { &rw.read } else { &rw.write };
+                $body
+            }
+        }
+    };
 }
 
 impl SimLock {
@@ -48,6 +71,7 @@ impl SimLock {
         let p = &world.scenario.params;
         let timeout = Duration::from_millis(p.request_timeout_ms);
         let servers = world.topology.with_role(Role::Server);
+        let session = Duration::from_millis(p.session_timeout_ms);
         match world.scenario.algorithm {
             Algorithm::SingleRedis => SimLock::SingleRedis(SingleRedis::new(
                 SimRedis::to_primary(rpc, world.clone(), timeout),
@@ -100,50 +124,45 @@ impl SimLock {
                 format!("{}:1", env.new_token()),
             )),
             Algorithm::ZkSequential => SimLock::ZkSequential(ZkSequential::new(
-                SimZk::new(
-                    rpc,
-                    env.clone(),
-                    servers[0],
-                    Duration::from_millis(p.session_timeout_ms),
-                    timeout,
-                ),
-                ZkSequentialConfig {
-                    path: "/lock".to_string(),
-                    retry_delay: Duration::from_millis(p.retry_delay_ms),
-                    retry_count: p.retry_count,
-                },
+                SimZk::new(rpc, env.clone(), servers[0], session, timeout),
+                zk_config(p),
+            )),
+            Algorithm::ZkHerd => SimLock::ZkHerd(ZkHerd::new(
+                SimZk::new(rpc, env.clone(), servers[0], session, timeout),
+                zk_config(p),
+            )),
+            Algorithm::ZkRwLock => SimLock::ZkRwLock(ZkReadWriteLock::new(
+                Rc::new(SimZk::new(rpc, env.clone(), servers[0], session, timeout)),
+                zk_config(p),
             )),
         }
     }
 
-    async fn acquire(&self, env: &SimEnv, wait: Duration) -> Result<Option<Guard>, LockError> {
-        match self {
-            SimLock::SingleRedis(l) => Lock::acquire(l, env, wait).await,
-            SimLock::Redlock(l) => Lock::acquire(l, env, wait).await,
-            SimLock::RedisReentrant(l) => Lock::acquire(l, env, wait).await,
-            SimLock::RedisFair(l) => Lock::acquire(l, env, wait).await,
-            SimLock::ZkSequential(l) => Lock::acquire(l, env, wait).await,
-        }
+    async fn acquire(
+        &self,
+        env: &SimEnv,
+        wait: Duration,
+        shared: bool,
+    ) -> Result<Option<Guard>, LockError> {
+        with_side!(self, shared, |l| Lock::acquire(l, env, wait).await)
     }
 
-    async fn release(&self, env: &SimEnv, guard: &Guard) -> Result<bool, LockError> {
-        match self {
-            SimLock::SingleRedis(l) => Lock::release(l, env, guard).await,
-            SimLock::Redlock(l) => Lock::release(l, env, guard).await,
-            SimLock::RedisReentrant(l) => Lock::release(l, env, guard).await,
-            SimLock::RedisFair(l) => Lock::release(l, env, guard).await,
-            SimLock::ZkSequential(l) => Lock::release(l, env, guard).await,
-        }
+    async fn release(&self, env: &SimEnv, guard: &Guard, shared: bool) -> Result<bool, LockError> {
+        with_side!(self, shared, |l| Lock::release(l, env, guard).await)
     }
 
-    async fn keep_alive(&self, env: &SimEnv, guard: &RefCell<Guard>) {
-        match self {
-            SimLock::SingleRedis(l) => l.keep_alive(env, guard).await,
-            SimLock::Redlock(l) => l.keep_alive(env, guard).await,
-            SimLock::RedisReentrant(l) => l.keep_alive(env, guard).await,
-            SimLock::RedisFair(l) => l.keep_alive(env, guard).await,
-            SimLock::ZkSequential(l) => l.keep_alive(env, guard).await,
-        }
+    async fn keep_alive(&self, env: &SimEnv, guard: &RefCell<Guard>, shared: bool) {
+        with_side!(self, shared, |l| l.keep_alive(env, guard).await)
+    }
+}
+
+/// The settings of the ZooKeeper locks.
+fn zk_config(p: &crate::scenario::Params) -> ZkLockConfig {
+    ZkLockConfig {
+        path: "/lock".to_string(),
+        retry_delay: Duration::from_millis(p.retry_delay_ms),
+        retry_count: p.retry_count,
+        suspended_is_lost: p.suspended_is_lost,
     }
 }
 
@@ -174,19 +193,17 @@ impl Client {
         self.world.record(self.me, kind, op);
     }
 
-    /// Acquires, recording the operation: `Ok(None)` when `wait` ran out first (recorded as a
-    /// failure saying `gave_up`), `Err` when the lock failed with an error (recorded too).
-    async fn acquire(&self, wait: Duration, gave_up: &str) -> Result<Option<Guard>, LockError> {
-        self.record(
-            Kind::Invoke,
-            Op::Acquire {
-                token: None,
-                fence: None,
-                valid_ns: None,
-                error: None,
-            },
-        );
-        let result = self.lock.acquire(&self.env, wait).await;
+    /// Acquires (the read side when `shared`), recording the operation: `Ok(None)` when `wait`
+    /// ran out first (recorded as a failure saying `gave_up`), `Err` when the lock failed with an
+    /// error (recorded too).
+    async fn acquire(
+        &self,
+        wait: Duration,
+        gave_up: &str,
+        shared: bool,
+    ) -> Result<Option<Guard>, LockError> {
+        self.record(Kind::Invoke, acquire_op(None, shared));
+        let result = self.lock.acquire(&self.env, wait, shared).await;
         let (kind, op) = match &result {
             Ok(Some(guard)) => (
                 Kind::Ok,
@@ -195,27 +212,30 @@ impl Client {
                     fence: guard.fence,
                     valid_ns: Some(guard.validity_left(self.env.mono_now()).as_nanos() as u64),
                     error: None,
+                    shared,
                 },
             ),
-            Ok(None) => (Kind::Fail, acquire_error(gave_up)),
-            Err(e) => (Kind::Fail, acquire_error(&e.to_string())),
+            Ok(None) => (Kind::Fail, acquire_op(Some(gave_up), shared)),
+            Err(e) => (Kind::Fail, acquire_op(Some(&e.to_string()), shared)),
         };
         self.record(kind, op);
         result
     }
 
     /// Touches the resource; true when it accepted the access.
-    async fn access(&self, phase: Phase, guard: &Guard) -> bool {
+    async fn access(&self, phase: Phase, guard: &Guard, shared: bool) -> bool {
         let op = Op::Access {
             phase,
             token: guard.token.clone(),
             fence: guard.fence,
+            shared,
         };
         self.record(Kind::Invoke, op.clone());
         let request = Request::Access(AccessRequest {
             phase,
             token: guard.token.clone(),
             fence: guard.fence,
+            shared,
         });
         let resource = self.world.topology.resource();
         let (kind, accepted) = match self.rpc.call(resource, request, ACCESS_TIMEOUT).await {
@@ -227,13 +247,13 @@ impl Client {
         accepted
     }
 
-    async fn release(&self, guard: &Guard) {
+    async fn release(&self, guard: &Guard, shared: bool) {
         let op = |error: Option<String>| Op::Release {
             token: guard.token.clone(),
             error,
         };
         self.record(Kind::Invoke, op(None));
-        let (kind, error) = match self.lock.release(&self.env, guard).await {
+        let (kind, error) = match self.lock.release(&self.env, guard, shared).await {
             Ok(true) => (Kind::Ok, None),
             Ok(false) => (Kind::Fail, Some("the lock was no longer held".to_string())),
             Err(e @ LockError::Store(_)) => (Kind::Info, Some(e.to_string())),
@@ -242,19 +262,22 @@ impl Client {
         self.record(kind, op(error));
     }
 
-    /// Works inside the critical section, with the watchdog renewing the lease if configured.
-    async fn hold(&self, guard: &RefCell<Guard>) {
+    /// Works inside the critical section. Meanwhile the lock's `keep_alive` runs where it does
+    /// something: the watchdog renewing a lease if configured, and for ZooKeeper following the
+    /// session (what a careful client's validity check then sees).
+    async fn hold(&self, guard: &RefCell<Guard>, shared: bool) {
         let workload = &self.world.scenario.workload;
         let work = if workload.hold_until_validity {
             guard.borrow().validity_left(self.env.mono_now())
         } else {
             Duration::from_millis(workload.hold_ms)
         };
-        if self.world.scenario.params.watchdog {
+        let scenario = &self.world.scenario;
+        if scenario.params.watchdog || scenario.algorithm.is_zookeeper() {
             let sleep = pin!(self.env.sleep(work));
-            let renew = pin!(self.lock.keep_alive(&self.env, guard));
+            let renew = pin!(self.lock.keep_alive(&self.env, guard, shared));
             if let Either::Right(((), sleep)) = select(sleep, renew).await {
-                // The watchdog lost the lock; the classic client does not notice and works on.
+                // The lock is lost; the classic client does not notice and works on.
                 sleep.await;
             }
         } else {
@@ -269,6 +292,20 @@ impl Client {
         Duration::from_nanos((left as f64 * self.world.clock(self.me).rate()) as u64)
     }
 
+    /// Whether the next section only reads (read/write locks; drawn from the client's seeded
+    /// randomness, and only for them, so other algorithms' random streams are untouched).
+    fn draw_shared(&self) -> bool {
+        let scenario = &self.world.scenario;
+        if !scenario.algorithm.has_readers() {
+            return false;
+        }
+        let fraction = scenario
+            .workload
+            .read_fraction
+            .unwrap_or(crate::scenario::DEFAULT_READ_FRACTION);
+        (self.env.random_u64() as f64 / u64::MAX as f64) < fraction
+    }
+
     async fn run(&self) {
         let workload = self.world.scenario.workload.clone();
         let careful = workload.check_before_access;
@@ -278,7 +315,8 @@ impl Client {
                 break;
             }
             let retry = Duration::from_millis(self.world.scenario.params.retry_delay_ms);
-            let guard = match self.acquire(wait, "gave up").await {
+            let shared = self.draw_shared();
+            let guard = match self.acquire(wait, "gave up", shared).await {
                 Ok(Some(guard)) => guard,
                 // The lock stops retrying a retry before the wait ends: the run is over.
                 Ok(None) if self.wait_left() <= retry => break,
@@ -293,7 +331,7 @@ impl Client {
             // Nested acquisitions (reentrant locks): the owner takes the lock again, at once.
             let mut nested = Vec::new();
             for _ in 1..workload.reentrant_depth {
-                match self.acquire(self.wait_left(), "gave up").await {
+                match self.acquire(self.wait_left(), "gave up", shared).await {
                     Ok(Some(inner)) => nested.push(inner),
                     _ => break,
                 }
@@ -302,19 +340,19 @@ impl Client {
                 |g: &Guard| !careful || g.validity_left(self.env.mono_now()) > Duration::ZERO;
             // A critical section counts once the resource took the entry; a rejected or lost
             // entry is retried with a fresh acquisition.
-            if still_valid(&guard) && self.access(Phase::Enter, &guard).await {
+            let watched = RefCell::new(guard.clone());
+            if still_valid(&guard) && self.access(Phase::Enter, &guard, shared).await {
                 self.world.take_acquisition(self.me);
-                let shared = RefCell::new(guard.clone());
-                self.hold(&shared).await;
-                let guard = shared.into_inner();
-                if still_valid(&guard) {
-                    self.access(Phase::Exit, &guard).await;
+                self.hold(&watched, shared).await;
+                let held = watched.borrow().clone();
+                if still_valid(&held) {
+                    self.access(Phase::Exit, &held, shared).await;
                 }
             }
             for inner in nested.iter().rev() {
-                self.release(inner).await;
+                self.release(inner, shared).await;
             }
-            self.release(&guard).await;
+            self.release(&guard, shared).await;
             self.env
                 .sleep(Duration::from_millis(workload.think_ms))
                 .await;
@@ -323,12 +361,14 @@ impl Client {
     }
 }
 
-fn acquire_error(message: &str) -> Op {
+/// An acquire entry without a grant: the invocation, or a failure with its reason.
+fn acquire_op(error: Option<&str>, shared: bool) -> Op {
     Op::Acquire {
         token: None,
         fence: None,
         valid_ns: None,
-        error: Some(message.to_string()),
+        error: error.map(str::to_string),
+        shared,
     }
 }
 
@@ -344,7 +384,7 @@ pub async fn run_client(world: Arc<World>, me: usize) {
 pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
     let client = Client::new(world, me).await;
     let gave_up = format!("not acquired within {} ms", wait.as_millis());
-    if let Ok(Some(guard)) = client.acquire(wait, &gave_up).await {
-        client.release(&guard).await;
+    if let Ok(Some(guard)) = client.acquire(wait, &gave_up, false).await {
+        client.release(&guard, false).await;
     }
 }

@@ -1,8 +1,12 @@
-//! `zk-sequential`: Curator's `InterProcessMutex` on one ZooKeeper session.
+//! `zk-sequential` and `zk-rwlock`: Curator's `InterProcessMutex` and the two sides of its
+//! `InterProcessReadWriteLock`, on one ZooKeeper session.
 //!
-//! Each acquisition creates an ephemeral sequential node under the lock's path; the node with
-//! the lowest sequence number holds the lock. Every other node watches only its predecessor, so a
-//! release wakes exactly one waiter (no herd), and the lock passes in creation order. The node is
+//! Each acquisition creates an ephemeral sequential node under the lock's path, and the nodes
+//! form a queue ordered by sequence number. What a node needs in order to hold is its
+//! [`QueueRole`]: a mutex or a writer holds when its node is first; a reader holds when no write
+//! node is before it. A node that cannot hold yet watches the one node whose deletion can change
+//! that (its predecessor, or for a reader the first write node before it), so a release wakes
+//! only the waiters it lets in (no herd), and the lock passes in creation order. The node is
 //! ephemeral, so the lock dies with the holder's session: there is no lease, and nothing the
 //! client can measure tells it when the server has given up on its session. A holder that pauses
 //! past the session timeout keeps believing it holds a lock that another client now holds; only
@@ -13,45 +17,80 @@
 //! would block everyone behind it for as long as its session lives; and the lock is reentrant per
 //! client (per lock instance here): acquiring it again while held only counts.
 
-use super::store::{CreateMode, SessionState, Stat, ZkError, ZkNotice, ZkStore};
+use super::config::ZkLockConfig;
+use super::paths::create_ancestors;
+use super::session::{await_change, session_watch, SESSION_VALIDITY};
+use super::store::{CreateMode, Stat, ZkError, ZkStore};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
-use futures_util::future::{select, Either};
 use std::cell::RefCell;
-use std::pin::pin;
 use std::time::Duration;
 
-/// How long after acquiring a client believes it holds a ZooKeeper lock: a century, i.e. for as
-/// long as its session lives. The lock has no lease the client could count down; it ends when
-/// the server expires the session, which the client learns only afterwards (through
-/// [`Lock::keep_alive`]). Added with saturation, so a monotonic clock near `Duration::MAX` cannot
-/// overflow.
-pub const SESSION_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+/// A mutex node's lock name (what follows the protection prefix; Curator's `lockName`).
+const MUTEX_NAME: &str = "lock-";
+/// A read node's lock name (Curator's `READ_LOCK_NAME`).
+const READ_NAME: &str = "__READ__";
+/// A write node's lock name (Curator's `WRITE_LOCK_NAME`).
+const WRITE_NAME: &str = "__WRIT__";
+/// The server appends the parent's `cversion` as ten zero-padded digits: this suffix alone orders
+/// the nodes, whatever their prefixes.
+const SEQUENCE_DIGITS: usize = 10;
 
-/// The part of every node name after the protection prefix (Curator's `lockName`): what follows
-/// it is the sequence number, which alone orders the nodes whatever their prefixes.
-const LOCK_NAME: &str = "lock-";
+/// What a client's node stands for in the queue, and so when it holds (Curator's lock drivers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueRole {
+    /// `InterProcessMutex`: holds when first; watches the node just before its own.
+    Mutex,
+    /// The read lock of a read/write lock: holds when no write node is before its own, so readers
+    /// share; watches the first write node before its own.
+    Read,
+    /// The write lock of a read/write lock: holds when first (readers and writers alike queue in
+    /// one line); watches the node just before its own.
+    Write,
+}
+
+impl QueueRole {
+    /// The lock name this role's nodes carry.
+    pub fn lock_name(self) -> &'static str {
+        match self {
+            QueueRole::Mutex => MUTEX_NAME,
+            QueueRole::Read => READ_NAME,
+            QueueRole::Write => WRITE_NAME,
+        }
+    }
+
+    /// Whether holders in this role may hold the lock together.
+    pub fn shared(self) -> bool {
+        self == QueueRole::Read
+    }
+
+    /// Whether a child of the lock's node is in this role's queue.
+    fn queues(self, child: &str) -> bool {
+        match self {
+            QueueRole::Mutex => child.contains(MUTEX_NAME),
+            QueueRole::Read | QueueRole::Write => {
+                child.contains(READ_NAME) || child.contains(WRITE_NAME)
+            }
+        }
+    }
+
+    /// The node (its index in `sorted`) that keeps ours at `ours` from holding; `None`: ours holds.
+    fn blocker(self, sorted: &[String], ours: usize) -> Option<usize> {
+        match self {
+            QueueRole::Mutex | QueueRole::Write => ours.checked_sub(1),
+            QueueRole::Read => sorted[..ours]
+                .iter()
+                .position(|node| node.contains(WRITE_NAME)),
+        }
+    }
+}
 
 /// Attempts at deleting our own node when no retry count is configured: Curator's guaranteed
 /// delete retries in the background until it succeeds, which a client that must return cannot
 /// do; an undeleted node blocks the others only until our session ends.
 const DELETE_ATTEMPTS: u32 = 10;
-
-/// Settings of a [`ZkSequential`] lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ZkSequentialConfig {
-    /// The lock's node (e.g. `/lock`); created, with its ancestors, as persistent nodes when
-    /// missing. The lock nodes are its children.
-    pub path: String,
-    /// Base delay before retrying a request that got no reply, jittered in `[d/2, d]` (Curator's
-    /// retry policy sleeps between retries too).
-    pub retry_delay: Duration,
-    /// How many failures (requests without a reply, sessions lost while waiting) one blocking
-    /// acquire tolerates before giving up; `None`: until the wait runs out.
-    pub retry_count: Option<u32>,
-}
 
 /// The lock as this client holds it.
 struct Held {
@@ -72,21 +111,34 @@ enum Outcome {
     Lost,
 }
 
-/// A ZooKeeper lock held by one client (one session) at a time, granted in arrival order.
+/// A ZooKeeper lock granted in arrival order: one holder at a time as a [`QueueRole::Mutex`], or
+/// one side of a read/write lock.
 pub struct ZkSequential<S> {
     store: S,
-    config: ZkSequentialConfig,
+    config: ZkLockConfig,
+    role: QueueRole,
     held: RefCell<Option<Held>>,
 }
 
 impl<S: ZkStore> ZkSequential<S> {
-    /// A lock for the client whose session is `store`.
-    pub fn new(store: S, config: ZkSequentialConfig) -> Self {
+    /// A mutex (`zk-sequential`) for the client whose session is `store`.
+    pub fn new(store: S, config: ZkLockConfig) -> Self {
+        Self::with_role(store, config, QueueRole::Mutex)
+    }
+
+    /// A lock whose nodes play `role` (see [`super::rwlock`] for the read/write pair).
+    pub fn with_role(store: S, config: ZkLockConfig, role: QueueRole) -> Self {
         ZkSequential {
             store,
             config,
+            role,
             held: RefCell::new(None),
         }
+    }
+
+    /// The role this lock's nodes play.
+    pub fn role(&self) -> QueueRole {
+        self.role
     }
 
     /// The client's session.
@@ -145,25 +197,30 @@ impl<S: ZkStore> ZkSequential<S> {
                 Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => return Ok(Outcome::Lost),
                 Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
                 Err(_) => {
-                    if !self.pause(env, deadline, failures).await {
+                    if !self.config.back_off(env, deadline, failures).await {
                         self.delete_node(env, &node).await.ok();
                         return Ok(Outcome::GaveUp);
                     }
                     continue;
                 }
             };
-            let sorted = sorted_lock_nodes(children);
-            let position = sorted.iter().position(|child| *child == name);
-            let acquired = position == Some(0);
+            let sorted = sorted_lock_nodes(children, self.role);
+            let Some(position) = sorted.iter().position(|child| *child == name) else {
+                env.observe(LockEvent::Attempt {
+                    acquired: false,
+                    accepted: 0,
+                    of: 1,
+                });
+                return Ok(Outcome::Lost);
+            };
+            let blocker = self.role.blocker(&sorted, position);
+            let acquired = blocker.is_none();
             env.observe(LockEvent::Attempt {
                 acquired,
                 accepted: usize::from(acquired),
                 of: 1,
             });
-            let Some(position) = position else {
-                return Ok(Outcome::Lost);
-            };
-            if acquired {
+            let Some(blocker) = blocker else {
                 let guard = Guard {
                     token: node.clone(),
                     acquired_at: asked,
@@ -171,12 +228,12 @@ impl<S: ZkStore> ZkSequential<S> {
                     fence: u64::try_from(stat.czxid).ok(),
                 };
                 return Ok(Outcome::Held(node, guard));
-            }
+            };
             if env.mono_now() >= deadline {
                 self.delete_node(env, &node).await.ok();
                 return Ok(Outcome::GaveUp);
             }
-            let predecessor = format!("{}/{}", self.config.path, sorted[position - 1]);
+            let predecessor = format!("{}/{}", self.config.path, sorted[blocker]);
             match self.store.exists(&predecessor, true).await {
                 Ok(Ok(Some(_))) => {}
                 // Released between our listing and our watch: look again at once.
@@ -184,14 +241,14 @@ impl<S: ZkStore> ZkSequential<S> {
                 Ok(Err(ZkError::SessionExpired)) => return Ok(Outcome::Lost),
                 Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
                 Err(_) => {
-                    if !self.pause(env, deadline, failures).await {
+                    if !self.config.back_off(env, deadline, failures).await {
                         self.delete_node(env, &node).await.ok();
                         return Ok(Outcome::GaveUp);
                     }
                     continue;
                 }
             }
-            if !self.await_change(env, deadline, &predecessor).await {
+            if !await_change(&self.store, env, deadline, &predecessor).await {
                 self.delete_node(env, &node).await.ok();
                 return Ok(Outcome::GaveUp);
             }
@@ -207,7 +264,7 @@ impl<S: ZkStore> ZkSequential<S> {
         failures: &mut u32,
         guid: &str,
     ) -> Result<Option<(String, Stat)>, LockError> {
-        let prefix = format!("{}/_c_{guid}-{LOCK_NAME}", self.config.path);
+        let prefix = format!("{}/_c_{guid}-{}", self.config.path, self.role.lock_name());
         // Whether a create without a reply may have made a node we have not found yet.
         let mut unsure = false;
         let mut made_parents = false;
@@ -217,7 +274,7 @@ impl<S: ZkStore> ZkSequential<S> {
                     Ok(Some(found)) => return Ok(Some(found)),
                     Ok(None) => unsure = false,
                     Err(_) => {
-                        if !self.pause(env, deadline, failures).await {
+                        if !self.config.back_off(env, deadline, failures).await {
                             self.remove_own(env, guid).await;
                             return Ok(None);
                         }
@@ -247,7 +304,7 @@ impl<S: ZkStore> ZkSequential<S> {
                 },
                 Err(StoreError::Unreachable(_)) => {}
             }
-            if !self.pause(env, deadline, failures).await {
+            if !self.config.back_off(env, deadline, failures).await {
                 if unsure {
                     self.remove_own(env, guid).await;
                 }
@@ -285,12 +342,7 @@ impl<S: ZkStore> ZkSequential<S> {
     /// wins, and a failure shows in the create that follows.
     async fn create_parents(&self) {
         let path = &self.config.path;
-        for (i, _) in path.match_indices('/').skip(1) {
-            let _ = self
-                .store
-                .create(&path[..i], Vec::new(), CreateMode::Persistent)
-                .await;
-        }
+        create_ancestors(&self.store, path).await;
         let _ = self
             .store
             .create(path, Vec::new(), CreateMode::Persistent)
@@ -322,61 +374,18 @@ impl<S: ZkStore> ZkSequential<S> {
             }
         }
     }
-
-    /// Counts a failure and sleeps the retry delay; false (without sleeping) when the retries
-    /// are spent or the pause would pass `deadline`.
-    async fn pause<E: Env>(&self, env: &E, deadline: Duration, failures: &mut u32) -> bool {
-        *failures += 1;
-        if self.config.retry_count.is_some_and(|n| *failures > n) {
-            return false;
-        }
-        let delay = self.config.retry_delay;
-        let pause = env.random_between(delay / 2, delay);
-        if env.mono_now().saturating_add(pause) >= deadline {
-            return false;
-        }
-        env.sleep(pause).await;
-        true
-    }
-
-    /// Waits until something may have changed our place in line; false when `deadline` passed
-    /// first.
-    async fn await_change<E: Env>(&self, env: &E, deadline: Duration, predecessor: &str) -> bool {
-        loop {
-            let now = env.mono_now();
-            if now >= deadline {
-                return false;
-            }
-            let notice = pin!(self.store.next_event());
-            let timer = pin!(env.sleep(deadline - now));
-            match select(notice, timer).await {
-                Either::Left((ZkNotice::Watch(event), _)) if event.path == predecessor => {
-                    return true
-                }
-                // Watches of an earlier predecessor, which fire late or never.
-                Either::Left((ZkNotice::Watch(_), _)) => {}
-                // The session may survive a disconnection, and our node with it.
-                Either::Left((ZkNotice::State(SessionState::Disconnected), _)) => {}
-                // After an expiry our node is gone, and after a reconnection our watch may be:
-                // the listing tells. It also tells when the notice is stale, from a session
-                // before the one our node lives in.
-                Either::Left((ZkNotice::State(_), _)) => return true,
-                Either::Right(((), _)) => return false,
-            }
-        }
-    }
 }
 
-/// The lock nodes among `children`, by sequence number (what follows [`LOCK_NAME`], zero-padded
-/// by the server, so text order is number order).
-fn sorted_lock_nodes(children: Vec<String>) -> Vec<String> {
+/// The nodes of `role`'s queue among `children`, by sequence number (the last
+/// [`SEQUENCE_DIGITS`] characters, zero-padded by the server, so text order is number order).
+fn sorted_lock_nodes(children: Vec<String>, role: QueueRole) -> Vec<String> {
     let sequence = |child: &String| {
-        let at = child.rfind(LOCK_NAME).map_or(0, |i| i + LOCK_NAME.len());
-        child[at..].to_owned()
+        let at = child.len().saturating_sub(SEQUENCE_DIGITS);
+        child.get(at..).unwrap_or(child).to_owned()
     };
     let mut nodes: Vec<String> = children
         .into_iter()
-        .filter(|child| child.contains(LOCK_NAME))
+        .filter(|child| role.queues(child))
         .collect();
     nodes.sort_by_cached_key(sequence);
     nodes
@@ -422,20 +431,12 @@ impl<S: ZkStore> Lock for ZkSequential<S> {
         self.delete_node(env, &node).await
     }
 
-    /// The store's pings keep the session, and so the lock, alive; this only waits for the
-    /// session to expire, then ends the guard's validity.
+    /// The store's pings keep the session, and so the lock, alive; this follows the session as
+    /// Curator's `ConnectionStateListener` advice says: while disconnected the lock is SUSPENDED
+    /// (the guard's validity is ended until a reconnection finds our node still there), or lost
+    /// at once with `suspended_is_lost`; once the session expired it is LOST for good.
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
         let node = guard.borrow().token.clone();
-        loop {
-            if let ZkNotice::State(SessionState::Expired) = self.store.next_event().await {
-                // A notice may be stale (from a session before our node's): ask whether the
-                // node is still there. Without an answer, trust the notice.
-                if !matches!(self.store.exists(&node, false).await, Ok(Ok(Some(_)))) {
-                    break;
-                }
-            }
-        }
-        let mut guard = guard.borrow_mut();
-        guard.valid_until = guard.valid_until.min(env.mono_now());
+        session_watch(&self.store, &self.config, env, guard, &node).await
     }
 }

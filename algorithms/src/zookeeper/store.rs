@@ -200,4 +200,58 @@ pub trait ZkStore {
 
     /// The session's state as the client knows it now.
     fn state(&self) -> SessionState;
+
+    /// The session requests go out in now; `None` before the first one opened and after it
+    /// expired. A node whose `ephemeral_owner` is this id was made by this client in this
+    /// session: how a lock recognises its node after a create whose reply was lost.
+    fn session_id(&self) -> Option<SessionId>;
+}
+
+/// One session shared by several locks of a client (Curator's read and write locks share their
+/// client's session).
+impl<S: ZkStore> ZkStore for std::rc::Rc<S> {
+    fn create(
+        &self,
+        path: &str,
+        data: Vec<u8>,
+        mode: CreateMode,
+    ) -> impl Future<Output = Result<Result<(String, Stat), ZkError>, StoreError>> {
+        (**self).create(path, data, mode)
+    }
+
+    fn delete(
+        &self,
+        path: &str,
+        version: i32,
+    ) -> impl Future<Output = Result<Result<(), ZkError>, StoreError>> {
+        (**self).delete(path, version)
+    }
+
+    fn exists(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> impl Future<Output = Result<Result<Option<Stat>, ZkError>, StoreError>> {
+        (**self).exists(path, watch)
+    }
+
+    fn get_children(
+        &self,
+        path: &str,
+        watch: bool,
+    ) -> impl Future<Output = Result<Result<Vec<String>, ZkError>, StoreError>> {
+        (**self).get_children(path, watch)
+    }
+
+    fn next_event(&self) -> impl Future<Output = ZkNotice> {
+        (**self).next_event()
+    }
+
+    fn state(&self) -> SessionState {
+        (**self).state()
+    }
+
+    fn session_id(&self) -> Option<SessionId> {
+        (**self).session_id()
+    }
 }

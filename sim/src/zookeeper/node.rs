@@ -3,7 +3,7 @@
 //! client, and the tree and sessions on disk (ZooKeeper logs every transaction before it
 //! answers, so a restart keeps both).
 
-use super::model::{Op, OpResult, SessionId, Snapshot, WatchEvent, ZkError, ZkModel};
+use super::model::{EventType, Op, OpResult, SessionId, Snapshot, WatchEvent, ZkError, ZkModel};
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
@@ -101,6 +101,25 @@ impl Server {
         );
     }
 
+    /// Records the watches that fired, right after the change that fired them (so each
+    /// `node_deleted` is told apart from the next node at the same path).
+    fn note_watches(&self, events: &[WatchEvent]) {
+        for event in events {
+            let Some(&(client, _)) = self.clients.borrow().get(&event.session) else {
+                continue; // nobody to tell: not a wake-up
+            };
+            self.world.record(
+                self.me,
+                Kind::Observe,
+                HistoryOp::Watch {
+                    path: event.path.clone(),
+                    event: event_name(event.kind).to_string(),
+                    to: self.world.topology.name(client).to_string(),
+                },
+            );
+        }
+    }
+
     fn persist(&self) {
         self.disk.sync(self.model.borrow().snapshot());
     }
@@ -139,10 +158,10 @@ impl Server {
     ) -> (ZkResponse, Vec<WatchEvent>) {
         let (mono, wall) = self.now();
         let mut events = Vec::new();
-        let mut model = self.model.borrow_mut();
-        let expired = model.expire_due(mono, &mut events);
-        drop(model);
+        let expired = self.model.borrow_mut().expire_due(mono, &mut events);
         self.expire(&expired);
+        self.note_watches(&events);
+        let fired_by_expiry = events.len();
         let mut model = self.model.borrow_mut();
         let response = match request {
             ZkRequest::Open { timeout_ms } => {
@@ -186,8 +205,19 @@ impl Server {
             }
         };
         drop(model);
+        self.note_watches(&events[fired_by_expiry..]);
         self.persist();
         (response, events)
+    }
+}
+
+/// An event's name in the history.
+fn event_name(kind: EventType) -> &'static str {
+    match kind {
+        EventType::NodeCreated => "node_created",
+        EventType::NodeDeleted => "node_deleted",
+        EventType::NodeDataChanged => "node_data_changed",
+        EventType::NodeChildrenChanged => "node_children_changed",
     }
 }
 
@@ -222,6 +252,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
             let expired = expirer.model.borrow_mut().expire_due(mono, &mut events);
             if !expired.is_empty() {
                 expirer.expire(&expired);
+                expirer.note_watches(&events);
                 expirer.persist();
             }
             expirer.deliver(events).await;

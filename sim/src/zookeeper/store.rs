@@ -16,6 +16,10 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+/// How soon a disconnected client tries the server again: the Java client sleeps up to a second
+/// between connection attempts, and a reconnection in time revives the session.
+const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
+
 struct Session {
     id: Option<model::SessionId>,
     timeout: Duration,
@@ -113,8 +117,16 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         let request_timeout = self.request_timeout;
         madsim::task::spawn_local(async move {
             loop {
-                let timeout = session.borrow().timeout;
-                env.sleep(timeout / 3).await;
+                let (timeout, state) = {
+                    let s = session.borrow();
+                    (s.timeout, s.state)
+                };
+                let interval = if state == SessionState::Disconnected {
+                    RECONNECT_INTERVAL.min(timeout / 3)
+                } else {
+                    timeout / 3
+                };
+                env.sleep(interval).await;
                 let Some(id) = session.borrow().id else {
                     continue;
                 };
@@ -288,5 +300,9 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
 
     fn state(&self) -> SessionState {
         self.session.borrow().state
+    }
+
+    fn session_id(&self) -> Option<model::SessionId> {
+        self.session.borrow().id
     }
 }

@@ -5,8 +5,8 @@
 //! the way, as client libraries do, unless a test cut a client off).
 
 use lockcheck_algorithms::zookeeper::{
-    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkSequential,
-    ZkSequentialConfig, ZkStore,
+    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkLockConfig, ZkNotice, ZkSequential,
+    ZkStore,
 };
 use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
 use lockcheck_sim::zookeeper::model::{self, Op, OpResult, SessionId, ZkModel};
@@ -25,11 +25,12 @@ const PING_MS: u64 = SESSION_TIMEOUT_MS / 3;
 /// A run that is still going after this much simulated time is stuck.
 const GIVE_UP_MS: u64 = 10_000_000;
 
-fn config() -> ZkSequentialConfig {
-    ZkSequentialConfig {
+fn config() -> ZkLockConfig {
+    ZkLockConfig {
         path: "/lock".into(),
         retry_delay: Duration::from_millis(50),
         retry_count: None,
+        suspended_is_lost: false,
     }
 }
 
@@ -286,6 +287,10 @@ impl ZkStore for Store {
 
     fn state(&self) -> SessionState {
         self.conn.state.get().unwrap_or(SessionState::Connected)
+    }
+
+    fn session_id(&self) -> Option<SessionId> {
+        self.conn.session.get()
     }
 }
 
@@ -685,7 +690,7 @@ fn the_parents_are_created_on_demand() {
     let world = World::new();
     let deep = ZkSequential::new(
         Store::new(&world),
-        ZkSequentialConfig {
+        ZkLockConfig {
             path: "/locks/app/one".into(),
             ..config()
         },
