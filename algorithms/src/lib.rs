@@ -17,6 +17,7 @@ pub mod env;
 pub mod error;
 pub mod guard;
 pub mod lock;
+pub mod mysql;
 pub mod redis;
 pub mod retry;
 pub mod zookeeper;

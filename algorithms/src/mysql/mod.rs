@@ -1,0 +1,144 @@
+//! The MySQL family: the store trait (one connection, typed statements with bound parameters)
+//! and the locks built on the lock table.
+//!
+//! - [`row`] — `mysql-row` (seed 000): a reentrant lock row guarded by InnoDB row locks, taken in
+//!   short transactions; optionally a lease the database's clock expires.
+//! - [`unique`] — `mysql-unique` (seed 001): inserting the row is the lock, the unique key the
+//!   mutual exclusion; non-blocking.
+//! - [`held`] — `mysql-for-update-held`: the row lock of an open transaction is the lock; it
+//!   ends at commit or when the server ends the connection.
+//!
+//! Fencing tokens come from a sequence (see [`store::CREATE_FENCE_SEQUENCE`] for why a per-row
+//! counter is not enough), drawn while the lock is already held, so that they grow in the order
+//! the lock was granted; each grant also writes its token into the row's `version`.
+
+pub mod held;
+pub mod row;
+pub mod store;
+pub mod unique;
+
+pub use held::{MysqlHeld, MysqlHeldConfig};
+pub use row::{MysqlRow, MysqlRowConfig};
+pub use store::{Outcome, Param, Reply, Row, SqlError, SqlStore, Statement};
+pub use unique::{MysqlUnique, MysqlUniqueConfig};
+
+use crate::env::{Env, LockEvent};
+use crate::error::{LockError, StoreError};
+use crate::guard::Guard;
+use std::time::Duration;
+
+/// How long after acquiring a client believes it holds a lock that has no lease: a century.
+/// Such a lock (a row without a TTL, a transaction's row lock) ends only when someone removes
+/// it or the server ends the transaction, which the client cannot count down to. Added with
+/// saturation, so a monotonic clock near `Duration::MAX` cannot overflow.
+pub const UNBOUNDED_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// Attempts at a release (or other clean-up) that got no usable reply, when no retry count is
+/// configured: a client that must return cannot retry forever.
+const RELEASE_ATTEMPTS: u32 = 10;
+
+/// The result of one acquisition attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The lock is ours.
+    Acquired(Guard),
+    /// Someone else holds it (or held the row lock long enough for a lock wait to time out, or
+    /// the server broke a deadlock by rolling this attempt back).
+    Busy,
+    /// The connection went away mid-attempt (the server closed it, or a statement got no
+    /// reply before the one that grants): the server rolls the attempt back; nothing is held.
+    Interrupted,
+    /// The statement that grants (a `COMMIT`, or the unique lock's `INSERT`) got no reply: it
+    /// may have been applied. The client has tried to undo it and does not consider itself
+    /// the holder.
+    Unknown,
+    /// With a lease: the grant came too late to leave any validity; the client released it.
+    Expired,
+}
+
+impl Attempt {
+    /// Reports the attempt to the environment (one server asked; it accepted when the lock was
+    /// granted, even if the client then gave it back).
+    fn observe<E: Env>(attempt: &Result<Attempt, LockError>, env: &E) {
+        let acquired = matches!(attempt, Ok(Attempt::Acquired(_)));
+        env.observe(LockEvent::Attempt {
+            acquired,
+            accepted: usize::from(acquired || matches!(attempt, Ok(Attempt::Expired))),
+            of: 1,
+        });
+    }
+}
+
+/// Why a step of a transaction did not give the outcome the algorithm needs.
+#[derive(Debug)]
+enum Abort {
+    /// No reply (the store has abandoned the connection) or no connection.
+    Store(StoreError),
+    /// The server refused the statement.
+    Sql(SqlError),
+    /// The server answered with something the statement cannot return.
+    Unexpected(String),
+}
+
+impl Abort {
+    /// The attempt's outcome when it was abandoned for this reason (the caller has rolled back).
+    fn into_attempt(self) -> Result<Attempt, LockError> {
+        match self {
+            Abort::Store(StoreError::Timeout) => Ok(Attempt::Interrupted),
+            Abort::Store(e) => Err(e.into()),
+            Abort::Sql(e) if e.is_contention() || matches!(e, SqlError::DuplicateEntry { .. }) => {
+                Ok(Attempt::Busy)
+            }
+            Abort::Sql(e) if e.is_disconnect() => Ok(Attempt::Interrupted),
+            Abort::Sql(e) => Err(LockError::Server(e.to_string())),
+            Abort::Unexpected(what) => Err(LockError::UnexpectedReply(what)),
+        }
+    }
+}
+
+/// Runs one statement.
+async fn exec<S: SqlStore>(store: &S, statement: Statement) -> Result<Outcome, Abort> {
+    match store.execute(statement).await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(e)) => Err(Abort::Sql(e)),
+        Err(e) => Err(Abort::Store(e)),
+    }
+}
+
+/// Runs a `SELECT … FOR UPDATE`.
+async fn select_for_update<S: SqlStore>(store: &S, resource: &str) -> Result<Option<Row>, Abort> {
+    let statement = Statement::SelectForUpdate {
+        resource: resource.to_owned(),
+    };
+    match exec(store, statement).await? {
+        Outcome::Row(row) => Ok(row),
+        other => Err(Abort::Unexpected(format!("{other:?}"))),
+    }
+}
+
+/// Draws a fencing token.
+async fn next_fence<S: SqlStore>(store: &S) -> Result<u64, Abort> {
+    match exec(store, Statement::NextFence).await? {
+        Outcome::Value(value) => Ok(value),
+        other => Err(Abort::Unexpected(format!("{other:?}"))),
+    }
+}
+
+/// Runs a statement without a result set; the rows it changed.
+async fn affected<S: SqlStore>(store: &S, statement: Statement) -> Result<u64, Abort> {
+    match exec(store, statement).await? {
+        Outcome::Done { affected } => Ok(affected),
+        other => Err(Abort::Unexpected(format!("{other:?}"))),
+    }
+}
+
+/// Rolls back, ignoring the outcome: the attempt is being abandoned, and a connection that is
+/// gone has been rolled back by the server anyway.
+async fn rollback<S: SqlStore>(store: &S) {
+    let _ = store.execute(Statement::Rollback).await;
+}
+
+/// Sleeps the jittered retry delay before trying a clean-up step again.
+async fn pause<E: Env>(env: &E, delay: Duration) {
+    env.sleep(env.random_between(delay / 2, delay)).await;
+}
