@@ -27,6 +27,7 @@ pub mod disk;
 pub mod env;
 pub mod explore;
 pub mod history;
+pub mod mysql;
 pub mod nemesis;
 pub mod net;
 pub mod redis;
