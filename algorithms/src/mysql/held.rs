@@ -178,7 +178,7 @@ impl<S: SqlStore> MysqlHeld<S> {
     /// row meanwhile), or `guard` is not the current acquisition. A commit without a reply is
     /// an error: the transaction is over either way, but whether it ended by the commit or by
     /// the server is unknown.
-    pub async fn release(&self, guard: &Guard) -> Result<bool, LockError> {
+    pub async fn release<E: Env>(&self, _env: &E, guard: &Guard) -> Result<bool, LockError> {
         if self.held.borrow().as_deref() != Some(guard.token.as_str()) {
             return Ok(false);
         }
@@ -199,8 +199,8 @@ impl<S: SqlStore> Lock for MysqlHeld<S> {
         MysqlHeld::acquire(self, env, wait).await
     }
 
-    async fn release<E: Env>(&self, _env: &E, guard: &Guard) -> Result<bool, LockError> {
-        MysqlHeld::release(self, guard).await
+    async fn release<E: Env>(&self, env: &E, guard: &Guard) -> Result<bool, LockError> {
+        MysqlHeld::release(self, env, guard).await
     }
 
     /// Sends nothing: a holder working outside the database sends nothing either, and that

@@ -672,11 +672,11 @@ impl MysqlModel {
         }
         // Fairness: a record lock request queues behind earlier conflicting requests.
         for w in &self.waiters[..ahead.min(self.waiters.len())] {
-            let conflicts = match (kind, w.kind) {
-                (LockKind::RecordX, LockKind::RecordX | LockKind::RecordS) => true,
-                (LockKind::RecordS, LockKind::RecordX) => true,
-                _ => false,
-            };
+            let conflicts = matches!(
+                (kind, w.kind),
+                (LockKind::RecordX, LockKind::RecordX | LockKind::RecordS)
+                    | (LockKind::RecordS, LockKind::RecordX)
+            );
             if conflicts && w.conn != conn && w.name == name {
                 blockers.insert(w.conn);
             }
