@@ -56,7 +56,8 @@ enum Command {
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore {
-        /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential.
+        /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
+        /// zk-herd, zk-rwlock.
         #[arg(long, value_name = "NAME")]
         algorithm: String,
         /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
@@ -97,6 +98,16 @@ enum Command {
         /// half of Redlock's default drift factor.
         #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_sim::explore::DEFAULT_MAX_DRIFT)]
         max_drift: f64,
+        /// Longest partition the partition profile draws, in ms (default: twice the lease or
+        /// session timeout). A ZooKeeper session outlives only partitions well inside its timeout.
+        #[arg(long, value_name = "MS")]
+        max_partition_ms: Option<u64>,
+        /// ZooKeeper session timeout in ms (4000 to 40000).
+        #[arg(long, value_name = "MS", default_value_t = 10_000)]
+        session_timeout_ms: u64,
+        /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
+        #[arg(long)]
+        suspended_is_lost: bool,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -149,6 +160,9 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             max_drift,
             replicas,
             wait_replicas,
+            max_partition_ms,
+            session_timeout_ms,
+            suspended_is_lost,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -168,6 +182,9 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                     )))
                 }
             };
+            if max_partition_ms == Some(0) {
+                return Err(usage("--max-partition-ms must be at least 1"));
+            }
             if cases == 0 {
                 return Err(usage("--cases must be at least 1"));
             }
@@ -184,6 +201,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 restart_delay_ms,
                 replicas,
                 wait_replicas,
+                session_timeout_ms,
+                suspended_is_lost,
                 ..Params::default()
             };
             let mut check = Scenario::new(algorithm);
@@ -192,6 +211,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             let options = ExploreOptions {
                 params,
                 max_drift,
+                max_partition_ms,
                 ..ExploreOptions::new(algorithm, profiles, cases, seed)
             };
             explore_cmd(&options, &faults, &out)
@@ -231,6 +251,16 @@ fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
                 rate.acquired, rate.attempts
             );
         }
+    }
+    let w = &outcome.wakeups;
+    if !w.is_empty() {
+        println!(
+            "  wake-ups: {} release(s) woke {} waiter(s), {:.2} per release, at most {}",
+            w.releases,
+            w.wakeups,
+            w.mean(),
+            w.max_per_release
+        );
     }
     println!("history hash {}", outcome.digest);
     if let Some(dir) = report_dir {

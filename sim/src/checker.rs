@@ -366,12 +366,10 @@ pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
             ) => {
                 waiting.remove(key.as_str());
             }
-            // A reader may pass an older reader that has not looked yet; only exclusive grants
-            // must come in creation order.
             (
                 Op::Acquire {
                     token: Some(token),
-                    shared: false,
+                    shared,
                     ..
                 },
                 Kind::Ok,
@@ -379,6 +377,11 @@ pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
                 let Some(created) = waiting.remove(token.as_str()) else {
                     continue; // not a node path, or a re-entry
                 };
+                // A reader may pass an older reader that has not looked yet; only exclusive
+                // grants must come in creation order.
+                if *shared {
+                    continue;
+                }
                 let older: Vec<&str> = waiting
                     .iter()
                     .filter(|(path, at)| **at < created && parent(path) == parent(token))

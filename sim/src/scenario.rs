@@ -747,6 +747,13 @@ impl Scenario {
                 self.algorithm.name()
             ));
         }
+        if self.workload.hold_until_validity && self.algorithm.is_zookeeper() {
+            return bad(format!(
+                "workload.hold_until_validity: {} has no lease; its lock is valid for as long as \
+                 the session lives, so a client holding until its validity ends would never stop",
+                self.algorithm.name()
+            ));
+        }
         if self.workload.hold_until_validity && p.watchdog {
             return bad(
                 "workload.hold_until_validity with params.watchdog: the watchdog keeps renewing, \

@@ -1,12 +1,13 @@
-//! `zk-sequential` against the simulated ZooKeeper server, through the `Lock` trait, on a tiny
+//! The ZooKeeper locks (`zk-sequential`, `zk-rwlock`, `zk-herd`) against the simulated ZooKeeper
+//! server, through the `Lock` trait, on a tiny
 //! single-threaded executor. One world clock (ms) drives the server and every client; the only
 //! things that wait are `Env::sleep` and `ZkStore::next_event`, so a run is a plain loop: poll
 //! every task until none makes progress, then move the clock on (pinging every live session on
 //! the way, as client libraries do, unless a test cut a client off).
 
 use lockcheck_algorithms::zookeeper::{
-    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkLockConfig, ZkNotice, ZkSequential,
-    ZkStore,
+    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkHerd, ZkLockConfig, ZkNotice,
+    ZkReadWriteLock, ZkSequential, ZkStore,
 };
 use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
 use lockcheck_sim::zookeeper::model::{self, Op, OpResult, SessionId, ZkModel};
@@ -42,7 +43,7 @@ struct Conn {
     notices: RefCell<VecDeque<ZkNotice>>,
     /// Cut off from the server: no pings (a partition or a paused client library).
     cut: Cell<bool>,
-    /// Sequential creates still to be applied and then answered with a timeout.
+    /// Ephemeral creates still to be applied and then answered with a timeout.
     lose_creates: Cell<u32>,
     /// Watch events delivered to this client.
     watches: Cell<u32>,
@@ -213,14 +214,14 @@ impl ZkStore for Store {
         data: Vec<u8>,
         mode: CreateMode,
     ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
-        let sequential = mode == CreateMode::EphemeralSequential;
+        let ephemeral = mode.is_ephemeral();
         let reply = self.run(Op::Create {
             path: path.into(),
             data,
             mode,
         });
         let lost = self.conn.lose_creates.get();
-        if sequential && lost > 0 {
+        if ephemeral && lost > 0 {
             self.conn.lose_creates.set(lost - 1);
             return Err(StoreError::Timeout);
         }
@@ -411,7 +412,7 @@ fn ms(n: u64) -> Duration {
 
 /// Acquires with `wait`, holds for `hold` ms, releases; records `(name, fence, from, to)`.
 async fn hold_once(
-    lock: &ZkSequential<Store>,
+    lock: &impl Lock,
     env: &Client,
     name: &'static str,
     wait: u64,
@@ -701,4 +702,137 @@ fn the_parents_are_created_on_demand() {
         .unwrap();
     assert!(guard.token.starts_with("/locks/app/one/_c_"));
     assert_eq!(world.children("/locks/app/one").len(), 1);
+}
+
+fn herd(world: &Rc<World>) -> ZkHerd<Store> {
+    ZkHerd::new(Store::new(world), config())
+}
+
+fn rwlock(world: &Rc<World>) -> ZkReadWriteLock<Rc<Store>> {
+    ZkReadWriteLock::new(Rc::new(Store::new(world)), config())
+}
+
+#[test]
+fn a_herd_release_wakes_every_waiter() {
+    let world = World::new();
+    let locks: Vec<_> = (0..4).map(|_| herd(&world)).collect();
+    let envs: Vec<_> = (0..4).map(|i| Client::new(&world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = (0..4)
+        .map(|i| {
+            let (lock, env, log) = (&locks[i], &envs[i], &log);
+            Box::pin(async move {
+                env.sleep(ms(i as u64)).await;
+                assert!(hold_once(lock, env, "x", 60_000, 100, log).await);
+            }) as Task<'_>
+        })
+        .collect();
+    run_all(&world, tasks);
+    // Each release wakes everyone still waiting: 3, then 2, then 1.
+    let watches: u32 = locks.iter().map(|l| l.store().conn.watches.get()).sum();
+    assert_eq!(watches, 3 + 2 + 1);
+    assert_exclusive(&log.into_inner());
+    assert!(world.model.borrow().stat("/lock").is_none(), "released");
+}
+
+#[test]
+fn a_herd_lock_recognises_its_node_after_a_lost_create_reply() {
+    let world = World::new();
+    let lock = herd(&world);
+    let env = Client::new(&world, 1);
+    lock.store().conn.lose_creates.set(1);
+    let guard = block_on(&world, lock.acquire(&env, ms(1_000)))
+        .unwrap()
+        .expect("the node our lost create made is ours");
+    assert!(guard.token.starts_with("/lock@"));
+    assert!(block_on(&world, lock.release(&env, &guard)).unwrap());
+    // The node is gone and a second client takes the lock at once.
+    let other = herd(&world);
+    let env2 = Client::new(&world, 2);
+    assert!(block_on(&world, other.acquire(&env2, ms(0)))
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+fn a_herd_holder_whose_session_expired_does_not_delete_the_next_holders_node() {
+    let world = World::new();
+    let (a, b) = (herd(&world), herd(&world));
+    let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
+    let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
+    // a is cut off; its session expires; b takes the lock.
+    a.store().conn.cut.set(true);
+    let guard_b = block_on(&world, b.acquire(&env_b, ms(60_000)))
+        .unwrap()
+        .unwrap();
+    assert!(guard_b.fence > guard_a.fence, "czxid fences grow");
+    a.store().conn.cut.set(false);
+    assert!(!block_on(&world, a.release(&env_a, &guard_a)).unwrap());
+    assert!(
+        world.model.borrow().stat("/lock").is_some(),
+        "b's node survives a's late release"
+    );
+}
+
+#[test]
+fn readers_share_the_lock_and_a_writer_waits_for_them() {
+    let world = World::new();
+    let locks: Vec<_> = (0..3).map(|_| rwlock(&world)).collect();
+    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
+    let reads = RefCell::new(Vec::new());
+    let writes = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = vec![
+        Box::pin(async {
+            assert!(hold_once(&locks[0].read, &envs[0], "r0", 0, 1_000, &reads).await);
+        }),
+        Box::pin(async {
+            envs[1].sleep(ms(10)).await;
+            assert!(hold_once(&locks[1].read, &envs[1], "r1", 0, 1_000, &reads).await);
+        }),
+        Box::pin(async {
+            envs[2].sleep(ms(20)).await;
+            assert!(hold_once(&locks[2].write, &envs[2], "w", 60_000, 100, &writes).await);
+        }),
+    ];
+    run_all(&world, tasks);
+    let (reads, writes) = (reads.into_inner(), writes.into_inner());
+    // Both readers held at once, with zero wait; the writer came in after both had left.
+    assert_eq!(reads.len(), 2);
+    assert!(
+        reads[0].2 < reads[1].3 && reads[1].2 < reads[0].3,
+        "{reads:?}"
+    );
+    let readers_done = reads.iter().map(|r| r.3).max().unwrap();
+    assert!(writes[0].2 >= readers_done, "{writes:?} after {reads:?}");
+    assert!(writes[0].1 > reads.iter().map(|r| r.1).max().unwrap());
+}
+
+#[test]
+fn a_reader_queued_behind_a_writer_waits_for_it() {
+    let world = World::new();
+    let locks: Vec<_> = (0..3).map(|_| rwlock(&world)).collect();
+    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = vec![
+        Box::pin(async {
+            assert!(hold_once(&locks[0].read, &envs[0], "r0", 0, 1_000, &log).await);
+        }),
+        Box::pin(async {
+            envs[1].sleep(ms(10)).await;
+            assert!(hold_once(&locks[1].write, &envs[1], "w", 60_000, 500, &log).await);
+        }),
+        // A reader arriving while the writer waits does not jump ahead of it (no writer
+        // starvation): it holds only after the writer.
+        Box::pin(async {
+            envs[2].sleep(ms(20)).await;
+            assert!(hold_once(&locks[2].read, &envs[2], "r2", 60_000, 100, &log).await);
+        }),
+    ];
+    run_all(&world, tasks);
+    let log = log.into_inner();
+    let order: Vec<_> = log.iter().map(|e| e.0).collect();
+    assert_eq!(order, ["r0", "w", "r2"]);
+    assert_exclusive(&log);
+    // The later reader watched the writer's node, not its immediate predecessor's.
+    assert_eq!(locks[2].read.store().conn.watches.get(), 1);
 }

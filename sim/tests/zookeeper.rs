@@ -1,0 +1,412 @@
+//! The ZooKeeper locks in simulation (`zk-sequential`, `zk-rwlock`, `zk-herd`): what ZooKeeper
+//! buys (no lease to misjudge, sessions judged on the server's monotonic clock, a monotonic
+//! fencing token for free) and what it does not (a holder that goes silent for its session
+//! timeout, paused or cut off, still outlives its lock).
+
+use lockcheck_sim::checker::{self, ViolationKind};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
+use lockcheck_sim::history::{Entry, KeyChange, Kind, Op, Phase};
+use lockcheck_sim::scenario::{Fault, Params};
+use lockcheck_sim::{run, Algorithm, Scenario};
+
+const ZOOKEEPER: [Algorithm; 3] = [
+    Algorithm::ZkSequential,
+    Algorithm::ZkRwLock,
+    Algorithm::ZkHerd,
+];
+
+fn options(
+    algorithm: Algorithm,
+    profiles: &[FaultProfile],
+    params: Params,
+    cases: u32,
+) -> ExploreOptions {
+    ExploreOptions {
+        params,
+        ..ExploreOptions::new(algorithm, profiles.to_vec(), cases, 1)
+    }
+}
+
+fn nothing_found(options: &ExploreOptions) {
+    match explore(options, &|_| {}).unwrap() {
+        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
+        Exploration::Found(f) => panic!(
+            "{}: {:?}\n{}",
+            options.algorithm.name(),
+            f.outcome.violations,
+            f.scenario.to_json()
+        ),
+    }
+}
+
+/// True times (ms) at which the server expired a session's lock node.
+fn expiries(history: &[Entry]) -> Vec<f64> {
+    history
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.op,
+                Op::Key {
+                    change: KeyChange::Expired,
+                    ..
+                }
+            )
+        })
+        .map(|e| e.true_ns as f64 / 1e6)
+        .collect()
+}
+
+/// Accepted accesses of `client` in `phase`.
+fn accepted(history: &[Entry], client: &str, phase: Phase) -> usize {
+    history
+        .iter()
+        .filter(|e| {
+            matches!(&e.op, Op::Resource { client: c, phase: p, accepted: true, .. }
+                if c == client && *p == phase)
+        })
+        .count()
+}
+
+#[test]
+fn a_holder_paused_past_its_session_breaks_every_zookeeper_lock() {
+    let params = Params::default();
+    let timeout = params.session_timeout_ms;
+    for algorithm in ZOOKEEPER {
+        let Exploration::Found(f) = explore(
+            &options(algorithm, &[FaultProfile::Pause], params.clone(), 500),
+            &|_| {},
+        )
+        .unwrap() else {
+            panic!("{}: the pause violation was not found", algorithm.name());
+        };
+        let violation = &f.outcome.violations[0];
+        assert_eq!(violation.kind, ViolationKind::MutualExclusion);
+        let [Fault::Pause {
+            at_ms,
+            node,
+            for_ms,
+        }] = f.scenario.faults.as_slice()
+        else {
+            panic!("not a single pause: {:?}", f.scenario.faults);
+        };
+        assert_eq!(node, &violation.clients[0], "the paused client held it");
+        // The session timeout counts from the client's last ping, up to a third of the timeout
+        // before the pause: the shrunk pause is at least the other two thirds.
+        assert!(*for_ms >= timeout * 2 / 3, "{for_ms} ms");
+        // The server expired the paused holder's session while it slept: that is how the lock
+        // passed.
+        let (from, to) = (*at_ms as f64, (at_ms + for_ms) as f64 + 50.0);
+        assert!(
+            expiries(&f.outcome.history.entries)
+                .iter()
+                .any(|&t| from <= t && t <= to),
+            "{}: no expiry within the pause",
+            algorithm.name()
+        );
+    }
+}
+
+#[test]
+fn fencing_with_the_czxid_makes_pauses_safe() {
+    let params = Params {
+        fencing: true,
+        ..Params::default()
+    };
+    for algorithm in ZOOKEEPER {
+        nothing_found(&options(
+            algorithm,
+            &[FaultProfile::Pause],
+            params.clone(),
+            300,
+        ));
+    }
+}
+
+/// Server crashes with immediate or delayed restarts, drift, and partitions of at most half the
+/// session timeout: the faults a ZooKeeper session rides out.
+fn survivable(algorithm: Algorithm, cases: u32) -> ExploreOptions {
+    let params = Params::default();
+    ExploreOptions {
+        max_partition_ms: Some(params.session_timeout_ms / 2),
+        ..options(
+            algorithm,
+            &[
+                FaultProfile::CrashRestart,
+                FaultProfile::CrashDelayedRestart,
+                FaultProfile::Partition,
+                FaultProfile::ClockDrift,
+            ],
+            params,
+            cases,
+        )
+    }
+}
+
+#[test]
+fn without_pauses_zk_sequential_is_never_found_unsafe_in_two_thousand_cases() {
+    nothing_found(&survivable(Algorithm::ZkSequential, 2_000));
+}
+
+#[test]
+fn without_pauses_the_herd_and_the_read_write_lock_hold_too() {
+    nothing_found(&survivable(Algorithm::ZkRwLock, 500));
+    nothing_found(&survivable(Algorithm::ZkHerd, 500));
+    for algorithm in ZOOKEEPER {
+        nothing_found(&options(
+            algorithm,
+            &[FaultProfile::ClockJump],
+            Params::default(),
+            200,
+        ));
+        nothing_found(&options(
+            algorithm,
+            &[FaultProfile::None],
+            Params::default(),
+            200,
+        ));
+    }
+}
+
+/// Two clients; client-0 takes the lock first and works for `hold_ms`; the server is cut off
+/// from everyone from 1.4 s for `for_ms`.
+fn server_cut_off(for_ms: u64, hold_ms: u64) -> Scenario {
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = hold_ms;
+    s.duration_ms = 40_000;
+    s.faults = vec![Fault::Partition {
+        at_ms: 1_400,
+        isolate: vec!["zk-0".into()],
+        for_ms,
+    }];
+    s
+}
+
+#[test]
+fn a_partition_shorter_than_the_session_timeout_can_still_expire_it() {
+    // The timeout runs from the holder's last ping (about 1 s in), not from the cut: 9.7 s of
+    // partition, the 0.4 s before it and the wait for the next reconnection attempt after it
+    // (one a second) add up to more than the 10 s timeout and the server's tick of slack.
+    let outcome = run(&server_cut_off(9_700, 20_000));
+    assert!(outcome.violated(), "the session should have expired");
+    assert_eq!(outcome.violations[0].kind, ViolationKind::MutualExclusion);
+    assert!(!expiries(&outcome.history.entries).is_empty());
+    // Half the timeout is ridden out: the client's pings go through again in time.
+    let outcome = run(&server_cut_off(5_000, 20_000));
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    assert!(expiries(&outcome.history.entries).is_empty());
+}
+
+#[test]
+fn a_careful_client_stops_using_a_suspended_lock_and_resumes_when_the_session_survives() {
+    // client-0 holds for 14 s and checks its lock before each access; the server is cut off for
+    // 7 s: long enough for the client to call its session disconnected, short enough for the
+    // session to survive.
+    let mut s = server_cut_off(7_000, 14_000);
+    s.faults = vec![Fault::Partition {
+        at_ms: 4_400,
+        isolate: vec!["zk-0".into()],
+        for_ms: 7_000,
+    }];
+    s.workload.check_before_access = true;
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    assert!(expiries(&outcome.history.entries).is_empty());
+    let h = &outcome.history.entries;
+    assert_eq!(accepted(h, "client-0", Phase::Exit), 1, "resumed");
+
+    // With suspended_is_lost, the disconnection alone makes it give the lock up unused.
+    s.params.suspended_is_lost = true;
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let h = &outcome.history.entries;
+    assert_eq!(accepted(h, "client-0", Phase::Enter), 1);
+    assert_eq!(accepted(h, "client-0", Phase::Exit), 0, "gave up");
+}
+
+#[test]
+fn a_careful_client_survives_a_partition_that_expires_its_session_a_classic_one_does_not() {
+    let classic = server_cut_off(12_000, 20_000);
+    let outcome = run(&classic);
+    assert!(
+        outcome.violated(),
+        "the classic client works on past its session"
+    );
+
+    let mut careful = classic.clone();
+    careful.workload.check_before_access = true;
+    let outcome = run(&careful);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    assert!(!expiries(&outcome.history.entries).is_empty());
+    assert_eq!(
+        accepted(&outcome.history.entries, "client-0", Phase::Exit),
+        0
+    );
+}
+
+#[test]
+fn a_wall_clock_jump_on_the_server_alone_never_expires_a_session() {
+    // client-0 holds the lock for 25 s; the server's wall clock leaps a minute ahead, then back.
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = 25_000;
+    s.faults = vec![
+        Fault::ClockJump {
+            at_ms: 1_000,
+            node: "zk-0".into(),
+            by_ms: 60_000,
+        },
+        Fault::ClockJump {
+            at_ms: 5_000,
+            node: "zk-0".into(),
+            by_ms: -120_000,
+        },
+    ];
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    assert!(
+        expiries(&outcome.history.entries).is_empty(),
+        "no session expired"
+    );
+}
+
+#[test]
+fn zookeeper_locks_reject_settings_they_cannot_honour() {
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.params.session_timeout_ms = 1_000;
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("session_timeout_ms"), "{e}");
+    s.params.session_timeout_ms = 10_000;
+    s.params.nodes = Some(3);
+    assert!(s.validate().unwrap_err().to_string().contains("ensembles"));
+    s.params.nodes = None;
+    s.workload.hold_until_validity = true;
+    let e = s.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("hold_until_validity") && e.contains("no lease"),
+        "{e}"
+    );
+    s.workload.hold_until_validity = false;
+    s.workload.read_fraction = Some(0.5);
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("read_fraction"), "{e}");
+    let mut rw = Scenario::new(Algorithm::ZkRwLock);
+    rw.workload.read_fraction = Some(1.5);
+    let e = rw.validate().unwrap_err().to_string();
+    assert!(e.contains("read_fraction") && e.contains("1.5"), "{e}");
+    let mut redis = Scenario::new(Algorithm::SingleRedis);
+    redis.params.suspended_is_lost = true;
+    let e = redis.validate().unwrap_err().to_string();
+    assert!(e.contains("suspended_is_lost"), "{e}");
+}
+
+#[test]
+fn the_lock_passes_in_the_order_the_server_created_the_nodes() {
+    let path = format!(
+        "{}/tests/scenarios/zk-sequential-contention.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let s = Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let grants = outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            e.kind == Kind::Ok
+                && e.node != "probe"
+                && matches!(&e.op, Op::Acquire { token: Some(t), .. } if t.starts_with("/lock/"))
+        })
+        .count();
+    assert_eq!(
+        grants, 6,
+        "three clients, two sections each, all judged by sequence_order"
+    );
+    assert!(checker::sequence_order(&outcome.history.entries).is_empty());
+}
+
+/// Pairs of accepted reader sections of different clients that overlapped in true time.
+fn overlapping_readers(history: &[Entry]) -> usize {
+    let mut open: Vec<&str> = Vec::new();
+    let mut overlaps = 0;
+    for e in history {
+        if let Op::Resource {
+            client,
+            phase,
+            accepted: true,
+            shared: true,
+            ..
+        } = &e.op
+        {
+            match phase {
+                Phase::Enter => {
+                    overlaps += open.iter().filter(|c| **c != client).count();
+                    open.push(client);
+                }
+                Phase::Exit => open.retain(|c| *c != client),
+            }
+        }
+    }
+    overlaps
+}
+
+#[test]
+fn readers_share_the_rwlock_and_writers_keep_it_to_themselves() {
+    let mut readers = Scenario::new(Algorithm::ZkRwLock);
+    readers.clients = 3;
+    readers.workload.read_fraction = Some(1.0);
+    readers.workload.hold_ms = 2_000;
+    readers.duration_ms = 30_000;
+    let outcome = run(&readers);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    assert!(
+        overlapping_readers(&outcome.history.entries) >= 3,
+        "readers held together"
+    );
+
+    let mut writers = readers.clone();
+    writers.workload.read_fraction = Some(0.0);
+    let outcome = run(&writers);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let h = &outcome.history.entries;
+    assert_eq!(overlapping_readers(h), 0);
+    assert_eq!(
+        (0..3)
+            .map(|c| accepted(h, &format!("client-{c}"), Phase::Exit))
+            .sum::<usize>(),
+        9,
+        "every section ran, one at a time"
+    );
+}
+
+/// The wake-ups per release of `algorithm` with `clients` contending for 2 sections each.
+fn wakeups(algorithm: Algorithm, clients: u32) -> checker::Wakeups {
+    let mut s = Scenario::new(algorithm);
+    s.clients = clients;
+    s.workload.acquisitions_per_client = 2;
+    s.workload.hold_ms = 300;
+    s.workload.think_ms = 0;
+    s.duration_ms = 30_000;
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    outcome.wakeups
+}
+
+#[test]
+fn herd_wakeups_grow_with_the_waiters_sequential_ones_stay_at_one() {
+    let herd: Vec<_> = [2, 4, 8]
+        .iter()
+        .map(|&n| wakeups(Algorithm::ZkHerd, n))
+        .collect();
+    assert!(
+        herd[0].mean() < herd[1].mean() && herd[1].mean() < herd[2].mean(),
+        "{herd:?}"
+    );
+    assert!(herd[2].max_per_release >= 6, "{herd:?}");
+    for n in [2, 4, 8] {
+        let sequential = wakeups(Algorithm::ZkSequential, n);
+        assert_eq!(sequential.max_per_release, 1, "{n} clients: {sequential:?}");
+        assert!(sequential.wakeups > 0);
+    }
+}
