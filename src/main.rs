@@ -57,7 +57,7 @@ enum Command {
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore {
         /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
-        /// zk-herd, zk-rwlock.
+        /// zk-herd, zk-rwlock, mysql-row, mysql-unique, mysql-for-update-held.
         #[arg(long, value_name = "NAME")]
         algorithm: String,
         /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
@@ -73,15 +73,16 @@ enum Command {
         /// Where to write the report.
         #[arg(long, value_name = "DIR", default_value = "reports")]
         out: PathBuf,
-        /// Lease length in ms.
-        #[arg(long, value_name = "MS", default_value_t = 10_000)]
-        ttl_ms: u64,
+        /// Lease length in ms (Redis locks: default 10000; mysql-row: no lease unless given).
+        #[arg(long, value_name = "MS")]
+        ttl_ms: Option<u64>,
         /// Use fencing tokens, checked by the resource.
         #[arg(long)]
         fencing: bool,
-        /// Server persistence: none, everysec, always.
-        #[arg(long, value_name = "P", default_value = "none")]
-        persistence: String,
+        /// Server persistence: none, everysec, always (Redis default none; MySQL default always,
+        /// i.e. innodb_flush_log_at_trx_commit=1, everysec for =2).
+        #[arg(long, value_name = "P")]
+        persistence: Option<String>,
         /// Asynchronous replicas of a single-server lock (the failover profile needs one).
         #[arg(long, value_name = "N", default_value_t = 0)]
         replicas: u32,
@@ -108,6 +109,13 @@ enum Command {
         /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
         #[arg(long)]
         suspended_is_lost: bool,
+        /// MySQL: the server's wait_timeout in ms (idle connections are closed and their
+        /// transactions rolled back; default 8 hours). Redis: WAIT's timeout (default 50).
+        #[arg(long, value_name = "MS")]
+        wait_timeout_ms: Option<u64>,
+        /// MySQL: innodb_lock_wait_timeout in ms (default 50000).
+        #[arg(long, value_name = "MS")]
+        lock_wait_timeout_ms: Option<u64>,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -163,6 +171,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             max_partition_ms,
             session_timeout_ms,
             suspended_is_lost,
+            wait_timeout_ms,
+            lock_wait_timeout_ms,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -172,11 +182,12 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 ))
             })?;
             let profiles = FaultProfile::parse_list(&faults).map_err(usage)?;
-            let persistence = match persistence.as_str() {
-                "none" => Persistence::None,
-                "everysec" => Persistence::Everysec,
-                "always" => Persistence::Always,
-                other => {
+            let persistence = match persistence.as_deref() {
+                None => None,
+                Some("none") => Some(Persistence::None),
+                Some("everysec") => Some(Persistence::Everysec),
+                Some("always") => Some(Persistence::Always),
+                Some(other) => {
                     return Err(usage(format!(
                         "unknown persistence '{other}' (known: none, everysec, always)"
                     )))
@@ -203,6 +214,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 wait_replicas,
                 session_timeout_ms,
                 suspended_is_lost,
+                wait_timeout_ms,
+                lock_wait_timeout_ms,
                 ..Params::default()
             };
             let mut check = Scenario::new(algorithm);

@@ -322,12 +322,18 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     } else {
         prop::collection::vec(prop::strategy::Union::new(units), 1..=3).boxed()
     };
-    // A lease lock's holder works within its lease; a ZooKeeper lock has no lease, so its holders
-    // may rightly work for longer than the session timeout, and never "until the validity".
-    let (longest_hold, until_validity) = if algorithm.is_zookeeper() {
-        (2 * ttl, 0.0)
+    // A holder of a lock that expires works within its lease (or its server's idle timeout); a
+    // lock that does not expire (a ZooKeeper session, a MySQL row without a TTL) may rightly be
+    // held for longer. Only a lock that reports a validity can be held "until the validity".
+    let longest_hold = if algorithm.expires(&params) {
+        ttl * 8 / 10
     } else {
-        (ttl * 8 / 10, 0.3)
+        2 * ttl
+    };
+    let until_validity = if algorithm.reports_validity(&params) {
+        0.3
+    } else {
+        0.0
     };
     let workload = (
         1u32..=3,

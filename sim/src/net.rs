@@ -37,6 +37,8 @@ pub enum Request {
     Sync,
     /// A ZooKeeper request, with the address the client receives pushed events on.
     Zk(crate::zookeeper::node::ZkRequest, SocketAddr),
+    /// A MySQL client's request.
+    Mysql(crate::mysql::node::MysqlRequest),
     /// A replica tells its primary it has applied everything up to `offset`.
     Ack {
         /// The primary's write offset the replica's data set reflects.
@@ -75,6 +77,8 @@ pub enum Response {
     Ack,
     /// A ZooKeeper answer.
     Zk(crate::zookeeper::node::ZkResponse),
+    /// A MySQL server's answer.
+    Mysql(crate::mysql::node::MysqlResponse),
 }
 
 /// How a server answers a request: at once, or later (a blocking command such as `WAIT`)

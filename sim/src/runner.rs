@@ -88,14 +88,35 @@ async fn simulate(scenario: Scenario) -> History {
 
     let zookeeper = world.scenario.algorithm.is_zookeeper();
     for server in topology.with_role(Role::Server) {
-        if zookeeper {
+        if world.scenario.algorithm.is_mysql() {
+            // The model decides what a crash keeps (its flush policy); the disk keeps that.
+            let flush = match params.persistence_of(world.scenario.algorithm, topology.name(server))
+            {
+                crate::scenario::Persistence::Everysec => crate::mysql::FlushPolicy::EverySecond,
+                _ => crate::mysql::FlushPolicy::AtCommit,
+            };
+            let config = crate::mysql::node::config_of(&world, flush);
+            let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+            let witness = Arc::new(crate::mysql::node::Witness::default());
+            start_node(&handle, &world, server, move |w| {
+                crate::mysql::node::run_mysql_server(
+                    w,
+                    server,
+                    disk.clone(),
+                    witness.clone(),
+                    config,
+                )
+            });
+        } else if zookeeper {
             // ZooKeeper logs every transaction to disk before it answers.
             let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
             start_node(&handle, &world, server, move |w| {
                 crate::zookeeper::node::run_zk_server(w, server, disk.clone())
             });
         } else {
-            let disk = Arc::new(Disk::new(params.persistence_of(topology.name(server))));
+            let disk = Arc::new(Disk::new(
+                params.persistence_of(world.scenario.algorithm, topology.name(server)),
+            ));
             start_node(&handle, &world, server, move |w| {
                 run_server(w, server, disk.clone())
             });

@@ -52,6 +52,16 @@ pub enum Algorithm {
     /// (seed 000).
     #[serde(rename = "zk-rwlock")]
     ZkRwLock,
+    /// A reentrant lock row taken in short transactions with `SELECT … FOR UPDATE` (seed 000).
+    #[serde(rename = "mysql-row")]
+    MysqlRow,
+    /// Inserting a row under a unique key is the lock, deleting it the unlock (seed 001).
+    #[serde(rename = "mysql-unique")]
+    MysqlUnique,
+    /// The row lock of an open transaction is the lock; it ends at commit (or when the server
+    /// ends the connection).
+    #[serde(rename = "mysql-for-update-held")]
+    MysqlForUpdateHeld,
 }
 
 impl Algorithm {
@@ -64,6 +74,9 @@ impl Algorithm {
         Algorithm::ZkSequential,
         Algorithm::ZkHerd,
         Algorithm::ZkRwLock,
+        Algorithm::MysqlRow,
+        Algorithm::MysqlUnique,
+        Algorithm::MysqlForUpdateHeld,
     ];
 
     /// The user-facing name.
@@ -76,6 +89,9 @@ impl Algorithm {
             Algorithm::ZkSequential => "zk-sequential",
             Algorithm::ZkHerd => "zk-herd",
             Algorithm::ZkRwLock => "zk-rwlock",
+            Algorithm::MysqlRow => "mysql-row",
+            Algorithm::MysqlUnique => "mysql-unique",
+            Algorithm::MysqlForUpdateHeld => "mysql-for-update-held",
         }
     }
 
@@ -91,10 +107,26 @@ impl Algorithm {
                 params.nodes.unwrap_or(1) as usize + params.replicas as usize
             }
             Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
-            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => {
-                params.nodes.unwrap_or(1) as usize
-            }
+            Algorithm::ZkSequential
+            | Algorithm::ZkHerd
+            | Algorithm::ZkRwLock
+            | Algorithm::MysqlRow
+            | Algorithm::MysqlUnique
+            | Algorithm::MysqlForUpdateHeld => params.nodes.unwrap_or(1) as usize,
         }
+    }
+
+    /// Whether it runs on MySQL/MariaDB.
+    pub fn is_mysql(self) -> bool {
+        matches!(
+            self,
+            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld
+        )
+    }
+
+    /// Whether it runs on Redis.
+    pub fn is_redis(self) -> bool {
+        !self.is_zookeeper() && !self.is_mysql()
     }
 
     /// Whether it runs on ZooKeeper (its lock lives as long as the holder's session).
@@ -105,23 +137,45 @@ impl Algorithm {
         )
     }
 
-    /// How its servers are named: `redis-N`, `zk-N`.
+    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`.
     pub fn server_prefix(self) -> &'static str {
         if self.is_zookeeper() {
             "zk"
+        } else if self.is_mysql() {
+            "mysql"
         } else {
             "redis"
         }
     }
 
     /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
-    /// lease (`ttl_ms`), or for ZooKeeper the session timeout. Fault spans are drawn around it.
+    /// lease (`ttl_ms`), for ZooKeeper the session timeout, for a transaction-held MySQL lock the
+    /// server's `wait_timeout`. A lock that never expires (a MySQL row without a TTL) uses the
+    /// default TTL as its time scale. Fault spans and the liveness probe's wait are drawn
+    /// around it.
     pub fn lease_ms(self, params: &Params) -> u64 {
-        if self.is_zookeeper() {
-            params.session_timeout_ms
-        } else {
-            params.ttl_ms
+        match self {
+            _ if self.is_zookeeper() => params.session_timeout_ms,
+            Algorithm::MysqlForUpdateHeld => params.wait_timeout_ms_for(self),
+            _ => params.ttl_ms_for(self).unwrap_or(DEFAULT_TTL_MS),
         }
+    }
+
+    /// Whether its lock ends by time whatever the holder does: a lease, or for a transaction-held
+    /// lock the server's `wait_timeout` on an idle connection. A holder that wants to keep such a
+    /// lock must finish its work within that time.
+    pub fn expires(self, params: &Params) -> bool {
+        self == Algorithm::MysqlForUpdateHeld || params.ttl_ms_for(self).is_some()
+    }
+
+    /// Whether the client is told how long its lock stays valid (a lease it counts down).
+    pub fn reports_validity(self, params: &Params) -> bool {
+        params.ttl_ms_for(self).is_some()
+    }
+
+    /// Whether it can draw a fencing token (a number that grows with every grant).
+    pub fn has_fencing(self) -> bool {
+        matches!(self, Algorithm::SingleRedis) || self.is_zookeeper() || self.is_mysql()
     }
 
     /// Whether clients may take it shared (readers) as well as exclusive (writers).
@@ -149,9 +203,14 @@ pub enum Persistence {
     Always,
 }
 
-fn default_ttl_ms() -> u64 {
-    10_000
-}
+/// The lease of the lease locks when a scenario gives none.
+pub const DEFAULT_TTL_MS: u64 = 10_000;
+/// Redis: `WAIT`'s timeout when a scenario gives none.
+pub const DEFAULT_WAIT_REPLICAS_TIMEOUT_MS: u64 = 50;
+/// MySQL: the server's `wait_timeout` when a scenario gives none (MariaDB's default, 8 hours).
+pub const DEFAULT_MYSQL_WAIT_TIMEOUT_MS: u64 = 8 * 60 * 60 * 1_000;
+/// MySQL: `innodb_lock_wait_timeout` when a scenario gives none (MariaDB's default, 50 s).
+pub const DEFAULT_LOCK_WAIT_TIMEOUT_MS: u64 = 50_000;
 fn default_drift_factor() -> f64 {
     0.01
 }
@@ -163,9 +222,6 @@ fn default_request_timeout_ms() -> u64 {
 }
 fn default_replication_lag_ms() -> u64 {
     100
-}
-fn default_wait_timeout_ms() -> u64 {
-    50
 }
 fn default_queue_timeout_ms() -> u64 {
     5_000
@@ -184,18 +240,20 @@ pub struct Params {
     /// Number of servers (single-redis: 1, the default; redlock: an odd number ≥ 3, default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
-    /// Lease length in milliseconds (default 10 000).
-    #[serde(default = "default_ttl_ms")]
-    pub ttl_ms: u64,
+    /// Lease length in milliseconds (Redis locks: default 10 000; mysql-row: none unless given,
+    /// i.e. the row is held until released; not for the others).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
     /// Clock drift allowance as a fraction of the TTL (default 0.01, Redlock's).
     #[serde(default = "default_drift_factor")]
     pub drift_factor: f64,
     /// Draw a fencing token on acquisition and have the resource reject stale ones (default false).
     #[serde(default)]
     pub fencing: bool,
-    /// What servers keep across a crash (default `none`).
-    #[serde(default)]
-    pub persistence: Persistence,
+    /// What servers keep across a crash (Redis: default `none`; MySQL: default `always`, i.e.
+    /// `innodb_flush_log_at_trx_commit=1`, with `everysec` for `=2`; ZooKeeper: always).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persistence: Option<Persistence>,
     /// A crashed server stays down at least this long; an earlier `restart` waits (default 0).
     #[serde(default)]
     pub restart_delay_ms: u64,
@@ -222,9 +280,14 @@ pub struct Params {
     /// fewer within `wait_timeout_ms` and the client gives the lock back (default 0: no WAIT).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_replicas: u32,
-    /// `WAIT`'s timeout (default 50).
-    #[serde(default = "default_wait_timeout_ms")]
-    pub wait_timeout_ms: u64,
+    /// Redis: `WAIT`'s timeout (default 50). MySQL: the server's `wait_timeout`, after which it
+    /// closes an idle connection and rolls its transaction back (default 8 hours, MariaDB's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_ms: Option<u64>,
+    /// MySQL: `innodb_lock_wait_timeout`, how long a statement waits for a row lock before
+    /// failing with 1205 (default 50 000, MariaDB's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_wait_timeout_ms: Option<u64>,
     /// redis-fair: how long a waiter keeps its place in the queue without polling again, judged
     /// by the clients' wall clocks (default 5000).
     #[serde(default = "default_queue_timeout_ms")]
@@ -269,12 +332,43 @@ pub struct NodeParams {
 }
 
 impl Params {
-    /// The persistence of server `node`.
-    pub fn persistence_of(&self, node: &str) -> Persistence {
+    /// The persistence of server `node` of `algorithm`.
+    pub fn persistence_of(&self, algorithm: Algorithm, node: &str) -> Persistence {
+        let default = if algorithm.is_redis() {
+            Persistence::None
+        } else {
+            Persistence::Always
+        };
         self.per_node
             .get(node)
             .and_then(|n| n.persistence)
-            .unwrap_or(self.persistence)
+            .or(self.persistence)
+            .unwrap_or(default)
+    }
+
+    /// The lease of `algorithm`'s lock in ms, `None` when it has none.
+    pub fn ttl_ms_for(&self, algorithm: Algorithm) -> Option<u64> {
+        match algorithm {
+            Algorithm::MysqlRow => self.ttl_ms,
+            _ if algorithm.is_redis() => Some(self.ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
+            _ => None,
+        }
+    }
+
+    /// `wait_timeout_ms` as `algorithm` reads it: Redis's `WAIT` timeout, or MySQL's
+    /// `wait_timeout`.
+    pub fn wait_timeout_ms_for(&self, algorithm: Algorithm) -> u64 {
+        self.wait_timeout_ms.unwrap_or(if algorithm.is_mysql() {
+            DEFAULT_MYSQL_WAIT_TIMEOUT_MS
+        } else {
+            DEFAULT_WAIT_REPLICAS_TIMEOUT_MS
+        })
+    }
+
+    /// `innodb_lock_wait_timeout` in ms.
+    pub fn lock_wait_timeout_ms(&self) -> u64 {
+        self.lock_wait_timeout_ms
+            .unwrap_or(DEFAULT_LOCK_WAIT_TIMEOUT_MS)
     }
 
     /// The restart delay of server `node`, in ms.
@@ -599,8 +693,31 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         let p = &self.params;
-        if p.ttl_ms == 0 {
+        if p.ttl_ms == Some(0) {
             return bad("params.ttl_ms must be greater than 0".into());
+        }
+        if p.ttl_ms.is_some() && p.ttl_ms_for(self.algorithm).is_none() {
+            return bad(format!(
+                "params.ttl_ms: {} has no lease (its lock ends when {}), so a TTL does not apply",
+                self.algorithm.name(),
+                if self.algorithm.is_zookeeper() {
+                    "the holder's session does"
+                } else {
+                    "it is released or the server ends the transaction"
+                }
+            ));
+        }
+        if p.wait_timeout_ms == Some(0) {
+            return bad("params.wait_timeout_ms must be greater than 0".into());
+        }
+        if p.lock_wait_timeout_ms.is_some() && !self.algorithm.is_mysql() {
+            return bad(format!(
+                "params.lock_wait_timeout_ms: {} does not run on MySQL",
+                self.algorithm.name()
+            ));
+        }
+        if p.lock_wait_timeout_ms == Some(0) {
+            return bad("params.lock_wait_timeout_ms must be greater than 0".into());
         }
         if p.retry_delay_ms == 0 {
             return bad("params.retry_delay_ms must be greater than 0".into());
@@ -617,6 +734,31 @@ impl Scenario {
         match self.algorithm {
             // Checked below, with the other ZooKeeper settings.
             Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => {}
+            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld => {
+                if let Some(n) = p.nodes.filter(|&n| n != 1) {
+                    return bad(format!(
+                        "params.nodes: {} runs against one MariaDB server, got {n}",
+                        self.algorithm.name()
+                    ));
+                }
+                if p.replicas > 0 || p.wait_replicas > 0 {
+                    return bad("params.replicas: not modelled for MySQL".into());
+                }
+                let persistence = p
+                    .per_node
+                    .values()
+                    .filter_map(|n| n.persistence)
+                    .chain(p.persistence);
+                for policy in persistence {
+                    if policy == Persistence::None {
+                        return bad(
+                            "params.persistence: InnoDB always writes its redo log; use always \
+                             (innodb_flush_log_at_trx_commit=1, the default) or everysec (=2)"
+                                .into(),
+                        );
+                    }
+                }
+            }
             Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
                 if p.wait_replicas > p.replicas {
                     return bad(format!(
@@ -699,6 +841,15 @@ impl Scenario {
             if p.replicas > 0 || p.wait_replicas > 0 {
                 return bad("params.replicas: not modelled for ZooKeeper".into());
             }
+            if p.persistence
+                .is_some_and(|policy| policy != Persistence::Always)
+            {
+                return bad(
+                    "params.persistence: a ZooKeeper server logs every transaction before it \
+                     answers; only always applies"
+                        .into(),
+                );
+            }
             if p.session_timeout_ms < 4_000 || p.session_timeout_ms > 40_000 {
                 return bad(format!(
                     "params.session_timeout_ms must be within 4000..=40000 (2 to 20 ticks of \
@@ -747,10 +898,10 @@ impl Scenario {
                 self.algorithm.name()
             ));
         }
-        if self.workload.hold_until_validity && self.algorithm.is_zookeeper() {
+        if self.workload.hold_until_validity && !self.algorithm.reports_validity(p) {
             return bad(format!(
-                "workload.hold_until_validity: {} has no lease; its lock is valid for as long as \
-                 the session lives, so a client holding until its validity ends would never stop",
+                "workload.hold_until_validity: {} has no lease (here), so its lock reports no \
+                 validity to hold until; a client doing so would never stop",
                 self.algorithm.name()
             ));
         }
@@ -900,7 +1051,7 @@ mod tests {
     fn defaults_fill_a_minimal_file() {
         let s = parse(r#"{"algorithm": "single-redis"}"#).unwrap();
         assert_eq!(s, Scenario::new(Algorithm::SingleRedis));
-        assert_eq!(s.params.ttl_ms, 10_000);
+        assert_eq!(s.params.ttl_ms_for(s.algorithm), Some(10_000));
         assert_eq!(Scenario::from_json(&s.to_json()).unwrap(), s);
     }
 

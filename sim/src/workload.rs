@@ -3,13 +3,17 @@
 
 use crate::env::SimEnv;
 use crate::history::{Kind, Op, Phase};
+use crate::mysql::store::SimMysql;
 use crate::net::{AccessRequest, Request, Response, RpcClient};
 use crate::redis::SimRedis;
-use crate::scenario::Algorithm;
+use crate::scenario::{Algorithm, DEFAULT_TTL_MS};
 use crate::topology::Role;
 use crate::world::World;
 use crate::zookeeper::store::SimZk;
 use futures_util::future::{select, Either};
+use lockcheck_algorithms::mysql::{
+    MysqlHeld, MysqlHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique, MysqlUniqueConfig,
+};
 use lockcheck_algorithms::redis::fair::{FairConfig, RedisFair};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
@@ -44,6 +48,12 @@ pub enum SimLock {
     ZkHerd(ZkHerd<SimZk<SimEnv>>),
     /// `zk-rwlock`: both sides on one session.
     ZkRwLock(ZkReadWriteLock<Rc<SimZk<SimEnv>>>),
+    /// `mysql-row`.
+    MysqlRow(MysqlRow<SimMysql>),
+    /// `mysql-unique`.
+    MysqlUnique(MysqlUnique<SimMysql>),
+    /// `mysql-for-update-held`.
+    MysqlHeld(MysqlHeld<SimMysql>),
 }
 
 /// Calls `$body` with `$l` bound to the lock side a section uses: the read or write side of a
@@ -57,6 +67,9 @@ macro_rules! with_side {
             SimLock::RedisFair($l) => $body,
             SimLock::ZkSequential($l) => $body,
             SimLock::ZkHerd($l) => $body,
+            SimLock::MysqlRow($l) => $body,
+            SimLock::MysqlUnique($l) => $body,
+            SimLock::MysqlHeld($l) => $body,
             SimLock::ZkRwLock(rw) => {
                 let $l = if $shared { &rw.read } else { &rw.write };
                 $body
@@ -72,18 +85,28 @@ impl SimLock {
         let timeout = Duration::from_millis(p.request_timeout_ms);
         let servers = world.topology.with_role(Role::Server);
         let session = Duration::from_millis(p.session_timeout_ms);
-        match world.scenario.algorithm {
+        let algorithm = world.scenario.algorithm;
+        let retry_delay = Duration::from_millis(p.retry_delay_ms);
+        let mysql = SimMysql::new(
+            rpc.clone(),
+            servers[0],
+            timeout,
+            Duration::from_millis(p.lock_wait_timeout_ms()),
+        );
+        match algorithm {
             Algorithm::SingleRedis => SimLock::SingleRedis(SingleRedis::new(
                 SimRedis::to_primary(rpc, world.clone(), timeout),
                 SingleRedisConfig {
                     key: LOCK_KEY.to_string(),
-                    ttl: Duration::from_millis(p.ttl_ms),
+                    ttl: Duration::from_millis(p.ttl_ms_for(algorithm).unwrap_or(DEFAULT_TTL_MS)),
                     drift_factor: p.drift_factor,
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
                     retry_count: p.retry_count,
                     fencing: p.fencing,
-                    wait_replicas: (p.wait_replicas > 0)
-                        .then_some((p.wait_replicas, Duration::from_millis(p.wait_timeout_ms))),
+                    wait_replicas: (p.wait_replicas > 0).then_some((
+                        p.wait_replicas,
+                        Duration::from_millis(p.wait_timeout_ms_for(algorithm)),
+                    )),
                 },
             )),
             Algorithm::Redlock => SimLock::Redlock(Redlock::new(
@@ -93,7 +116,7 @@ impl SimLock {
                     .collect(),
                 RedlockConfig {
                     key: LOCK_KEY.to_string(),
-                    ttl: Duration::from_millis(p.ttl_ms),
+                    ttl: Duration::from_millis(p.ttl_ms_for(algorithm).unwrap_or(DEFAULT_TTL_MS)),
                     drift_factor: p.drift_factor,
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
                     retry_count: p.retry_count,
@@ -103,7 +126,7 @@ impl SimLock {
                 SimRedis::to_primary(rpc, world.clone(), timeout),
                 ReentrantConfig {
                     key: LOCK_KEY.to_string(),
-                    ttl: Duration::from_millis(p.ttl_ms),
+                    ttl: Duration::from_millis(p.ttl_ms_for(algorithm).unwrap_or(DEFAULT_TTL_MS)),
                     drift_factor: p.drift_factor,
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
                     retry_count: p.retry_count,
@@ -115,7 +138,7 @@ impl SimLock {
                 SimRedis::to_primary(rpc, world.clone(), timeout),
                 FairConfig {
                     key: LOCK_KEY.to_string(),
-                    ttl: Duration::from_millis(p.ttl_ms),
+                    ttl: Duration::from_millis(p.ttl_ms_for(algorithm).unwrap_or(DEFAULT_TTL_MS)),
                     drift_factor: p.drift_factor,
                     retry_delay: Duration::from_millis(p.retry_delay_ms),
                     retry_count: p.retry_count,
@@ -134,6 +157,34 @@ impl SimLock {
             Algorithm::ZkRwLock => SimLock::ZkRwLock(ZkReadWriteLock::new(
                 Rc::new(SimZk::new(rpc, env.clone(), servers[0], session, timeout)),
                 zk_config(p),
+            )),
+            Algorithm::MysqlRow => SimLock::MysqlRow(MysqlRow::new(
+                mysql,
+                MysqlRowConfig {
+                    resource: LOCK_KEY.to_string(),
+                    ttl: p.ttl_ms_for(algorithm).map(Duration::from_millis),
+                    drift_factor: p.drift_factor,
+                    retry_delay,
+                    retry_count: p.retry_count,
+                },
+                // A (re)started client is a new process, so a new locker.
+                env.new_token(),
+            )),
+            Algorithm::MysqlUnique => SimLock::MysqlUnique(MysqlUnique::new(
+                mysql,
+                MysqlUniqueConfig {
+                    resource: LOCK_KEY.to_string(),
+                    retry_delay,
+                    retry_count: p.retry_count,
+                },
+            )),
+            Algorithm::MysqlForUpdateHeld => SimLock::MysqlHeld(MysqlHeld::new(
+                mysql,
+                MysqlHeldConfig {
+                    resource: LOCK_KEY.to_string(),
+                    retry_delay,
+                    retry_count: p.retry_count,
+                },
             )),
         }
     }

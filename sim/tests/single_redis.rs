@@ -130,7 +130,7 @@ fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
 #[test]
 fn crash_and_immediate_restart_without_persistence_breaks_single_redis() {
     let params = Params {
-        persistence: Persistence::None,
+        persistence: Some(Persistence::None),
         ..Params::default()
     };
     let finding = find(&options(FaultProfile::CrashRestart, params, 500));
@@ -148,7 +148,7 @@ fn crash_and_immediate_restart_without_persistence_breaks_single_redis() {
 #[test]
 fn crash_and_immediate_restart_with_fsync_always_is_safe() {
     let params = Params {
-        persistence: Persistence::Always,
+        persistence: Some(Persistence::Always),
         ..Params::default()
     };
     assert_nothing_found(&options(FaultProfile::CrashRestart, params, 300));
@@ -340,7 +340,7 @@ fn everysec_persistence_loses_only_the_last_second() {
     // client-0 takes the lock at ~10 ms and works for 5 s; redis-0 crashes and restarts at once.
     let crash_at = |at_ms: u64| {
         let mut s = two_clients(5_000);
-        s.params.persistence = Persistence::Everysec;
+        s.params.persistence = Some(Persistence::Everysec);
         s.faults = vec![
             Fault::Crash {
                 at_ms,

@@ -113,9 +113,9 @@ impl Server {
                 *seen = (*seen).max(offset);
                 Handled::Now(Response::Ack)
             }
-            Request::Access(_) | Request::Zk(..) => Handled::Now(Response::Redis(Reply::Error(
-                "ERR not a Redis request".into(),
-            ))),
+            Request::Access(_) | Request::Zk(..) | Request::Mysql(_) => Handled::Now(
+                Response::Redis(Reply::Error("ERR not a Redis request".into())),
+            ),
         }
     }
 

@@ -1,0 +1,282 @@
+//! A simulated MariaDB server as a madsim node: the [`MysqlModel`] behind the network. Its
+//! `NOW()` is the node's own wall clock, its timeouts (`innodb_lock_wait_timeout`,
+//! `wait_timeout`) run on the node's monotonic clock, a statement that waits for a row lock is
+//! answered when the lock comes (without holding up other connections), and what survives a
+//! crash is what the model's flush policy made durable.
+
+use super::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot};
+use crate::disk::Disk;
+use crate::history::{KeyChange, Kind, Op};
+use crate::net::{serve, Handled, Request, Response};
+use crate::world::World;
+use lockcheck_algorithms::mysql::{Reply, Row, Statement};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+/// A request of a MySQL client connection.
+#[derive(Clone, Debug)]
+pub enum MysqlRequest {
+    /// Open a connection.
+    Connect,
+    /// Run a statement on connection `conn`.
+    Execute {
+        /// The connection.
+        conn: ConnId,
+        /// The statement.
+        statement: Statement,
+    },
+    /// The client closes `conn` (it gave up on a reply, so it drops the socket).
+    Disconnect {
+        /// The connection.
+        conn: ConnId,
+    },
+}
+
+/// A MySQL server's answer.
+#[derive(Clone, Debug)]
+pub enum MysqlResponse {
+    /// The connection is open.
+    Connected(ConnId),
+    /// A statement's reply.
+    Reply(Reply),
+    /// The connection is closed.
+    Disconnected,
+}
+
+/// How often the server looks at its timers at most; a due deadline closer than this is met
+/// exactly.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The committed lock rows as last seen, kept outside the node: after a crash, what the restarted
+/// server no longer has was lost.
+#[derive(Default)]
+pub struct Witness {
+    rows: Mutex<BTreeMap<String, Row>>,
+}
+
+/// A reply slot for a statement that waits for a row lock.
+#[derive(Default)]
+struct Slot {
+    reply: Option<Reply>,
+    waker: Option<Waker>,
+}
+
+struct Server {
+    world: Arc<World>,
+    me: usize,
+    disk: Arc<Disk<Snapshot>>,
+    witness: Arc<Witness>,
+    model: RefCell<MysqlModel>,
+    /// Statements waiting for a row lock, by connection.
+    waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
+    /// The client node that wrote each `locker` value (a lock's owner identity).
+    lockers: RefCell<BTreeMap<String, usize>>,
+}
+
+impl Server {
+    fn now(&self) -> ServerTime {
+        ServerTime {
+            wall_ms: (self.world.wall_ns(self.me).max(0) / 1_000_000) as u64,
+            mono_ms: self.world.mono_ns(self.me) / 1_000_000,
+        }
+    }
+
+    fn record(&self, key: &str, change: KeyChange, locker: &str, by: Option<usize>) {
+        self.world.record(
+            self.me,
+            Kind::Observe,
+            Op::Key {
+                key: key.to_string(),
+                change,
+                field: None,
+                value: Some(locker.to_string()),
+                by: by.map(|n| self.world.topology.name(n).to_string()),
+                expires_local_ns: None,
+            },
+        );
+    }
+
+    /// Hands late replies to their waiting statements, records what the commits changed (by
+    /// `by`, the client whose statement ran), and writes what the flush policy made durable.
+    fn settle(&self, notices: Vec<Notice>, by: Option<usize>) {
+        for notice in notices {
+            if let Notice::Reply { conn, reply } = notice {
+                if let Some(slot) = self.waiting.borrow_mut().remove(&conn) {
+                    let mut slot = slot.borrow_mut();
+                    slot.reply = Some(reply);
+                    if let Some(waker) = slot.waker.take() {
+                        waker.wake();
+                    }
+                }
+            }
+            // A connection closed by wait_timeout learns it at its next statement (2006).
+        }
+        let committed = self.model.borrow().snapshot();
+        let mut seen = self.witness.rows.lock().unwrap();
+        let before = std::mem::take(&mut *seen);
+        for (name, row) in &before {
+            if committed.row(name).is_none() {
+                self.record(name, KeyChange::Deleted, &row.locker, by);
+            }
+        }
+        for row in committed.rows() {
+            let changed = before.get(&row.resource_name).is_none_or(|old| old != row);
+            if changed {
+                let writer = self.lockers.borrow().get(&row.locker).copied();
+                self.record(&row.resource_name, KeyChange::Set, &row.locker, writer);
+            }
+            seen.insert(row.resource_name.clone(), row.clone());
+        }
+        drop(seen);
+        self.disk.sync(self.model.borrow().durable().clone());
+    }
+
+    fn handle(&self, from: usize, request: MysqlRequest) -> Handled {
+        let now = self.now();
+        let mut notices = Vec::new();
+        let response = match request {
+            MysqlRequest::Connect => MysqlResponse::Connected(self.model.borrow_mut().connect(now)),
+            MysqlRequest::Disconnect { conn } => {
+                self.model.borrow_mut().disconnect(conn, now, &mut notices);
+                MysqlResponse::Disconnected
+            }
+            MysqlRequest::Execute { conn, statement } => {
+                if let Some(locker) = locker_of(&statement) {
+                    self.lockers.borrow_mut().insert(locker.to_string(), from);
+                }
+                let applied = self
+                    .model
+                    .borrow_mut()
+                    .apply(conn, &statement, now, &mut notices);
+                match applied {
+                    Applied::Reply(reply) => MysqlResponse::Reply(reply),
+                    Applied::Blocked => {
+                        let slot = Rc::new(RefCell::new(Slot::default()));
+                        self.waiting.borrow_mut().insert(conn, slot.clone());
+                        self.settle(notices, Some(from));
+                        return Handled::Later(Box::pin(async move {
+                            let reply = std::future::poll_fn(|cx| {
+                                let mut slot = slot.borrow_mut();
+                                match slot.reply.take() {
+                                    Some(reply) => Poll::Ready(reply),
+                                    None => {
+                                        slot.waker = Some(cx.waker().clone());
+                                        Poll::Pending
+                                    }
+                                }
+                            })
+                            .await;
+                            Response::Mysql(MysqlResponse::Reply(reply))
+                        }));
+                    }
+                }
+            }
+        };
+        self.settle(notices, Some(from));
+        Handled::Now(Response::Mysql(response))
+    }
+}
+
+/// The `locker` a statement writes, if any.
+fn locker_of(statement: &Statement) -> Option<&str> {
+    match statement {
+        Statement::Insert { locker, .. }
+        | Statement::Update { locker, .. }
+        | Statement::Claim { locker, .. }
+        | Statement::TakeOver { locker, .. } => Some(locker),
+        _ => None,
+    }
+}
+
+/// The server settings of `world`'s scenario.
+pub fn config_of(world: &World, flush: super::model::FlushPolicy) -> MysqlConfig {
+    let p = &world.scenario.params;
+    MysqlConfig {
+        lock_wait_timeout_ms: p.lock_wait_timeout_ms(),
+        wait_timeout_ms: p.wait_timeout_ms_for(world.scenario.algorithm),
+        flush,
+    }
+}
+
+/// Runs a MariaDB server on node `me` until the node is killed; on (re)start it recovers from
+/// `disk` (committed rows and counters; no connections, nothing locked), and records as lost the
+/// committed lock rows the crash took.
+pub async fn run_mysql_server(
+    world: Arc<World>,
+    me: usize,
+    disk: Arc<Disk<Snapshot>>,
+    witness: Arc<Witness>,
+    config: MysqlConfig,
+) {
+    let mono = world.mono_ns(me) / 1_000_000;
+    let model = match disk.load() {
+        Some(snapshot) => MysqlModel::restart(snapshot, mono),
+        None => MysqlModel::new(config, mono),
+    };
+    // What the crash lost: committed rows the recovered server does not have as they were.
+    {
+        let mut seen = witness.rows.lock().unwrap();
+        let recovered = model.snapshot();
+        let lost: Vec<Row> = seen
+            .values()
+            .filter(|row| recovered.row(&row.resource_name) != Some(*row))
+            .cloned()
+            .collect();
+        for row in lost {
+            world.record(
+                me,
+                Kind::Observe,
+                Op::Key {
+                    key: row.resource_name.clone(),
+                    change: KeyChange::Lost,
+                    field: None,
+                    value: Some(row.locker.clone()),
+                    by: None,
+                    expires_local_ns: None,
+                },
+            );
+            seen.remove(&row.resource_name);
+        }
+    }
+    let server = Rc::new(Server {
+        world: world.clone(),
+        me,
+        disk,
+        witness,
+        model: RefCell::new(model),
+        waiting: RefCell::new(BTreeMap::new()),
+        lockers: RefCell::new(BTreeMap::new()),
+    });
+    server.settle(Vec::new(), None);
+
+    let ticker = server.clone();
+    madsim::task::spawn_local(async move {
+        loop {
+            let now = ticker.now();
+            let due = ticker.model.borrow().next_deadline_ms();
+            let wait = due.map_or(TICK, |at| {
+                Duration::from_millis(at.saturating_sub(now.mono_ms)).min(TICK)
+            });
+            let tick = ticker
+                .world
+                .clock(me)
+                .true_duration(wait.max(Duration::from_millis(1)));
+            madsim::time::sleep(tick).await;
+            let mut notices = Vec::new();
+            ticker.model.borrow_mut().tick(ticker.now(), &mut notices);
+            ticker.settle(notices, None);
+        }
+    });
+
+    serve(world, me, move |from, request| {
+        let Request::Mysql(request) = request else {
+            return Handled::Now(Response::Mysql(MysqlResponse::Disconnected));
+        };
+        server.handle(from, request)
+    })
+    .await
+}
