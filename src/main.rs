@@ -116,6 +116,10 @@ enum Command {
         /// MySQL: innodb_lock_wait_timeout in ms (default 50000).
         #[arg(long, value_name = "MS")]
         lock_wait_timeout_ms: Option<u64>,
+        /// Count only safety violations (two holders, a lock freed under its holder), not
+        /// deadlocks or order: search for what breaks mutual exclusion.
+        #[arg(long)]
+        safety_only: bool,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -173,6 +177,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             suspended_is_lost,
             wait_timeout_ms,
             lock_wait_timeout_ms,
+            safety_only,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -225,6 +230,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 params,
                 max_drift,
                 max_partition_ms,
+                safety_only,
                 ..ExploreOptions::new(algorithm, profiles, cases, seed)
             };
             explore_cmd(&options, &faults, &out)

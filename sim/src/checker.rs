@@ -37,6 +37,19 @@ pub enum ViolationKind {
     FifoOrder,
 }
 
+impl ViolationKind {
+    /// Whether it breaks safety (two holders, or a lock freed under its holder), as opposed to
+    /// liveness (deadlock) or fairness (order).
+    pub fn is_safety(self) -> bool {
+        matches!(
+            self,
+            ViolationKind::MutualExclusion
+                | ViolationKind::ForeignRelease
+                | ViolationKind::FreedWhileHeld
+        )
+    }
+}
+
 /// One thing that must not happen, and did.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Violation {
@@ -191,27 +204,83 @@ pub fn foreign_releases(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
-/// Whether the liveness probe failed to acquire.
+/// Whether the liveness probe failed to acquire. The story names the client that last took the
+/// lock without a release that certainly let it go (it crashed, its release got no answer, or
+/// it never released), when there is one: the likely holder.
 pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
     history
         .iter()
         .filter(|e| e.node == Topology::PROBE && e.kind == Kind::Fail)
         .filter_map(|e| match &e.op {
-            Op::Acquire { error, .. } => Some(Violation {
-                kind: ViolationKind::Deadlock,
-                clients: vec![Topology::PROBE.to_string()],
-                tokens: vec![],
-                at_ns: e.true_ns,
-                entries: vec![e.index],
-                story: format!(
-                    "after every fault and client had stopped, the probe still could not acquire the lock at {} ({})",
-                    ms(e.true_ns),
-                    error.as_deref().unwrap_or("no reason given")
-                ),
-            }),
+            Op::Acquire { error, .. } => {
+                let holder = last_holder(&history[..e.index]);
+                let mut clients = vec![Topology::PROBE.to_string()];
+                let held = match &holder {
+                    Some((client, since, how)) => {
+                        clients.push(client.to_string());
+                        format!("; last held by {client} since {} ({how})", ms(*since))
+                    }
+                    None => String::new(),
+                };
+                Some(Violation {
+                    kind: ViolationKind::Deadlock,
+                    clients,
+                    tokens: vec![],
+                    at_ns: e.true_ns,
+                    entries: vec![e.index],
+                    story: format!(
+                        "after every fault and client had stopped, the probe still could not acquire the lock at {} ({}){held}",
+                        ms(e.true_ns),
+                        error.as_deref().unwrap_or("no reason given")
+                    ),
+                })
+            }
             _ => None,
         })
         .collect()
+}
+
+/// The client that most recently acquired without a release known to have let go: who, since
+/// when (true ns), and what became of it.
+fn last_holder(history: &[Entry]) -> Option<(&str, u64, String)> {
+    // Per client: when it acquired, and what happened since.
+    let mut holding: BTreeMap<&str, (u64, String)> = BTreeMap::new();
+    for e in history {
+        match (&e.op, e.kind) {
+            (Op::Acquire { .. }, Kind::Ok) if e.node != Topology::PROBE => {
+                holding.insert(&e.node, (e.true_ns, "it never released it".to_string()));
+            }
+            (Op::Release { .. }, Kind::Ok | Kind::Fail) => {
+                holding.remove(e.node.as_str());
+            }
+            (Op::Release { error, .. }, Kind::Info) => {
+                if let Some((_, how)) = holding.get_mut(e.node.as_str()) {
+                    *how = format!(
+                        "its release at {} got no answer: {}",
+                        ms(e.true_ns),
+                        error.as_deref().unwrap_or("unknown")
+                    );
+                }
+            }
+            (
+                Op::Nemesis {
+                    kind,
+                    target: Some(target),
+                    ..
+                },
+                _,
+            ) if kind == "crash" => {
+                if let Some((_, how)) = holding.get_mut(target.as_str()) {
+                    *how = format!("it crashed at {} while holding it", ms(e.true_ns));
+                }
+            }
+            _ => {}
+        }
+    }
+    holding
+        .into_iter()
+        .max_by_key(|(_, (since, _))| *since)
+        .map(|(client, (since, how))| (client, since, how))
 }
 
 /// A lock key deleted at its owner's request while the owner, by its own operations, still held

@@ -109,6 +109,9 @@ pub struct ExploreOptions {
     /// The longest partition `partition` draws, in ms (default: twice the lease). A ZooKeeper
     /// session survives a partition shorter than its timeout; this is how to search only those.
     pub max_partition_ms: Option<u64>,
+    /// Count only safety violations (two holders, a lock freed under its holder): a search for
+    /// what breaks mutual exclusion, past the liveness failures it would otherwise stop at.
+    pub safety_only: bool,
 }
 
 impl ExploreOptions {
@@ -122,6 +125,7 @@ impl ExploreOptions {
             seed,
             max_drift: DEFAULT_MAX_DRIFT,
             max_partition_ms: None,
+            safety_only: false,
         }
     }
 }
@@ -435,12 +439,16 @@ pub fn explore(
             simulated
                 .set(simulated.get() + outcome.history.entries.last().map_or(0, |e| e.true_ns));
         }
-        if outcome.violated() {
+        let counted = outcome
+            .violations
+            .iter()
+            .find(|v| !options.safety_only || v.kind.is_safety());
+        if let Some(violation) = counted {
             if runs_at_failure.get().is_none() {
                 runs_at_failure.set(Some(runs));
                 *first_failure.borrow_mut() = Some(scenario.clone());
             }
-            return Err(TestCaseError::fail(outcome.violations[0].story.clone()));
+            return Err(TestCaseError::fail(violation.story.clone()));
         }
         Ok(())
     });

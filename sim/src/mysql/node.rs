@@ -9,8 +9,9 @@ use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response};
 use crate::world::World;
+use futures_util::future::{select, Either};
 use lockcheck_algorithms::mysql::{Reply, Row, Statement};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -47,9 +48,8 @@ pub enum MysqlResponse {
     Disconnected,
 }
 
-/// How often the server looks at its timers at most; a due deadline closer than this is met
-/// exactly.
-const TICK: Duration = Duration::from_millis(100);
+/// How long the server's timer sleeps when nothing is due: requests wake it earlier.
+const IDLE_TICK: Duration = Duration::from_secs(3_600);
 
 /// The committed lock rows as last seen, kept outside the node: after a crash, what the restarted
 /// server no longer has was lost.
@@ -75,6 +75,10 @@ struct Server {
     waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
+    /// Bumped by every request: a request may set a deadline earlier than the one the timer
+    /// sleeps towards, so it wakes the timer to look again.
+    requests: Cell<u64>,
+    timer: RefCell<Option<Waker>>,
 }
 
 impl Server {
@@ -179,6 +183,27 @@ impl Server {
         self.settle(notices, Some(from));
         Handled::Now(Response::Mysql(response))
     }
+
+    /// Wakes the timer after a request.
+    fn poke(&self) {
+        self.requests.set(self.requests.get() + 1);
+        if let Some(waker) = self.timer.borrow_mut().take() {
+            waker.wake();
+        }
+    }
+
+    /// Waits until a request comes after the `seen`-th.
+    async fn next_request(&self, seen: u64) {
+        std::future::poll_fn(|cx| {
+            if self.requests.get() != seen {
+                Poll::Ready(())
+            } else {
+                *self.timer.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
 }
 
 /// The `locker` a statement writes, if any.
@@ -250,22 +275,31 @@ pub async fn run_mysql_server(
         model: RefCell::new(model),
         waiting: RefCell::new(BTreeMap::new()),
         lockers: RefCell::new(BTreeMap::new()),
+        requests: Cell::new(0),
+        timer: RefCell::new(None),
     });
     server.settle(Vec::new(), None);
 
+    // The timer: sleeps until the model's next deadline (a lock wait's timeout, an idle
+    // connection's, a flush), or until a request may have set an earlier one.
     let ticker = server.clone();
     madsim::task::spawn_local(async move {
         loop {
             let now = ticker.now();
+            let seen = ticker.requests.get();
             let due = ticker.model.borrow().next_deadline_ms();
-            let wait = due.map_or(TICK, |at| {
-                Duration::from_millis(at.saturating_sub(now.mono_ms)).min(TICK)
+            let wait = due.map_or(IDLE_TICK, |at| {
+                Duration::from_millis(at.saturating_sub(now.mono_ms))
             });
             let tick = ticker
                 .world
                 .clock(me)
                 .true_duration(wait.max(Duration::from_millis(1)));
-            madsim::time::sleep(tick).await;
+            let sleep = std::pin::pin!(madsim::time::sleep(tick));
+            let request = std::pin::pin!(ticker.next_request(seen));
+            if let Either::Right(_) = select(sleep, request).await {
+                continue;
+            }
             let mut notices = Vec::new();
             ticker.model.borrow_mut().tick(ticker.now(), &mut notices);
             ticker.settle(notices, None);
@@ -276,7 +310,9 @@ pub async fn run_mysql_server(
         let Request::Mysql(request) = request else {
             return Handled::Now(Response::Mysql(MysqlResponse::Disconnected));
         };
-        server.handle(from, request)
+        let handled = server.handle(from, request);
+        server.poke();
+        handled
     })
     .await
 }
