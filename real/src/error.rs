@@ -1,0 +1,47 @@
+//! Why a real run could not be carried out.
+
+use lockcheck_sim::ScenarioError;
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A real run that could not start or could not be carried out. (A violation is not an error: it
+/// is a verdict, in the run's outcome.)
+#[derive(Debug, Error)]
+pub enum RealError {
+    /// A server binary is not installed.
+    #[error("{binary} not found on PATH: install it with `{install}`")]
+    MissingBinary {
+        /// The binary looked for.
+        binary: &'static str,
+        /// The command that installs it.
+        install: &'static str,
+    },
+    /// The scenario is not valid.
+    #[error("invalid scenario: {0}")]
+    Scenario(#[from] ScenarioError),
+    /// The scenario asks for something real mode cannot do yet.
+    #[error("not supported in real mode yet: {0}")]
+    Unsupported(String),
+    /// A server could not be started, stopped or signalled.
+    #[error("{server}: {reason}")]
+    Server {
+        /// The server's node name (`redis-0`).
+        server: String,
+        /// What went wrong, with the server's log where there is one.
+        reason: String,
+    },
+    /// A file or directory the run needs could not be made.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The async runtime could not be built.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The run was interrupted (Ctrl-C); every server it started was stopped.
+    #[error("interrupted; every server this run started was stopped")]
+    Interrupted,
+}

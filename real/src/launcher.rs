@@ -1,0 +1,341 @@
+//! Starts and stops real servers (Jepsen's "db"): `redis-server` processes on loopback ports.
+//!
+//! Each server runs from the `redis-server` on PATH, on `127.0.0.1` and a port picked by binding
+//! port 0, with its own directory under a temp dir of the run, its persistence from the scenario
+//! (`none`: `--save "" --appendonly no`; `everysec`/`always`: `--appendonly yes --appendfsync …`),
+//! and in its own process group, so a Ctrl-C in the terminal reaches lockcheck and not the servers
+//! directly: lockcheck then stops them itself. It is ready when it answers `PING` with `PONG`.
+//!
+//! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
+//! binary again on the same port and directory (so an append-only file is read back), a pause is
+//! `SIGSTOP` and its end `SIGCONT`.
+//!
+//! Stopping is `SIGKILL` to each PID started, then reaping it: when the run ends, when it fails,
+//! when the [`Launcher`] is dropped (a panic included), and on Ctrl-C (the runner catches it).
+//! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
+//! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
+
+use crate::error::RealError;
+use lockcheck_sim::scenario::Persistence;
+use std::cell::RefCell;
+use std::fs::File;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The Redis server binary looked for on PATH.
+pub const REDIS_SERVER: &str = "redis-server";
+/// How to install it.
+pub const REDIS_INSTALL: &str = "apt-get install redis-server";
+/// How long a started server has to answer `PING`.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// The path of executable `name` on PATH, if there is one.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// One server the launcher started.
+struct Server {
+    name: String,
+    port: u16,
+    dir: PathBuf,
+    persistence: Persistence,
+    /// The running process (none while crashed or stopped).
+    child: Option<Child>,
+    /// Every PID this server ever ran as (a restart is a new process).
+    pids: Vec<u32>,
+}
+
+/// The servers of one run. Dropping it stops them all and removes their directories.
+pub struct Launcher {
+    binary: PathBuf,
+    root: PathBuf,
+    servers: Vec<Server>,
+}
+
+impl Launcher {
+    /// A launcher for `redis-server` from PATH, with a fresh temp dir for its servers.
+    pub fn new() -> Result<Launcher, RealError> {
+        let binary = find_on_path(REDIS_SERVER).ok_or(RealError::MissingBinary {
+            binary: REDIS_SERVER,
+            install: REDIS_INSTALL,
+        })?;
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let root = std::env::temp_dir().join(format!(
+            "lockcheck-real-{}-{}",
+            std::process::id(),
+            RUNS.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&root).map_err(|source| RealError::Io {
+            path: root.clone(),
+            source,
+        })?;
+        Ok(Launcher {
+            binary,
+            root,
+            servers: Vec::new(),
+        })
+    }
+
+    /// Starts a new server called `name` (`redis-0`) with `persistence`, without waiting for it
+    /// ([`Launcher::until_ready`] does); its index for the other methods.
+    pub fn add_redis(&mut self, name: &str, persistence: Persistence) -> Result<usize, RealError> {
+        let port = free_port().map_err(|e| self.fail(name, format!("no free port: {e}")))?;
+        let dir = self.root.join(name);
+        std::fs::create_dir_all(&dir).map_err(|source| RealError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        self.servers.push(Server {
+            name: name.to_string(),
+            port,
+            dir,
+            persistence,
+            child: None,
+            pids: Vec::new(),
+        });
+        let index = self.servers.len() - 1;
+        self.spawn(index)?;
+        Ok(index)
+    }
+
+    /// Waits until server `index` answers `PING` with `PONG` (a server still loading its
+    /// append-only file answers `-LOADING`), failing early, with its log, if it exits. No borrow
+    /// of the launcher is held across a wait, so other tasks may use it meanwhile.
+    pub async fn until_ready(launcher: &RefCell<Launcher>, index: usize) -> Result<(), RealError> {
+        let addr = launcher.borrow().addr(index);
+        let deadline = tokio::time::Instant::now() + READY_WITHIN;
+        loop {
+            if let Some(e) = launcher.borrow_mut().exited(index) {
+                return Err(e);
+            }
+            if ping(addr).await {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                let l = launcher.borrow();
+                return Err(l.fail(
+                    l.name(index),
+                    format!("no PONG from {addr} within {} s", READY_WITHIN.as_secs()),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The address of server `index`.
+    pub fn addr(&self, index: usize) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.servers[index].port))
+    }
+
+    /// The node name of server `index`.
+    pub fn name(&self, index: usize) -> &str {
+        &self.servers[index].name
+    }
+
+    /// The PID server `index` runs as now, if it runs.
+    pub fn pid(&self, index: usize) -> Option<u32> {
+        self.servers[index].child.as_ref().map(Child::id)
+    }
+
+    /// Every PID this launcher ever started, in order.
+    pub fn started_pids(&self) -> Vec<u32> {
+        self.servers
+            .iter()
+            .flat_map(|s| s.pids.iter().copied())
+            .collect()
+    }
+
+    /// The directory server `index` keeps its data and log in.
+    pub fn dir(&self, index: usize) -> &Path {
+        &self.servers[index].dir
+    }
+
+    fn fail(&self, server: &str, reason: String) -> RealError {
+        RealError::Server {
+            server: server.to_string(),
+            reason,
+        }
+    }
+
+    /// Starts server `index`'s process (again), on its port and in its directory.
+    fn spawn(&mut self, index: usize) -> Result<(), RealError> {
+        let server = &self.servers[index];
+        let mut command = std::process::Command::new(&self.binary);
+        command
+            .arg("--port")
+            .arg(server.port.to_string())
+            .args(["--bind", "127.0.0.1", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&server.dir)
+            .arg("--logfile")
+            .arg(server.dir.join("redis.log"))
+            .args(["--save", ""]);
+        match server.persistence {
+            Persistence::None => command.args(["--appendonly", "no"]),
+            Persistence::Everysec => {
+                command.args(["--appendonly", "yes", "--appendfsync", "everysec"])
+            }
+            Persistence::Always => command.args(["--appendonly", "yes", "--appendfsync", "always"]),
+        };
+        // Errors in the arguments come out before the log file is open.
+        let stderr_path = server.dir.join("stderr.log");
+        let stderr = File::create(&stderr_path).map_err(|source| RealError::Io {
+            path: stderr_path,
+            source,
+        })?;
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+        // which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = command.spawn().map_err(|e| {
+            self.fail(
+                &server.name,
+                format!("cannot start {}: {e}", self.binary.display()),
+            )
+        })?;
+        tracing::debug!(server = %server.name, pid = child.id(), port = server.port, "started");
+        let server = &mut self.servers[index];
+        server.pids.push(child.id());
+        server.child = Some(child);
+        Ok(())
+    }
+
+    /// If server `index`'s process has exited, why (with the end of its log).
+    fn exited(&mut self, index: usize) -> Option<RealError> {
+        let server = &mut self.servers[index];
+        let status = server.child.as_mut()?.try_wait().ok()??;
+        server.child = None;
+        let log = |file: &str| {
+            let text = std::fs::read_to_string(server.dir.join(file)).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(5)..].join("\n  ")
+        };
+        let (stderr, log) = (log("stderr.log"), log("redis.log"));
+        let name = server.name.clone();
+        Some(self.fail(
+            &name,
+            format!("redis-server exited ({status}) before answering PING:\n  {stderr}\n  {log}"),
+        ))
+    }
+
+    /// Kills server `index` with `SIGKILL` (a crash) and reaps it. Its directory stays.
+    pub fn crash(&mut self, index: usize) -> Result<(), RealError> {
+        let Some(mut child) = self.servers[index].child.take() else {
+            return Ok(());
+        };
+        let name = self.servers[index].name.clone();
+        // `Child::kill` is kill(pid, SIGKILL); a stopped process dies of it too.
+        child
+            .kill()
+            .map_err(|e| self.fail(&name, format!("kill -9 {}: {e}", child.id())))?;
+        child
+            .wait()
+            .map_err(|e| self.fail(&name, format!("reaping {}: {e}", child.id())))?;
+        tracing::debug!(server = %name, pid = child.id(), "killed");
+        Ok(())
+    }
+
+    /// Starts crashed server `index` again on its port and directory (kills it first if it
+    /// still runs), without waiting for it ([`Launcher::until_ready`] does).
+    pub fn respawn(&mut self, index: usize) -> Result<(), RealError> {
+        self.crash(index)?;
+        self.spawn(index)
+    }
+
+    /// Stops server `index` with `SIGSTOP` (a pause: it keeps its connections and answers
+    /// nothing until [`Launcher::resume`]).
+    pub fn pause(&mut self, index: usize) -> Result<(), RealError> {
+        self.signal(index, libc::SIGSTOP, "kill -STOP")
+    }
+
+    /// Continues server `index` with `SIGCONT`.
+    pub fn resume(&mut self, index: usize) -> Result<(), RealError> {
+        self.signal(index, libc::SIGCONT, "kill -CONT")
+    }
+
+    fn signal(&mut self, index: usize, signal: libc::c_int, what: &str) -> Result<(), RealError> {
+        let Some(pid) = self.pid(index) else {
+            // Down: nothing to stop or continue.
+            return Ok(());
+        };
+        // SAFETY: kill(2) with a PID this launcher started and has not reaped (it is still its
+        // child, so the PID cannot have been reused).
+        let result = unsafe { libc::kill(pid as libc::pid_t, signal) };
+        if result != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(self.fail(
+                &self.servers[index].name.clone(),
+                format!("{what} {pid}: {e}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Stops every server that runs (`SIGKILL` by PID, then reaped). Idempotent.
+    pub fn stop_all(&mut self) {
+        for index in 0..self.servers.len() {
+            if let Err(e) = self.crash(index) {
+                tracing::warn!("stopping {}: {e}", self.servers[index].name);
+            }
+        }
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        self.stop_all();
+        if let Err(e) = std::fs::remove_dir_all(&self.root) {
+            tracing::debug!("removing {}: {e}", self.root.display());
+        }
+    }
+}
+
+/// A port nobody listens on now (the kernel's pick for port 0).
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Whether the server at `addr` answers `PING` with `PONG` within a short while.
+pub async fn ping(addr: SocketAddr) -> bool {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
+        let mut reply = [0u8; 64];
+        let mut read = 0;
+        while read < 7 {
+            let n = stream.read(&mut reply[read..]).await?;
+            if n == 0 {
+                break;
+            }
+            read += n;
+        }
+        Ok::<bool, std::io::Error>(reply[..read].starts_with(b"+PONG"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_millis(500), exchange).await,
+        Ok(Ok(true))
+    )
+}

@@ -1,0 +1,65 @@
+//! The same lock algorithms against real servers, with real faults.
+//!
+//! The simulator (`lockcheck-sim`) runs the algorithms of `lockcheck-algorithms` against simulated
+//! servers on simulated time. This crate runs the very same algorithm code against real
+//! `redis-server` processes that it starts itself, on the host's real clocks, with faults that
+//! really happen, and judges the result with the simulator's own pure checker. A verdict that
+//! agrees in both worlds is evidence that the simulation models the servers faithfully.
+//!
+//! The parts, in Jepsen's split:
+//! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues `redis-server`
+//!   processes on loopback ports, each in a temp dir, in its own process group; stops them all on
+//!   success, error, drop and Ctrl-C.
+//! - [`redis_store`] (the client): [`redis_store::RealRedis`] implements the algorithms'
+//!   `RedisStore` over the `redis` crate, reply for reply as the simulated Redis answers.
+//! - [`env`]: [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
+//!   [`gate::PauseGate`] per client that freezes it, which is how a client pause is real here.
+//! - [`workload`]: what clients do, exactly as in the simulation; [`world`]: the run's shared
+//!   state; [`resource`]: the protected resource, in-process, recording every access in real
+//!   order; [`recorder`]: the history.
+//! - [`nemesis`]: the scenario's faults at their times; [`support`]: which faults and algorithms
+//!   real mode can run so far; [`profile`]: ready-made scenarios for `lockcheck real`.
+//! - [`runner`]: one run, start to verdict.
+//!
+//! # What is real, and what is not
+//!
+//! Real: the servers (Debian's `redis-server`, its Lua, its expiry on its own wall clock), the
+//! TCP connections and their timeouts, `kill -9` and a restart from the same data dir,
+//! SIGSTOP/SIGCONT of a server, time itself.
+//!
+//! Not (yet) real, or different from the simulation:
+//! - A client pause is a gate the client's task waits at, at its next await point (every sleep,
+//!   every store call, every touch of the resource), not a frozen OS process: the lock algorithms
+//!   and the workload run as tasks in this process. A frozen process also stops at exactly such
+//!   points from the outside world's view (it sends nothing, receives nothing), so a pause inside a
+//!   critical section is faithful; what a task does between two await points (pure computation) is
+//!   not interrupted.
+//! - `kill -9` kills the process, not the machine: what Redis wrote to its append-only file is in
+//!   the page cache and survives, so `everysec` loses nothing acknowledged here, while the
+//!   simulation's `everysec` models a machine crash that loses the last second.
+//! - A crashed server refuses connections at once ([`lockcheck_algorithms::StoreError::Unreachable`]),
+//!   where the simulation's crashed node swallows messages until the timeout.
+//! - Server key changes are not observed (no `Key` entries), so foreign releases are not checked.
+//! - Clock faults, partitions, message loss and delay, failover and client crashes are refused with
+//!   a "not supported in real mode yet" error before anything starts.
+//!
+//! A real run is not byte-replayable: scheduling, latencies and the interleaving of clients come
+//! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`
+//! runs it again here, `lockcheck run` runs it in the simulator.
+
+pub mod env;
+pub mod error;
+pub mod gate;
+pub mod launcher;
+pub mod nemesis;
+pub mod profile;
+pub mod recorder;
+pub mod redis_store;
+pub mod resource;
+pub mod runner;
+pub mod support;
+pub mod workload;
+pub mod world;
+
+pub use error::RealError;
+pub use runner::{preflight, run, RealRun};

@@ -1,0 +1,132 @@
+//! The real nemesis: carries out the scenario's faults at their times, for real.
+//!
+//! The schedule is expanded exactly as the simulator expands it
+//! ([`lockcheck_sim::nemesis::timeline`], a pure function): a pause becomes a pause and a resume, a
+//! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
+//! skipped. Then each action is applied when the run's clock reaches it:
+//! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens;
+//! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
+//! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
+//!   recorded once it answers `PING` (a real restart takes some milliseconds; the simulated one is
+//!   instantaneous).
+//!
+//! Every action is recorded as a `nemesis` entry, as in the simulation. [`crate::support::check`]
+//! has refused every other kind of fault before the run started.
+
+use crate::error::RealError;
+use crate::launcher::Launcher;
+use crate::world::RealWorld;
+use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::nemesis::{timeline, Action, Timeline};
+use lockcheck_sim::topology::Role;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The nemesis of one run.
+pub struct Nemesis {
+    world: Rc<RealWorld>,
+    launcher: Rc<RefCell<Launcher>>,
+    /// Actions not yet applied, in order.
+    pending: std::collections::VecDeque<(u64, Action, String)>,
+}
+
+impl Nemesis {
+    /// The nemesis of `world`'s scenario, acting on the servers of `launcher` (started in server
+    /// order).
+    pub fn new(world: Rc<RealWorld>, launcher: Rc<RefCell<Launcher>>) -> Nemesis {
+        let schedule: Timeline = timeline(&world.scenario);
+        Nemesis {
+            world,
+            launcher,
+            pending: schedule.into(),
+        }
+    }
+
+    /// When every fault has ended (ns since the start; 0 without faults).
+    pub fn quiet_after_ns(&self) -> u64 {
+        self.pending.back().map_or(0, |(t, _, _)| *t)
+    }
+
+    /// Applies every action due by now, without waiting for later ones. The runner calls this
+    /// before it starts the clients, so that faults at 0 ms (a client held back from the start)
+    /// are in force before any client runs.
+    pub async fn strike_due(&mut self) -> Result<(), RealError> {
+        while self
+            .pending
+            .front()
+            .is_some_and(|(at, _, _)| *at <= self.world.true_ns())
+        {
+            let (_, action, text) = self.pending.pop_front().expect("checked above");
+            self.apply(action, text).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies the rest of the schedule, sleeping to each action's time.
+    pub async fn run(mut self) -> Result<(), RealError> {
+        while let Some((at, action, text)) = self.pending.pop_front() {
+            let now = self.world.true_ns();
+            if at > now {
+                tokio::time::sleep(Duration::from_nanos(at - now)).await;
+            }
+            self.apply(action, text).await?;
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, action: Action, text: String) -> Result<(), RealError> {
+        let world = &self.world;
+        let topology = world.topology();
+        let target = match &action {
+            Action::Pause(n)
+            | Action::Resume(n)
+            | Action::Crash(n)
+            | Action::Restart(n)
+            | Action::Skipped(n) => *n,
+            other => {
+                return Err(RealError::Unsupported(format!(
+                    "{} ({text}); support::check should have refused it",
+                    other.kind()
+                )))
+            }
+        };
+        let kind = action.kind();
+        let server = world.server_of(target);
+        let client = (topology.role(target) == Role::Client).then_some(target);
+        tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
+        match (action, client, server) {
+            (Action::Skipped(_), _, _) => {}
+            (Action::Pause(_), Some(c), _) => world.gates[c].close(),
+            (Action::Resume(_), Some(c), _) => world.gates[c].open(),
+            (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,
+            (Action::Resume(_), _, Some(s)) => self.launcher.borrow_mut().resume(s)?,
+            (Action::Crash(_), _, Some(s)) => {
+                self.launcher.borrow_mut().crash(s)?;
+                world.set_down(s, true);
+            }
+            (Action::Restart(_), _, Some(s)) => {
+                self.launcher.borrow_mut().respawn(s)?;
+                Launcher::until_ready(&self.launcher, s).await?;
+                world.set_down(s, false);
+            }
+            (action, _, _) => {
+                return Err(RealError::Unsupported(format!(
+                    "{} of {} ({text})",
+                    action.kind(),
+                    topology.name(target)
+                )))
+            }
+        }
+        world.record(
+            target,
+            Kind::Observe,
+            Op::Nemesis {
+                kind: kind.to_string(),
+                action: text,
+                target: Some(topology.name(target).to_string()),
+            },
+        );
+        Ok(())
+    }
+}

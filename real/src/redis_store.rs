@@ -1,0 +1,217 @@
+//! [`RedisStore`] over a real connection: a thin mapping of the algorithms' [`Command`]s onto the
+//! `redis` crate, and of its replies onto [`Reply`], as the simulated Redis
+//! (`lockcheck_sim::redis::model`) answers.
+//!
+//! - Every command goes out as the argument vector [`Command::to_argv`] builds (every variant has
+//!   one), except scripts: [`Command::Eval`] is sent as `EVALSHA sha numkeys keys… args…` and, if
+//!   the server answers `NOSCRIPT`, as `EVAL source …` (which also loads it for next time). The
+//!   two round trips share one request timeout.
+//! - Replies: integer → [`Reply::Int`], bulk string → [`Reply::Bulk`], nil → [`Reply::Nil`],
+//!   status → [`Reply::Status`] (`+OK` → `Status("OK")`), error → [`Reply::Error`] with Redis's
+//!   text (`ERR …`, `WRONGTYPE …`), array → [`Reply::Array`], element by element. The connection
+//!   speaks RESP2, as the model does; RESP3-only types are mapped to their RESP2 form.
+//! - No reply within the request timeout → [`StoreError::Timeout`] (the command may have been
+//!   applied). A connection refused (the server is down) → [`StoreError::Unreachable`] (certainly
+//!   not applied). A connection that breaks after the command was sent → `Timeout` too: the server
+//!   may have applied it before it died.
+//! - A broken connection is dropped and the next call connects again, as a client library with
+//!   reconnection does; a timed-out one is kept (its late reply is discarded in order).
+
+use crate::gate::PauseGate;
+use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
+use lockcheck_algorithms::StoreError;
+use redis::aio::MultiplexedConnection;
+use redis::{
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    RedisConnectionInfo, Value,
+};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// One client's connection to one real Redis server.
+pub struct RealRedis {
+    addr: SocketAddr,
+    timeout: Duration,
+    gate: PauseGate,
+    connection: RefCell<Option<MultiplexedConnection>>,
+}
+
+/// Why one exchange did not produce a value.
+enum Failure {
+    /// Could not connect: the command was not sent.
+    Refused(String),
+    /// The connection broke with the command possibly sent.
+    Broken(String),
+}
+
+impl RealRedis {
+    /// A connection to the server at `addr`; each command waits at most `timeout` for its reply.
+    /// The client passes `gate` before and after every command (see [`PauseGate`]). Nothing is
+    /// connected until the first command.
+    pub fn new(addr: SocketAddr, timeout: Duration, gate: PauseGate) -> RealRedis {
+        RealRedis {
+            addr,
+            timeout,
+            gate,
+            connection: RefCell::new(None),
+        }
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
+        let info: ConnectionInfo =
+            ConnectionAddr::Tcp(self.addr.ip().to_string(), self.addr.port())
+                .into_connection_info()
+                .map_err(|e| Failure::Refused(e.to_string()))?
+                // No CLIENT SETINFO on connect: the only commands on the wire are the algorithm's.
+                .set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
+        let client = Client::open(info).map_err(|e| Failure::Refused(e.to_string()))?;
+        // The store's own timeout bounds every call; the crate's would only get in its way.
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(None)
+            .set_response_timeout(None);
+        client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await
+            .map_err(|e| Failure::Refused(e.to_string()))
+    }
+
+    /// The open connection, connecting first if there is none.
+    async fn connection(&self) -> Result<MultiplexedConnection, Failure> {
+        if let Some(connection) = self.connection.borrow().as_ref() {
+            // Clones share one socket and keep the order of requests.
+            return Ok(connection.clone());
+        }
+        let connection = self.connect().await?;
+        *self.connection.borrow_mut() = Some(connection.clone());
+        Ok(connection)
+    }
+
+    /// Sends one argument vector and reads its reply.
+    async fn send(&self, argv: &[String]) -> Result<Reply, Failure> {
+        let mut connection = self.connection().await?;
+        let mut cmd = redis::cmd(&argv[0]);
+        for arg in &argv[1..] {
+            cmd.arg(arg);
+        }
+        match connection.send_packed_command(&cmd).await {
+            Ok(value) => Ok(reply_of(value)),
+            // An error reply the crate raised as an error is a reply all the same.
+            Err(e) if e.code().is_some() => Ok(Reply::Error(match (e.code(), e.detail()) {
+                (Some(code), Some(detail)) => format!("{code} {detail}"),
+                _ => e.code().unwrap_or("ERR").to_string(),
+            })),
+            Err(e) => {
+                *self.connection.borrow_mut() = None;
+                Err(Failure::Broken(e.to_string()))
+            }
+        }
+    }
+
+    /// One command, including the `EVALSHA` → `EVAL` fallback.
+    async fn exchange(&self, command: &Command) -> Result<Reply, Failure> {
+        let Command::Eval { script, keys, args } = command else {
+            return self.send(&command.to_argv()).await;
+        };
+        let mut argv = vec![
+            "EVALSHA".to_string(),
+            script.sha1.to_string(),
+            keys.len().to_string(),
+        ];
+        argv.extend(keys.iter().cloned());
+        argv.extend(args.iter().cloned());
+        match self.send(&argv).await? {
+            Reply::Error(e) if e.starts_with("NOSCRIPT") => self.send(&command.to_argv()).await,
+            reply => Ok(reply),
+        }
+    }
+}
+
+/// A reply as the algorithms (and the simulated Redis) see it.
+pub fn reply_of(value: Value) -> Reply {
+    match value {
+        Value::Nil => Reply::Nil,
+        Value::Int(n) => Reply::Int(n),
+        Value::BulkString(bytes) => Reply::Bulk(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Array(items) | Value::Set(items) => {
+            Reply::Array(items.into_iter().map(reply_of).collect())
+        }
+        Value::SimpleString(s) => Reply::Status(s),
+        Value::Okay => Reply::Status("OK".into()),
+        Value::ServerError(e) => Reply::Error(match e.details() {
+            Some(detail) => format!("{} {detail}", e.code()),
+            None => e.code().to_string(),
+        }),
+        // RESP3 only; a RESP2 connection never sees these. Their RESP2 forms:
+        Value::Map(pairs) => Reply::Array(
+            pairs
+                .into_iter()
+                .flat_map(|(k, v)| [reply_of(k), reply_of(v)])
+                .collect(),
+        ),
+        Value::Attribute { data, .. } => reply_of(*data),
+        Value::Double(d) => Reply::Bulk(lockcheck_algorithms::redis::command::format_double(d)),
+        Value::Boolean(b) => Reply::Int(i64::from(b)),
+        Value::VerbatimString { text, .. } => Reply::Bulk(text),
+        Value::BigNumber(n) => Reply::Bulk(String::from_utf8_lossy(&n).into_owned()),
+        Value::Push { data, .. } => Reply::Array(data.into_iter().map(reply_of).collect()),
+        // `Value` is non-exhaustive.
+        other => Reply::Error(format!(
+            "ERR unexpected reply type from the server: {other:?}"
+        )),
+    }
+}
+
+impl RedisStore for RealRedis {
+    async fn call(&self, command: Command) -> Result<Reply, StoreError> {
+        self.gate.pass().await;
+        let result = tokio::time::timeout(self.timeout, self.exchange(&command)).await;
+        self.gate.pass().await;
+        match result {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(Failure::Refused(why))) => Err(StoreError::Unreachable(why)),
+            Ok(Err(Failure::Broken(why))) => {
+                tracing::debug!(addr = %self.addr, "connection broke: {why}");
+                Err(StoreError::Timeout)
+            }
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_map_as_the_simulated_redis_answers() {
+        assert_eq!(reply_of(Value::Nil), Reply::Nil);
+        assert_eq!(reply_of(Value::Okay), Reply::Status("OK".into()));
+        assert_eq!(reply_of(Value::Int(-2)), Reply::Int(-2));
+        assert_eq!(
+            reply_of(Value::BulkString(b"tok".to_vec())),
+            Reply::Bulk("tok".into())
+        );
+        assert_eq!(
+            reply_of(Value::Array(vec![Value::Int(1), Value::Nil])),
+            Reply::Array(vec![Reply::Int(1), Reply::Nil])
+        );
+        let error = redis::parse_redis_value(
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        )
+        .unwrap();
+        assert_eq!(
+            reply_of(error),
+            Reply::Error(
+                "WRONGTYPE Operation against a key holding the wrong kind of value".into()
+            )
+        );
+        let error = redis::parse_redis_value(b"-ERR syntax error\r\n").unwrap();
+        assert_eq!(reply_of(error), Reply::Error("ERR syntax error".into()));
+    }
+}

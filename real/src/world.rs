@@ -1,0 +1,130 @@
+//! The state of one real run that lives outside the clients' tasks: the scenario, the servers'
+//! addresses and whether they are up, the clients' pause gates, the resource and the history.
+//! The counterpart of the simulator's `World`, for a world whose clocks, disks and network are
+//! the real ones.
+
+use crate::gate::PauseGate;
+use crate::recorder::Recorder;
+use crate::resource::Resource;
+use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::scenario::Scenario;
+use lockcheck_sim::topology::{Role, Topology};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+
+/// A run's shared state. One per run, shared by the client tasks, the nemesis and the runner
+/// (all on one thread).
+pub struct RealWorld {
+    /// The scenario being run.
+    pub scenario: Scenario,
+    /// The history.
+    pub recorder: Rc<Recorder>,
+    /// The protected resource.
+    pub resource: Resource,
+    /// Server addresses, in server order (`redis-0`, `redis-1`, …).
+    pub servers: Vec<SocketAddr>,
+    /// Per client: its pause gate.
+    pub gates: Vec<PauseGate>,
+    /// Per server: crashed and not restarted.
+    down: RefCell<Vec<bool>>,
+    /// Per client: critical sections still to do.
+    remaining: RefCell<Vec<u32>>,
+    /// Per client: finished its workload.
+    finished: RefCell<Vec<bool>>,
+}
+
+impl RealWorld {
+    /// The world of `scenario`, whose servers listen on `servers`; time starts now.
+    pub fn new(scenario: Scenario, servers: Vec<SocketAddr>) -> RealWorld {
+        let topology: Topology = scenario.topology();
+        let recorder = Rc::new(Recorder::new(topology.clone()));
+        let resource = Resource::new(
+            recorder.clone(),
+            topology.resource(),
+            scenario.params.fencing,
+        );
+        let clients = scenario.clients as usize;
+        let per_client = scenario.workload.acquisitions_per_client;
+        RealWorld {
+            recorder,
+            resource,
+            gates: (0..clients).map(|_| PauseGate::new()).collect(),
+            down: RefCell::new(vec![false; servers.len()]),
+            remaining: RefCell::new(vec![per_client; clients]),
+            finished: RefCell::new(vec![false; clients]),
+            servers,
+            scenario,
+        }
+    }
+
+    /// The run's nodes.
+    pub fn topology(&self) -> &Topology {
+        self.recorder.topology()
+    }
+
+    /// Time since the start of the run, in ns.
+    pub fn true_ns(&self) -> u64 {
+        self.recorder.true_ns()
+    }
+
+    /// Appends to the history as node `node`.
+    pub fn record(&self, node: usize, kind: Kind, op: Op) {
+        self.recorder.record(node, kind, op);
+    }
+
+    /// The server order (0 for `redis-0`) of topology node `node`, if it is a server.
+    pub fn server_of(&self, node: usize) -> Option<usize> {
+        self.topology()
+            .with_role(Role::Server)
+            .iter()
+            .position(|&n| n == node)
+    }
+
+    /// Marks server `server` (in server order) crashed or up again.
+    pub fn set_down(&self, server: usize, down: bool) {
+        self.down.borrow_mut()[server] = down;
+    }
+
+    /// How many servers are crashed now.
+    pub fn servers_down(&self) -> usize {
+        self.down.borrow().iter().filter(|d| **d).count()
+    }
+
+    /// The names of the servers crashed now.
+    pub fn down_names(&self) -> Vec<String> {
+        let servers = self.topology().with_role(Role::Server);
+        self.down
+            .borrow()
+            .iter()
+            .zip(servers)
+            .filter(|(down, _)| **down)
+            .map(|(_, n)| self.topology().name(n).to_string())
+            .collect()
+    }
+
+    /// Takes one critical section from client `client`'s allowance; false when none is left.
+    pub fn take_acquisition(&self, client: usize) -> bool {
+        let mut r = self.remaining.borrow_mut();
+        if r[client] == 0 {
+            return false;
+        }
+        r[client] -= 1;
+        true
+    }
+
+    /// Critical sections client `client` still has to do.
+    pub fn remaining(&self, client: usize) -> u32 {
+        self.remaining.borrow()[client]
+    }
+
+    /// Marks client `client` finished.
+    pub fn finish(&self, client: usize) {
+        self.finished.borrow_mut()[client] = true;
+    }
+
+    /// Whether client `client` finished its workload.
+    pub fn is_finished(&self, client: usize) -> bool {
+        self.finished.borrow()[client]
+    }
+}

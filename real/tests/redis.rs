@@ -1,0 +1,295 @@
+//! The algorithms against real `redis-server` processes, each test a story with the verdict it
+//! must reach, which is also the simulation's verdict for the same scenario (every run is checked
+//! against it). Only verdicts are asserted, never timings: the stories are timed from the TTL with
+//! margins of hundreds of milliseconds, so the machine's speed does not decide them.
+//!
+//! Without `redis-server` on PATH these tests print one line saying how to install it and pass,
+//! except under CI (`CI=true`), where they fail: CI must install it (`.ci/run` does).
+
+use lockcheck_real::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERVER};
+use lockcheck_real::profile::{self, Profile, Shape};
+use lockcheck_real::{run, RealError, RealRun};
+use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::history::{Op, Phase};
+use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard, Once};
+
+/// Whether the real servers are installed. Says once, on the real stderr (not captured), that
+/// the tests are skipped when they are not; fails under CI.
+fn servers_installed() -> bool {
+    if find_on_path(REDIS_SERVER).is_some() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{REDIS_SERVER} is not on PATH under CI=true: .ci/run must `{REDIS_INSTALL}`");
+    }
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "skipping real-server tests: {REDIS_INSTALL}"
+        );
+    });
+    false
+}
+
+/// Real runs one at a time: they share two cores, and a verdict should never depend on a
+/// neighbour's load.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `pid` is a live redis-server (a reaped PID has no /proc entry; a reused one runs
+/// something else).
+fn redis_alive(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(REDIS_SERVER))
+}
+
+/// The kinds of violation found, in order, without repeats.
+fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
+    let mut kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
+    kinds.dedup();
+    kinds
+}
+
+/// Runs `scenario` for real, checks that every server it started is gone, and that the
+/// simulation of the same scenario reaches the same verdict.
+fn run_real(scenario: &Scenario) -> RealRun {
+    let real = run(scenario).unwrap_or_else(|e| panic!("the real run failed: {e}"));
+    assert!(!real.server_pids.is_empty(), "no server was started");
+    let alive: Vec<u32> = real
+        .server_pids
+        .iter()
+        .copied()
+        .filter(|&pid| redis_alive(pid))
+        .collect();
+    assert!(alive.is_empty(), "servers left running: {alive:?}");
+    let simulated = lockcheck_sim::run(scenario);
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        kinds(&simulated.violations),
+        "real and simulated verdicts differ:\nreal: {:#?}\nsimulated: {:#?}",
+        real.outcome.violations,
+        simulated.violations
+    );
+    real
+}
+
+fn shape(clients: u32, ttl_ms: u64) -> Shape {
+    Shape {
+        clients,
+        ttl_ms,
+        ..Shape::default()
+    }
+}
+
+/// Accepted entries into the critical section, per the resource.
+fn sections(real: &RealRun) -> usize {
+    real.outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.op,
+                Op::Resource {
+                    phase: Phase::Enter,
+                    accepted: true,
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+fn assert_safe(real: &RealRun) {
+    assert!(
+        real.outcome.violations.is_empty(),
+        "{:#?}",
+        real.outcome.violations
+    );
+}
+
+#[test]
+fn three_clients_without_faults_never_share_single_redis() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(Algorithm::SingleRedis, Profile::None, &shape(3, 1_000)).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(real.server_pids.len(), 1);
+    assert_eq!(
+        sections(&real),
+        9,
+        "every client did its 3 critical sections"
+    );
+}
+
+#[test]
+fn a_holder_paused_longer_than_the_ttl_breaks_single_redis_as_in_the_simulation() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(Algorithm::SingleRedis, Profile::Pause, &shape(3, 2_000)).unwrap();
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn fencing_turns_the_paused_holder_away_at_the_real_resource() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s =
+        profile::scenario(Algorithm::SingleRedis, Profile::Pause, &shape(2, 2_000)).unwrap();
+    s.params.fencing = true;
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert!(
+        real.outcome
+            .stale_accesses
+            .iter()
+            .any(|a| a.client == "client-0"),
+        "the stale holder was rejected: {:?}",
+        real.outcome.stale_accesses
+    );
+}
+
+#[test]
+fn redlock_on_three_real_masters_without_faults_is_safe() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let shape = Shape {
+        nodes: Some(3),
+        ..shape(3, 1_000)
+    };
+    let s = profile::scenario(Algorithm::Redlock, Profile::None, &shape).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(real.server_pids.len(), 3);
+    assert_eq!(sections(&real), 9);
+}
+
+/// client-0 takes the lock (client-1 is held back for 200 ms) and works for 1 s; at 400 ms
+/// redis-0 is killed and restarted at once.
+fn crash_while_held(persistence: Persistence) -> Scenario {
+    let mut s = Scenario::new(Algorithm::SingleRedis);
+    s.params.ttl_ms = Some(2_000);
+    s.params.persistence = Some(persistence);
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 1_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.duration_ms = 20_000;
+    let redis = || "redis-0".to_string();
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 200,
+        },
+        Fault::Crash {
+            at_ms: 400,
+            node: redis(),
+        },
+        Fault::Restart {
+            at_ms: 400,
+            node: redis(),
+        },
+    ];
+    s.validate().unwrap();
+    s
+}
+
+#[test]
+fn crash_and_immediate_restart_without_persistence_breaks_single_redis() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = crash_while_held(Persistence::None);
+    let real = run_real(&s);
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        vec![ViolationKind::MutualExclusion]
+    );
+}
+
+#[test]
+fn crash_and_immediate_restart_with_appendfsync_always_is_safe() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let real = run_real(&crash_while_held(Persistence::Always));
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_safe(&real);
+    assert_eq!(sections(&real), 2);
+}
+
+#[test]
+fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = crash_while_held(Persistence::None);
+    s.faults.truncate(1);
+    s.faults.push(Fault::Pause {
+        at_ms: 300,
+        node: "redis-0".into(),
+        for_ms: 500,
+    });
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 2);
+}
+
+#[test]
+fn unsupported_faults_are_refused_before_anything_starts() {
+    let mut s = Scenario::new(Algorithm::SingleRedis);
+    s.faults = vec![Fault::ClockJump {
+        at_ms: 100,
+        node: "redis-0".into(),
+        by_ms: 20_000,
+    }];
+    match run(&s) {
+        Err(RealError::Unsupported(why)) => assert!(why.contains("clock_jump"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_dropped_launcher_leaves_no_server_running() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut launcher = Launcher::new().unwrap();
+    launcher.add_redis("redis-0", Persistence::None).unwrap();
+    launcher.add_redis("redis-1", Persistence::Always).unwrap();
+    let pids = launcher.started_pids();
+    assert_eq!(pids.len(), 2);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !redis_alive(pid)), "{pids:?}");
+}
