@@ -4,6 +4,8 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use lockcheck_real::profile::{Profile, Shape};
+use lockcheck_real::RealError;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
 use lockcheck_sim::report::{replay, Report};
 use lockcheck_sim::scenario::{Params, Persistence};
@@ -16,8 +18,11 @@ use std::process::ExitCode;
 const EXIT_OK: u8 = 0;
 /// Exit code: a violation was found, or a replay diverged.
 const EXIT_FOUND: u8 = 1;
-/// Exit code: bad input (or an environment problem such as an unwritable directory).
+/// Exit code: bad input (or an environment problem such as an unwritable directory, or a
+/// server binary that is not installed).
 const EXIT_USAGE: u8 = 2;
+/// Exit code: interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Parser)]
 #[command(
@@ -27,13 +32,15 @@ const EXIT_USAGE: u8 = 2;
     long_about = "lockcheck runs lock algorithms (written once) in a deterministic simulation with \
 injected faults: process pauses, clock jumps and drift, crashes and restarts, partitions. It checks \
 that no two clients were ever inside the critical section at once, and turns every violation into a \
-report you can replay byte for byte.\n\n\
+report you can replay byte for byte. `lockcheck real` runs the same algorithm code against real \
+servers, with real faults.\n\n\
 Exit codes: 0 = nothing found (or replay identical), 1 = violation found (or replay diverged), \
 2 = bad input.",
     after_help = "Examples:\n  \
 lockcheck explore --algorithm single-redis --faults pause\n  \
 lockcheck replay reports/single-redis-pause-1a2b3c4d.json\n  \
-lockcheck run scenario.json --report reports/"
+lockcheck run scenario.json --report reports/\n  \
+lockcheck real --algorithm single-redis --faults pause"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -125,6 +132,53 @@ enum Command {
     Replay {
         /// The report (JSON) written by `run --report` or `explore`.
         report: PathBuf,
+    },
+    /// Run the same algorithm code against real servers, with real faults.
+    ///
+    /// lockcheck starts redis-server processes itself (from PATH, on 127.0.0.1 ports, each in a
+    /// temp dir), runs the clients and the protected resource in this process on real time,
+    /// carries out the faults for real (a client pause freezes the client; a server pause is
+    /// SIGSTOP/SIGCONT; a crash is kill -9; a restart starts the server again on its port and
+    /// directory), checks the history with the simulator's checker, and stops every server it
+    /// started, also on Ctrl-C.
+    ///
+    /// Supported so far: single-redis and redlock; pauses of clients and servers, crashes and
+    /// restarts of servers. A real run is not byte-replayable (the machine decides the
+    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
+    #[command(after_help = "Examples:\n  \
+lockcheck real --algorithm single-redis --faults pause\n  \
+lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --scenario scenario.json\n\n\
+Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, redis-server missing \
+(apt-get install redis-server) or a server that would not start.")]
+    Real {
+        /// The algorithm: single-redis or redlock (what real mode runs so far).
+        #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
+        algorithm: Option<String>,
+        /// The fault profile: `none` (clients contend, no fault) or `pause` (the first holder is
+        /// paused at TTL/5 for 1.05 × TTL, inside its critical section, while the others wait).
+        #[arg(
+            long,
+            value_name = "F",
+            default_value = "none",
+            conflicts_with = "scenario"
+        )]
+        faults: String,
+        /// Run this scenario file (the `lockcheck run` format) instead of a profile.
+        #[arg(long, value_name = "FILE")]
+        scenario: Option<PathBuf>,
+        /// Clients stop acquiring after this many ms [profile default: 30000].
+        #[arg(long, value_name = "MS")]
+        duration_ms: Option<u64>,
+        /// Number of clients [profile default: 3].
+        #[arg(long, value_name = "N")]
+        clients: Option<u32>,
+        /// Lease length in ms [profile default: 2000, short so that a run takes seconds].
+        #[arg(long, value_name = "MS")]
+        ttl_ms: Option<u64>,
+        /// Number of servers (redlock: an odd number ≥ 3, default 5).
+        #[arg(long, value_name = "N")]
+        nodes: Option<u32>,
     },
 }
 
@@ -236,7 +290,134 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             explore_cmd(&options, &faults, &out)
         }
         Command::Replay { report } => replay_cmd(&report),
+        Command::Real {
+            algorithm,
+            faults,
+            scenario,
+            duration_ms,
+            clients,
+            ttl_ms,
+            nodes,
+        } => {
+            let scenario = match scenario {
+                Some(file) => {
+                    let text = std::fs::read_to_string(&file)
+                        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+                    let mut s = Scenario::from_json(&text)
+                        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+                    if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
+                        return Err(usage(format!(
+                            "--algorithm {name} contradicts {}, which runs {}",
+                            file.display(),
+                            s.algorithm.name()
+                        )));
+                    }
+                    s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
+                    s.clients = clients.unwrap_or(s.clients);
+                    s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    s.params.nodes = nodes.or(s.params.nodes);
+                    s.validate().map_err(|e| usage(e.to_string()))?;
+                    s
+                }
+                None => {
+                    let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
+                    let profile = Profile::from_name(&faults).ok_or_else(|| {
+                        let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
+                        usage(format!(
+                            "unknown fault profile '{faults}' for real runs (known: {})",
+                            known.join(", ")
+                        ))
+                    })?;
+                    let defaults = Shape::default();
+                    let shape = Shape {
+                        clients: clients.unwrap_or(defaults.clients),
+                        ttl_ms: ttl_ms.unwrap_or(defaults.ttl_ms),
+                        duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
+                        nodes,
+                        ..defaults
+                    };
+                    lockcheck_real::profile::scenario(algorithm, profile, &shape)
+                        .map_err(|e| usage(e.to_string()))?
+                }
+            };
+            real_cmd(&scenario)
+        }
     }
+}
+
+fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
+    Algorithm::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        usage(format!(
+            "unknown algorithm '{name}' (known: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
+    lockcheck_real::preflight(scenario).map_err(|e| usage(e.to_string()))?;
+    println!(
+        "real run: {} with {} client(s), TTL {} ms, against real redis-server",
+        scenario.algorithm.name(),
+        scenario.clients,
+        scenario.algorithm.lease_ms(&scenario.params)
+    );
+    for fault in &scenario.faults {
+        println!("  {}", fault.describe());
+    }
+    let real = match lockcheck_real::run(scenario) {
+        Ok(real) => real,
+        Err(e @ RealError::Interrupted) => {
+            eprintln!("lockcheck: {e}");
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(usage(e.to_string())),
+    };
+    let outcome = &real.outcome;
+    let report = Report::of_run(scenario, outcome);
+    println!("{}", report.summary);
+    for v in &outcome.violations {
+        println!("  {:?}: {}", v.kind, v.story);
+    }
+    for s in &outcome.stale_accesses {
+        println!(
+            "  stale access rejected: {} with fence {:?} at {:.1} ms",
+            s.client,
+            s.fence,
+            s.at_ns as f64 / 1e6
+        );
+    }
+    let a = &outcome.availability;
+    for (label, rate) in [
+        ("all servers reachable", a.all_reachable),
+        ("a minority unreachable", a.minority_unreachable),
+        ("a majority unreachable", a.majority_unreachable),
+    ] {
+        if rate.attempts > 0 {
+            println!(
+                "  attempts with {label}: {} of {} acquired",
+                rate.acquired, rate.attempts
+            );
+        }
+    }
+    println!(
+        "{} history entries in {:.1} s; {} server process(es) started and stopped",
+        outcome.history.entries.len(),
+        real.elapsed.as_secs_f64(),
+        real.server_pids.len()
+    );
+    // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`) or in the
+    // simulation (`lockcheck run FILE`); the run itself is not byte-replayable.
+    println!(
+        "scenario (a real run is not byte-replayable; its scenario is): {}",
+        serde_json::to_string(scenario)?
+    );
+    Ok(if outcome.violated() {
+        EXIT_FOUND
+    } else {
+        EXIT_OK
+    })
 }
 
 fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {

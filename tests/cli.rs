@@ -306,3 +306,80 @@ fn committed_reports_still_replay_identically() {
     }
     assert!(seen > 0, "no committed report in {}", dir.display());
 }
+
+/// `lockcheck real` with `envs` set for the child (e.g. a PATH without redis-server).
+fn lockcheck_real(args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .arg("real")
+        .args(args)
+        .envs(envs.iter().copied())
+        .output()
+        .expect("the binary runs")
+}
+
+#[test]
+fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
+    // Refused before any server is needed: these pass without redis-server installed.
+    for (args, needle) in [
+        (
+            vec!["--algorithm", "zk-sequential"],
+            "not supported in real mode yet",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--faults", "clock-jump"],
+            "clock-jump",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--faults",
+                "pause",
+                "--clients",
+                "1",
+            ],
+            "at least 2 clients",
+        ),
+        (
+            vec!["--algorithm", "redlock", "--nodes", "4"],
+            "params.nodes",
+        ),
+    ] {
+        let o = lockcheck_real(&args, &[]);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn real_without_redis_server_says_how_to_install_it_and_exits_2() {
+    let empty = Scratch::new("no-path");
+    let o = lockcheck_real(
+        &["--algorithm", "single-redis"],
+        &[("PATH", empty.0.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("apt-get install redis-server"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn real_pause_finds_the_violation_against_a_real_redis_server() {
+    // The README's command. Needs redis-server (CI installs it; elsewhere this is skipped).
+    let installed = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| dir.join("redis-server").is_file())
+    });
+    if !installed {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "CI=true and redis-server is not on PATH: .ci/run must install it"
+        );
+        return;
+    }
+    let o = lockcheck_real(&["--algorithm", "single-redis", "--faults", "pause"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("two holders at once"), "{}", stdout(&o));
+}
