@@ -321,6 +321,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                 }
                 None => {
                     let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
+                    lockcheck_real::support::check_algorithm(algorithm)
+                        .map_err(|e| usage(e.to_string()))?;
                     let profile = Profile::from_name(&faults).ok_or_else(|| {
                         let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
                         usage(format!(

@@ -11,17 +11,25 @@ pub const ALGORITHMS: &[Algorithm] = &[Algorithm::SingleRedis, Algorithm::Redloc
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause (of a client or a server), crash and restart (of a server)";
 
+/// Checks that real mode runs `algorithm`.
+pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
+    if ALGORITHMS.contains(&algorithm) {
+        return Ok(());
+    }
+    let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).collect();
+    Err(RealError::Unsupported(format!(
+        "algorithm {}: real mode runs {} so far",
+        algorithm.name(),
+        names.join(" and ")
+    )))
+}
+
 /// Validates `scenario` and checks that real mode can carry out all of it.
 pub fn check(scenario: &Scenario) -> Result<(), RealError> {
+    // The algorithm first: a scenario for an algorithm real mode does not run is refused as
+    // such, whatever else is wrong with it.
+    check_algorithm(scenario.algorithm)?;
     scenario.validate()?;
-    if !ALGORITHMS.contains(&scenario.algorithm) {
-        let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).collect();
-        return Err(RealError::Unsupported(format!(
-            "algorithm {}: real mode runs {} so far",
-            scenario.algorithm.name(),
-            names.join(" and ")
-        )));
-    }
     let p = &scenario.params;
     if p.replicas > 0 || p.wait_replicas > 0 {
         return Err(RealError::Unsupported(
