@@ -9,7 +9,7 @@ use lockcheck_real::RealError;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
 use lockcheck_sim::report::{replay, Report};
 use lockcheck_sim::scenario::{Params, Persistence};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_sim::{run, Algorithm, Outcome, Scenario};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -378,31 +378,7 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
     };
     let outcome = &real.outcome;
     let report = Report::of_run(scenario, outcome);
-    println!("{}", report.summary);
-    for v in &outcome.violations {
-        println!("  {:?}: {}", v.kind, v.story);
-    }
-    for s in &outcome.stale_accesses {
-        println!(
-            "  stale access rejected: {} with fence {:?} at {:.1} ms",
-            s.client,
-            s.fence,
-            s.at_ns as f64 / 1e6
-        );
-    }
-    let a = &outcome.availability;
-    for (label, rate) in [
-        ("all servers reachable", a.all_reachable),
-        ("a minority unreachable", a.minority_unreachable),
-        ("a majority unreachable", a.majority_unreachable),
-    ] {
-        if rate.attempts > 0 {
-            println!(
-                "  attempts with {label}: {} of {} acquired",
-                rate.acquired, rate.attempts
-            );
-        }
-    }
+    print_outcome(&report, outcome);
     println!(
         "{} history entries in {:.1} s; {} server process(es) started and stopped",
         outcome.history.entries.len(),
@@ -422,13 +398,9 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
     })
 }
 
-fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    let scenario =
-        Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    let outcome = run(&scenario);
-    let mut report = Report::of_run(&scenario, &outcome);
+/// The verdict of one run, for people: the summary, each violation and rejected stale access,
+/// availability, and the wake-ups of a ZooKeeper lock.
+fn print_outcome(report: &Report, outcome: &Outcome) {
     println!("{}", report.summary);
     for v in &outcome.violations {
         println!("  {:?}: {}", v.kind, v.story);
@@ -464,6 +436,16 @@ fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
             w.max_per_release
         );
     }
+}
+
+fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    let scenario =
+        Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    let outcome = run(&scenario);
+    let mut report = Report::of_run(&scenario, &outcome);
+    print_outcome(&report, &outcome);
     println!("history hash {}", outcome.digest);
     if let Some(dir) = report_dir {
         let stem = file

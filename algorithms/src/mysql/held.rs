@@ -14,6 +14,7 @@
 //! writes it into the row's `version`. The write is part of the transaction, so it is rolled back
 //! with it; the sequence is not, so the next holder's token is larger either way.
 
+use super::retry_attempts;
 use super::store::{SqlError, SqlStore, Statement};
 use super::{
     affected, next_fence, rollback, select_for_update, Abort, Attempt, UNBOUNDED_VALIDITY,
@@ -22,7 +23,7 @@ use crate::env::Env;
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::Retry;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -164,13 +165,7 @@ impl<S: SqlStore> MysqlHeld<S> {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
         };
-        acquire_with_retries(env, wait, retry, || async {
-            match self.try_acquire(env).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
-                _ => Ok(None),
-            }
-        })
-        .await
+        retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }
 
     /// Commits, ending the lock. `Ok(false)`: the client no longer held it — the server had

@@ -25,6 +25,7 @@ pub use unique::{MysqlUnique, MysqlUniqueConfig};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
+use crate::retry::{acquire_with_retries, Retry};
 use std::time::Duration;
 
 /// How long after acquiring a client believes it holds a lock that has no lease: a century.
@@ -136,6 +137,31 @@ async fn affected<S: SqlStore>(store: &S, statement: Statement) -> Result<u64, A
 /// gone has been rolled back by the server anyway.
 async fn rollback<S: SqlStore>(store: &S) {
     let _ = store.execute(Statement::Rollback).await;
+}
+
+/// The blocking acquire of every MySQL lock: its attempts, retried by the shared loop, until one
+/// acquires (anything else, busy or interrupted, is a failed attempt).
+async fn retry_attempts<E, F, Fut>(
+    env: &E,
+    wait: Duration,
+    retry: Retry,
+    mut attempt: F,
+) -> Result<Option<Guard>, LockError>
+where
+    E: Env,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Attempt, LockError>>,
+{
+    acquire_with_retries(env, wait, retry, || {
+        let attempt = attempt();
+        async move {
+            match attempt.await? {
+                Attempt::Acquired(guard) => Ok(Some(guard)),
+                _ => Ok(None),
+            }
+        }
+    })
+    .await
 }
 
 /// Sleeps the jittered retry delay before trying a clean-up step again.

@@ -13,6 +13,7 @@
 //! as unsafe as every lease when the holder pauses past it or the database's clock jumps. The
 //! client counts its validity down on its own monotonic clock, as the Redis locks do.
 
+use super::retry_attempts;
 use super::store::{SqlStore, Statement};
 use super::{
     affected, next_fence, pause, rollback, select_for_update, Abort, Attempt, RELEASE_ATTEMPTS,
@@ -22,7 +23,7 @@ use crate::env::Env;
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::Retry;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -228,13 +229,7 @@ impl<S: SqlStore> MysqlRow<S> {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
         };
-        acquire_with_retries(env, wait, retry, || async {
-            match self.try_acquire(env).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
-                _ => Ok(None),
-            }
-        })
-        .await
+        retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }
 
     /// Releases one level if the row is still ours. `Ok(false)`: it was not (taken over after the

@@ -8,13 +8,14 @@
 //! and one database as a single point of failure. The delete names the acquisition's own token,
 //! so only the holder can release.
 
+use super::retry_attempts;
 use super::store::{SqlError, SqlStore, Statement};
 use super::{affected, next_fence, pause, Abort, Attempt, RELEASE_ATTEMPTS, UNBOUNDED_VALIDITY};
 use crate::env::Env;
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::Retry;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -115,13 +116,7 @@ impl<S: SqlStore> MysqlUnique<S> {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
         };
-        acquire_with_retries(env, wait, retry, || async {
-            match self.try_acquire(env).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
-                _ => Ok(None),
-            }
-        })
-        .await
+        retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }
 
     /// Deletes the row if it still carries `guard`'s token. `Ok(false)`: it did not.
