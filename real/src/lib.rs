@@ -14,7 +14,8 @@
 //!   `RedisStore` over the `redis` crate, reply for reply as the simulated Redis answers.
 //! - [`env`]: [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
 //!   [`gate::PauseGate`] per client that freezes it, which is how a client pause is real here.
-//! - [`workload`]: what clients do, exactly as in the simulation; [`world`]: the run's shared
+//! - [`client`]: a real client for the simulation's own workload loop
+//!   (`lockcheck_sim::workload`); [`world`]: the run's shared
 //!   state; [`resource`]: the protected resource, in-process, recording every access in real
 //!   order; [`recorder`]: the history.
 //! - [`nemesis`]: the scenario's faults at their times; [`support`]: which faults and algorithms
@@ -47,6 +48,7 @@
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`
 //! runs it again here, `lockcheck run` runs it in the simulator.
 
+pub mod client;
 pub mod env;
 pub mod error;
 pub mod gate;
@@ -58,7 +60,6 @@ pub mod redis_store;
 pub mod resource;
 pub mod runner;
 pub mod support;
-pub mod workload;
 pub mod world;
 
 pub use error::RealError;

@@ -1,37 +1,23 @@
 //! The protected resource, in-process: the checker's eye in a real run.
 //!
-//! It behaves as the simulator's resource node does (`lockcheck_sim::resource`): it records every
-//! access in the order it really happened and, with fencing on, rejects an access whose fencing
-//! token is below the highest it accepted (equal tokens are accepted: a holder touches twice with
-//! the same token). Readers of a read/write lock are measured only against writers. Being in the
-//! same process as the clients, it sees accesses at the moment they are made, with no network in
-//! between; a client's pause gate is passed before and after each access, by the workload.
+//! It applies the simulator's rule ([`lockcheck_sim::resource::Admission`]: with fencing, an access
+//! whose token is below the highest accepted is rejected; readers are measured against writers)
+//! and records every access in the order it really happened. Being in the same process as the
+//! clients, it sees accesses at the moment they are made, with no network in between; a client's
+//! pause gate is passed before and after each access, by the client.
 
 use crate::recorder::Recorder;
-use lockcheck_sim::history::{Kind, Op, Phase};
-use std::cell::Cell;
+use lockcheck_sim::history::Kind;
+use lockcheck_sim::net::AccessRequest;
+use lockcheck_sim::resource::Admission;
+use std::cell::RefCell;
 use std::rc::Rc;
-
-/// One access, as a client presents it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Access {
-    /// Enter or exit.
-    pub phase: Phase,
-    /// The lock token the client holds.
-    pub token: String,
-    /// The fencing token it presents.
-    pub fence: Option<u64>,
-    /// A reader's access.
-    pub shared: bool,
-}
 
 /// The protected resource of a run.
 pub struct Resource {
     recorder: Rc<Recorder>,
     node: usize,
-    fencing: bool,
-    highest: Cell<Option<u64>>,
-    highest_write: Cell<Option<u64>>,
+    admission: RefCell<Admission>,
 }
 
 impl Resource {
@@ -40,49 +26,15 @@ impl Resource {
         Resource {
             recorder,
             node,
-            fencing,
-            highest: Cell::new(None),
-            highest_write: Cell::new(None),
+            admission: RefCell::new(Admission::new(fencing)),
         }
     }
 
     /// Client `client` (a node index) touches the resource; true when the access is accepted.
-    pub fn access(&self, client: usize, access: Access) -> bool {
-        let bar = if access.shared {
-            self.highest_write.get()
-        } else {
-            self.highest.get()
-        };
-        let accepted = if self.fencing {
-            // No token, no access: a resource that demands fencing cannot judge a client without one.
-            match (access.fence, bar) {
-                (Some(f), Some(h)) => f >= h,
-                (Some(_), None) => true,
-                (None, _) => false,
-            }
-        } else {
-            true
-        };
-        if accepted && self.fencing {
-            self.highest.set(self.highest.get().max(access.fence));
-            if !access.shared {
-                self.highest_write
-                    .set(self.highest_write.get().max(access.fence));
-            }
-        }
+    pub fn access(&self, client: usize, access: AccessRequest) -> bool {
         let name = self.recorder.topology().name(client).to_string();
-        self.recorder.record(
-            self.node,
-            Kind::Observe,
-            Op::Resource {
-                client: name,
-                phase: access.phase,
-                token: access.token,
-                fence: access.fence,
-                accepted,
-                shared: access.shared,
-            },
-        );
+        let (accepted, op) = self.admission.borrow_mut().admit(&name, access);
+        self.recorder.record(self.node, Kind::Observe, op);
         accepted
     }
 }
@@ -100,8 +52,8 @@ mod tests {
         let touch = |client, fence| {
             resource.access(
                 client,
-                Access {
-                    phase: Phase::Enter,
+                AccessRequest {
+                    phase: lockcheck_sim::history::Phase::Enter,
                     token: format!("t{fence}"),
                     fence: Some(fence),
                     shared: false,

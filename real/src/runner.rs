@@ -4,11 +4,11 @@
 //! The algorithms keep state in `RefCell`s (they are not `Send`), so the whole run is on one
 //! thread: a tokio current-thread runtime with a `LocalSet`, every client a local task.
 
+use crate::client::{run_client, run_probe};
 use crate::error::RealError;
 use crate::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERVER};
 use crate::nemesis::Nemesis;
 use crate::support;
-use crate::workload::{run_client, run_probe};
 use crate::world::RealWorld;
 use lockcheck_sim::checker;
 use lockcheck_sim::history::{Kind, Op};

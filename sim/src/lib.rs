@@ -22,6 +22,7 @@ compile_error!(
 );
 
 pub mod checker;
+pub mod client;
 pub mod clock;
 pub mod disk;
 pub mod env;

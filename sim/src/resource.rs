@@ -9,27 +9,39 @@
 //! granted. A writer is measured against everyone.
 
 use crate::history::{Kind, Op};
-use crate::net::{serve, Handled, Request, Response};
+use crate::net::{serve, AccessRequest, Handled, Request, Response};
 use crate::world::World;
 use std::sync::Arc;
 
-/// Runs the resource on node `me` until the node is stopped.
-pub async fn run_resource(world: Arc<World>, me: usize) {
-    let fencing = world.scenario.params.fencing;
-    // The highest fencing token accepted from anyone, and from a writer.
-    let mut highest: Option<u64> = None;
-    let mut highest_write: Option<u64> = None;
-    let recorder = world.clone();
-    serve(world, me, move |from, request| {
-        let Request::Access(access) = request else {
-            return Handled::Now(Response::Access(false));
-        };
+/// The resource's rule, as plain data, for the simulated resource node and the real in-process
+/// resource alike.
+#[derive(Clone, Debug, Default)]
+pub struct Admission {
+    fencing: bool,
+    /// The highest fencing token accepted from anyone.
+    highest: Option<u64>,
+    /// The highest fencing token accepted from a writer.
+    highest_write: Option<u64>,
+}
+
+impl Admission {
+    /// A resource that checks fencing tokens if `fencing`, and otherwise accepts everything.
+    pub fn new(fencing: bool) -> Admission {
+        Admission {
+            fencing,
+            ..Admission::default()
+        }
+    }
+
+    /// Judges `client`'s access, remembering its token if accepted: whether it was accepted, and
+    /// the history entry that says so.
+    pub fn admit(&mut self, client: &str, access: AccessRequest) -> (bool, Op) {
         let bar = if access.shared {
-            highest_write
+            self.highest_write
         } else {
-            highest
+            self.highest
         };
-        let accepted = if fencing {
+        let accepted = if self.fencing {
             // No token, no access: a resource that demands fencing cannot judge a client without one.
             match (access.fence, bar) {
                 (Some(f), Some(h)) => f >= h,
@@ -39,24 +51,34 @@ pub async fn run_resource(world: Arc<World>, me: usize) {
         } else {
             true
         };
-        if accepted && fencing {
-            highest = highest.max(access.fence);
+        if accepted && self.fencing {
+            self.highest = self.highest.max(access.fence);
             if !access.shared {
-                highest_write = highest_write.max(access.fence);
+                self.highest_write = self.highest_write.max(access.fence);
             }
         }
-        recorder.record(
-            me,
-            Kind::Observe,
-            Op::Resource {
-                client: recorder.topology.name(from).to_string(),
-                phase: access.phase,
-                token: access.token,
-                fence: access.fence,
-                accepted,
-                shared: access.shared,
-            },
-        );
+        let op = Op::Resource {
+            client: client.to_string(),
+            phase: access.phase,
+            token: access.token,
+            fence: access.fence,
+            accepted,
+            shared: access.shared,
+        };
+        (accepted, op)
+    }
+}
+
+/// Runs the resource on node `me` until the node is stopped.
+pub async fn run_resource(world: Arc<World>, me: usize) {
+    let mut admission = Admission::new(world.scenario.params.fencing);
+    let recorder = world.clone();
+    serve(world, me, move |from, request| {
+        let Request::Access(access) = request else {
+            return Handled::Now(Response::Access(false));
+        };
+        let (accepted, op) = admission.admit(recorder.topology.name(from), access);
+        recorder.record(me, Kind::Observe, op);
         Handled::Now(Response::Access(accepted))
     })
     .await

@@ -2,6 +2,7 @@
 //! probe liveness, check the history.
 
 use crate::checker::{self, Availability, StaleAccess, Violation, Wakeups};
+use crate::client::{run_client, run_probe};
 use crate::disk::Disk;
 use crate::history::{History, Kind, Op};
 use crate::nemesis;
@@ -9,7 +10,6 @@ use crate::redis::node::run_server;
 use crate::resource::run_resource;
 use crate::scenario::Scenario;
 use crate::topology::{Role, Topology};
-use crate::workload::{run_client, run_probe};
 use crate::world::World;
 use madsim::runtime::{Handle, Runtime};
 use std::sync::Arc;
