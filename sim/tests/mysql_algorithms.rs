@@ -1,32 +1,31 @@
 //! The MySQL locks (`mysql-row`, `mysql-unique`, `mysql-for-update-held`) against the simulated
-//! MariaDB server, through the `Lock` trait, on a tiny single-threaded executor. One world clock
-//! (ms) drives the server and every client; the database's wall clock may be jumped ahead of it.
+//! MariaDB server, through the `Lock` trait, on the manual-clock executor of `common`; the
+//! database's wall clock may be jumped ahead of the world's.
 //! Every statement is one hop: the client task yields before the server sees it, so the
 //! statements of concurrent transactions interleave. A statement the server blocks waits for
 //! its reply like any other future; the executor moves the clock to the next timer or server
 //! deadline when no task can make progress.
 
+mod common;
+
+use common::{block_on, ms, run_all, Clock, Manual, Task, EPOCH_MS};
 use lockcheck_algorithms::mysql::{
     Attempt, MysqlHeld, MysqlHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique, MysqlUniqueConfig,
     Reply, Row, SqlStore, Statement,
 };
-use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
+use lockcheck_algorithms::{Env, Guard, Lock, StoreError};
 use lockcheck_sim::mysql::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
-use std::time::Duration;
+use std::task::{Context, Poll};
 
-const EPOCH_MS: u64 = 1_700_000_000_000;
-/// A run that is still going after this much simulated time is stuck.
-const GIVE_UP_MS: u64 = 10_000_000;
 const RESOURCE: &str = "orders/42";
 
 struct World {
-    now: Cell<u64>,
+    clock: Clock,
     /// How far the database's wall clock runs ahead of true time.
     db_ahead_ms: Cell<u64>,
     model: RefCell<MysqlModel>,
@@ -36,28 +35,34 @@ struct World {
     closed: RefCell<Vec<ConnId>>,
     /// How many statements the server blocked.
     blocked: Cell<u32>,
-    timers: RefCell<Vec<u64>>,
-    /// Moves whenever a statement runs or a reply is queued: the executor polls again before
-    /// moving the clock.
-    progress: Cell<u64>,
 }
+
+impl Manual for World {
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn advance(&self, to: u64) {
+        World::advance(self, to);
+    }
+}
+
+type Client = common::Client<World>;
 
 impl World {
     fn new(config: MysqlConfig) -> Rc<Self> {
         Rc::new(World {
-            now: Cell::new(0),
+            clock: Clock::default(),
             db_ahead_ms: Cell::new(0),
             model: RefCell::new(MysqlModel::new(config, 0)),
             replies: RefCell::new(BTreeMap::new()),
             closed: RefCell::new(Vec::new()),
             blocked: Cell::new(0),
-            timers: RefCell::new(Vec::new()),
-            progress: Cell::new(0),
         })
     }
 
     fn time(&self) -> ServerTime {
-        let now = self.now.get();
+        let now = self.clock.now.get();
         ServerTime {
             wall_ms: EPOCH_MS + now + self.db_ahead_ms.get(),
             mono_ms: now,
@@ -72,7 +77,7 @@ impl World {
                 }
                 Notice::Closed { conn } => self.closed.borrow_mut().push(conn),
             }
-            self.progress.set(self.progress.get() + 1);
+            self.clock.moved();
         }
     }
 
@@ -85,18 +90,18 @@ impl World {
     /// Moves the clock towards `to`, stopping at every server deadline; stops early when the
     /// server had something for a client.
     fn advance(&self, to: u64) {
-        let before = self.progress.get();
+        let before = self.clock.progress.get();
         self.tick();
-        while self.now.get() < to && self.progress.get() == before {
-            let now = self.now.get();
+        while self.clock.now.get() < to && self.clock.progress.get() == before {
+            let now = self.clock.now.get();
             let due = self.model.borrow().next_deadline_ms().filter(|&t| t > now);
-            self.now.set(to.min(due.unwrap_or(u64::MAX)));
+            self.clock.now.set(to.min(due.unwrap_or(u64::MAX)));
             self.tick();
         }
     }
 
     fn apply(&self, conn: ConnId, statement: &Statement) -> Applied {
-        self.progress.set(self.progress.get() + 1);
+        self.clock.moved();
         let mut notices = Vec::new();
         let applied = self
             .model
@@ -146,7 +151,7 @@ impl Future for Hop<'_> {
             return Poll::Ready(());
         }
         self.done = true;
-        self.world.progress.set(self.world.progress.get() + 1);
+        self.world.clock.moved();
         Poll::Pending
     }
 }
@@ -200,117 +205,6 @@ impl SqlStore for Store {
     }
 }
 
-struct Sleep {
-    world: Rc<World>,
-    until: u64,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.world.now.get() >= self.until {
-            return Poll::Ready(());
-        }
-        self.world.timers.borrow_mut().push(self.until);
-        Poll::Pending
-    }
-}
-
-struct Client {
-    world: Rc<World>,
-    rng: Cell<u64>,
-    events: RefCell<Vec<LockEvent>>,
-}
-
-impl Client {
-    fn new(world: &Rc<World>, seed: u64) -> Self {
-        Client {
-            world: world.clone(),
-            rng: Cell::new(seed),
-            events: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn attempts(&self) -> Vec<bool> {
-        self.events
-            .borrow()
-            .iter()
-            .map(|LockEvent::Attempt { acquired, .. }| *acquired)
-            .collect()
-    }
-}
-
-impl Env for Client {
-    fn wall_now(&self) -> Duration {
-        Duration::from_millis(EPOCH_MS + self.world.now.get())
-    }
-
-    fn mono_now(&self) -> Duration {
-        Duration::from_millis(self.world.now.get())
-    }
-
-    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
-        Sleep {
-            world: self.world.clone(),
-            until: self
-                .world
-                .now
-                .get()
-                .saturating_add(duration.as_nanos().div_ceil(1_000_000) as u64),
-        }
-    }
-
-    fn random_u64(&self) -> u64 {
-        // A counter: distinct tokens and jitter, the same every run.
-        let x = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.rng.set(x);
-        x
-    }
-
-    fn observe(&self, event: LockEvent) {
-        self.events.borrow_mut().push(event);
-    }
-}
-
-type Task<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
-
-/// Runs the tasks to completion on the world's clock.
-fn run_all(world: &World, mut tasks: Vec<Task<'_>>) {
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        let before = world.progress.get();
-        world.timers.borrow_mut().clear();
-        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
-        if tasks.is_empty() {
-            return;
-        }
-        if world.progress.get() != before {
-            continue;
-        }
-        let now = world.now.get();
-        assert!(now < GIVE_UP_MS, "stuck at {now} ms");
-        // Tasks waiting only on the server still need the clock to move (its timeouts).
-        let next = world.timers.borrow().iter().copied().min();
-        world.advance(next.unwrap_or(now + 1_000));
-    }
-}
-
-fn block_on<T>(world: &World, future: impl Future<Output = T>) -> T {
-    let out = RefCell::new(None);
-    run_all(
-        world,
-        vec![Box::pin(async {
-            *out.borrow_mut() = Some(future.await);
-        })],
-    );
-    out.into_inner().unwrap()
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 const RETRY_MS: u64 = 50;
 
 fn row_lock(world: &Rc<World>, locker: &str, ttl: Option<u64>) -> MysqlRow<Store> {
@@ -354,9 +248,9 @@ async fn hold_once<L: Lock>(
     log: &RefCell<Vec<Hold>>,
 ) {
     let guard = lock.acquire(env, ms(600_000)).await.unwrap().unwrap();
-    let from = env.world.now.get();
+    let from = env.now();
     env.sleep(ms(hold)).await;
-    let to = env.world.now.get();
+    let to = env.now();
     log.borrow_mut()
         .push((client, guard.fence.unwrap(), from, to));
     assert!(lock.release(env, &guard).await.unwrap());
@@ -492,7 +386,7 @@ fn mysql_row_with_a_lease_is_taken_over_when_the_databases_clock_jumps() {
         .unwrap()
         .unwrap();
     // UNSAFE, as expected of a lease: A still believes it holds the lock, and so does B.
-    let now = ms(world.now.get());
+    let now = ms(world.clock.now.get());
     assert!(
         guard_a.validity_left(now) > ms(8_000),
         "{guard_a:?} at {now:?}"
@@ -549,7 +443,7 @@ fn mysql_for_update_held_loses_the_row_to_the_next_waiter_when_the_holder_idles_
     let waiter = Box::pin(async {
         env_b.sleep(ms(100)).await;
         let guard = b.acquire(&env_b, ms(60_000)).await.unwrap().unwrap();
-        *got.borrow_mut() = Some((world.now.get(), guard.clone()));
+        *got.borrow_mut() = Some((world.clock.now.get(), guard.clone()));
         // B works for less than wait_timeout: it keeps the row until its commit.
         env_b.sleep(ms(4_000)).await;
         assert!(b.release(&env_b, &guard).await.unwrap());
@@ -581,10 +475,10 @@ fn mysql_for_update_held_keeps_the_row_through_a_pause_shorter_than_wait_timeout
     let log = RefCell::new(Vec::new());
     let holder = Box::pin(async {
         let guard = a.acquire(&env_a, ms(0)).await.unwrap().unwrap();
-        let from = world.now.get();
+        let from = world.clock.now.get();
         env_a.sleep(ms(3_000)).await;
         log.borrow_mut()
-            .push((0, guard.fence.unwrap(), from, world.now.get()));
+            .push((0, guard.fence.unwrap(), from, world.clock.now.get()));
         assert!(a.release(&env_a, &guard).await.unwrap());
     }) as Task<'_>;
     let waiter = Box::pin(async {
@@ -613,7 +507,7 @@ fn mysql_for_update_held_tries_again_after_a_lock_wait_timeout() {
     let waiter = Box::pin(async {
         env_b.sleep(ms(10)).await;
         let guard = b.acquire(&env_b, ms(60_000)).await.unwrap().unwrap();
-        got.set(Some(world.now.get()));
+        got.set(Some(world.clock.now.get()));
         assert!(b.release(&env_b, &guard).await.unwrap());
     }) as Task<'_>;
     run_all(&world, vec![holder, waiter]);
@@ -648,12 +542,12 @@ fn mysql_unique_never_waits_on_the_server() {
     assert_eq!(world.row().unwrap().locker, guard_a.token);
     assert_eq!(Some(world.row().unwrap().version), guard_a.fence);
     // Busy at once: the insert fails with 1062, nothing waits.
-    let before = world.now.get();
+    let before = world.clock.now.get();
     assert_eq!(
         block_on(&world, b.try_acquire(&env_b)).unwrap(),
         Attempt::Busy
     );
-    assert_eq!(world.now.get(), before);
+    assert_eq!(world.clock.now.get(), before);
     // A blocking acquire is the client's own retry loop: attempts every 25-50 ms, then give up.
     assert_eq!(block_on(&world, b.acquire(&env_b, ms(300))).unwrap(), None);
     let attempts = env_b.attempts();

@@ -1,24 +1,24 @@
 //! `redis-fair` against the simulated server: its scripts one by one (driven through
-//! `RedisModel::apply`), then the client through the `Lock` trait on a tiny single-threaded
-//! executor whose only source of waiting is simulated time.
+//! `RedisModel::apply`), then the client through the `Lock` trait on the manual-clock executor
+//! of `common`.
 
+mod common;
+
+use common::{block_on, run_all, Clock, Manual, Task, EPOCH_MS};
 use lockcheck_algorithms::redis::command::{Command, Reply, Script};
 use lockcheck_algorithms::redis::fair::{
     FairConfig, RedisFair, ACQUIRE_LUA, FORCE_UNLOCK_LUA, LEAVE_QUEUE_LUA, RELEASE_LUA, RENEW_LUA,
     TRY_ACQUIRE_LUA,
 };
 use lockcheck_algorithms::redis::RedisStore;
-use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
+use lockcheck_algorithms::LockEvent;
+use lockcheck_algorithms::{Env, Guard, Lock, StoreError};
 use lockcheck_sim::redis::RedisModel;
 use std::cell::{Cell, RefCell};
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// Wall-clock origin of every test, in ms since the epoch: deadlines are absolute wall times.
-const EPOCH_MS: u64 = 1_700_000_000_000;
 const LEASE_MS: u64 = 1_000;
 const WAIT_MS: u64 = 300;
 
@@ -422,22 +422,28 @@ fn leaving_removes_the_caller_from_queue_and_set() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The client through the `Lock` trait. One world clock (ms after EPOCH_MS) drives the server and
-// every client; `Env::sleep` is the only thing that waits, so a run is a plain loop: poll every
-// task, then move the clock to the earliest timer.
+// The client through the `Lock` trait, on the manual clock; `Env::sleep` is the only thing that
+// waits here.
 
 #[derive(Default)]
 struct World {
-    now: Cell<u64>,
+    clock: Clock,
     model: RefCell<RedisModel>,
-    timers: RefCell<Vec<u64>>,
     /// Calls still to be applied and then answered with a timeout (a lost reply).
     lose_replies: Cell<u32>,
 }
 
+impl Manual for World {
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+type Client = common::Client<World>;
+
 impl World {
     fn run(&self, command: Command) -> Reply {
-        let now = EPOCH_MS + self.now.get();
+        let now = EPOCH_MS + self.clock.now.get();
         self.model
             .borrow_mut()
             .apply(&command, now, &mut Vec::new())
@@ -456,96 +462,6 @@ impl RedisStore for Store {
         }
         Ok(reply)
     }
-}
-
-struct Sleep {
-    world: Rc<World>,
-    until: u64,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.world.now.get() >= self.until {
-            return Poll::Ready(());
-        }
-        self.world.timers.borrow_mut().push(self.until);
-        Poll::Pending
-    }
-}
-
-struct Client {
-    world: Rc<World>,
-    rng: Cell<u64>,
-    events: RefCell<Vec<LockEvent>>,
-}
-
-impl Client {
-    fn new(world: &Rc<World>, seed: u64) -> Self {
-        Client {
-            world: world.clone(),
-            rng: Cell::new(seed),
-            events: RefCell::new(Vec::new()),
-        }
-    }
-}
-
-impl Env for Client {
-    fn wall_now(&self) -> Duration {
-        Duration::from_millis(EPOCH_MS + self.world.now.get())
-    }
-
-    fn mono_now(&self) -> Duration {
-        Duration::from_millis(self.world.now.get())
-    }
-
-    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
-        Sleep {
-            world: self.world.clone(),
-            until: self.world.now.get() + duration.as_nanos().div_ceil(1_000_000) as u64,
-        }
-    }
-
-    fn random_u64(&self) -> u64 {
-        // splitmix64: enough to jitter, and the same every run.
-        let x = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.rng.set(x);
-        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    }
-
-    fn observe(&self, event: LockEvent) {
-        self.events.borrow_mut().push(event);
-    }
-}
-
-type Task<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
-
-/// Runs the tasks to completion on the world's clock.
-fn run_all(world: &World, mut tasks: Vec<Task<'_>>) {
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
-        if tasks.is_empty() {
-            return;
-        }
-        let next = world.timers.borrow_mut().drain(..).min();
-        let next = next.expect("a pending task always waits on a timer");
-        world.now.set(next);
-    }
-}
-
-fn block_on<T>(world: &World, future: impl Future<Output = T>) -> T {
-    let out = RefCell::new(None);
-    run_all(
-        world,
-        vec![Box::pin(async {
-            *out.borrow_mut() = Some(future.await);
-        })],
-    );
-    out.into_inner().unwrap()
 }
 
 fn fair(world: &Rc<World>, owner: &str, config: FairConfig) -> RedisFair<Store> {
@@ -577,10 +493,12 @@ fn blocking_acquires_are_granted_in_arrival_order() {
                     .await
                     .unwrap()
                     .expect("acquired within the wait");
-                let start = world.now.get();
+                let start = world.clock.now.get();
                 let hold = if i == 0 { 100 } else { 30 };
                 env.sleep(Duration::from_millis(hold)).await;
-                grants.borrow_mut().push((name, start, world.now.get()));
+                grants
+                    .borrow_mut()
+                    .push((name, start, world.clock.now.get()));
                 assert!(lock.release(&env, &guard).await.unwrap());
             }) as Task<'_>
         })
@@ -611,10 +529,10 @@ fn giving_up_leaves_the_queue() {
 
     // Out of time.
     let waiter = fair(&world, "B", config.clone());
-    let started = world.now.get();
+    let started = world.clock.now.get();
     let got = block_on(&world, waiter.acquire(&b, Duration::from_millis(200))).unwrap();
     assert_eq!(got, None);
-    assert!(world.now.get() - started < 200);
+    assert!(world.clock.now.get() - started < 200);
     assert!(!key_exists(&world, config.queue_key()));
     assert!(!key_exists(&world, config.timeout_key()));
     // Every poll was reported as one failed attempt on one server.
@@ -689,7 +607,7 @@ fn polls_are_never_further_apart_than_half_the_wait_timeout() {
         ],
     );
     assert_eq!(order.into_inner(), vec!["B", "C"]);
-    assert!(world.now.get() >= 3_000);
+    assert!(world.clock.now.get() >= 3_000);
 }
 
 #[test]
@@ -746,7 +664,7 @@ fn keep_alive_renews_while_held_and_stops_when_lost() {
         ],
     );
     assert!(shared.borrow().valid_until > guard.valid_until);
-    assert!(world.now.get() < 2 * LEASE_MS);
+    assert!(world.clock.now.get() < 2 * LEASE_MS);
 }
 
 #[test]

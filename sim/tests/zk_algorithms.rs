@@ -1,30 +1,28 @@
 //! The ZooKeeper locks (`zk-sequential`, `zk-rwlock`, `zk-herd`) against the simulated ZooKeeper
-//! server, through the `Lock` trait, on a tiny
-//! single-threaded executor. One world clock (ms) drives the server and every client; the only
-//! things that wait are `Env::sleep` and `ZkStore::next_event`, so a run is a plain loop: poll
-//! every task until none makes progress, then move the clock on (pinging every live session on
-//! the way, as client libraries do, unless a test cut a client off).
+//! server, through the `Lock` trait, on the manual-clock executor of `common` (the world moves
+//! the clock pinging every live session on the way, as client libraries do, unless a test cut a
+//! client off).
 
+mod common;
+
+use common::{block_on, ms, run_all, Clock, Manual, Task, EPOCH_MS};
 use lockcheck_algorithms::zookeeper::{
     CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkHerd, ZkLockConfig, ZkNotice,
     ZkReadWriteLock, ZkSequential, ZkStore,
 };
-use lockcheck_algorithms::{Env, Guard, Lock, LockEvent, StoreError};
+use lockcheck_algorithms::{Env, Guard, Lock, StoreError};
 use lockcheck_sim::zookeeper::model::{self, Op, OpResult, SessionId, ZkModel};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-const EPOCH_MS: u64 = 1_700_000_000_000;
 const SESSION_TIMEOUT_MS: u64 = 10_000;
 /// How often a connected client pings (a third of the timeout, as the Java client does).
 const PING_MS: u64 = SESSION_TIMEOUT_MS / 3;
-/// A run that is still going after this much simulated time is stuck.
-const GIVE_UP_MS: u64 = 10_000_000;
 
 fn config() -> ZkLockConfig {
     ZkLockConfig {
@@ -51,14 +49,26 @@ struct Conn {
 
 #[derive(Default)]
 struct World {
-    now: Cell<u64>,
+    clock: Clock,
     model: RefCell<ZkModel>,
     conns: RefCell<Vec<Rc<Conn>>>,
-    timers: RefCell<Vec<u64>>,
-    /// Moves whenever a request runs or a notice is queued: the executor polls again before
-    /// moving the clock.
-    progress: Cell<u64>,
 }
+
+impl Manual for World {
+    fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn advance(&self, to: u64) {
+        World::advance(self, to);
+    }
+
+    fn idle_step(&self) -> u64 {
+        PING_MS
+    }
+}
+
+type Client = common::Client<World>;
 
 impl World {
     fn new() -> Rc<Self> {
@@ -84,7 +94,7 @@ impl World {
                         path: event.path,
                         kind,
                     }));
-                self.progress.set(self.progress.get() + 1);
+                self.clock.moved();
             }
         }
     }
@@ -95,7 +105,7 @@ impl World {
         conn.notices
             .borrow_mut()
             .push_back(ZkNotice::State(SessionState::Expired));
-        self.progress.set(self.progress.get() + 1);
+        self.clock.moved();
     }
 
     /// The server's expirer at the current time.
@@ -104,7 +114,7 @@ impl World {
         let ended = self
             .model
             .borrow_mut()
-            .expire_due(self.now.get(), &mut events);
+            .expire_due(self.clock.now.get(), &mut events);
         for session in ended {
             if let Some(conn) = self.conn(session) {
                 self.expired(&conn);
@@ -116,13 +126,13 @@ impl World {
     /// Moves the clock towards `to`, pinging every connected session that is not cut off at
     /// most [`PING_MS`] apart; stops early when an expiry queued a notice.
     fn advance(&self, to: u64) {
-        let before = self.progress.get();
-        while self.now.get() < to && self.progress.get() == before {
-            let now = self.now.get();
+        let before = self.clock.progress.get();
+        while self.clock.now.get() < to && self.clock.progress.get() == before {
+            let now = self.clock.now.get();
             // Stop at the next session deadline too: the expirer runs exactly then.
             let expiry = self.model.borrow().next_expiry_ms().filter(|&t| t > now);
             let step = to.min(now + PING_MS).min(expiry.unwrap_or(u64::MAX));
-            self.now.set(step);
+            self.clock.now.set(step);
             self.expire();
             for conn in self.conns.borrow().iter() {
                 if let (Some(session), false) = (conn.session.get(), conn.cut.get()) {
@@ -133,20 +143,20 @@ impl World {
     }
 
     fn request(&self, conn: &Conn, op: Op) -> OpResult {
-        self.progress.set(self.progress.get() + 1);
+        self.clock.moved();
         self.expire();
         let session = conn.session.get().unwrap_or_else(|| {
             // A new session once the old one has expired, as Curator's client does.
             let (id, _) = self
                 .model
                 .borrow_mut()
-                .open_session(SESSION_TIMEOUT_MS, self.now.get());
+                .open_session(SESSION_TIMEOUT_MS, self.clock.now.get());
             conn.session.set(Some(id));
             conn.state.set(Some(SessionState::Connected));
             id
         });
         let mut events = Vec::new();
-        let now = self.now.get();
+        let now = self.clock.now.get();
         let reply = self
             .model
             .borrow_mut()
@@ -295,119 +305,8 @@ impl ZkStore for Store {
     }
 }
 
-struct Sleep {
-    world: Rc<World>,
-    until: u64,
-}
-
-impl Future for Sleep {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.world.now.get() >= self.until {
-            return Poll::Ready(());
-        }
-        self.world.timers.borrow_mut().push(self.until);
-        Poll::Pending
-    }
-}
-
-struct Client {
-    world: Rc<World>,
-    rng: Cell<u64>,
-    events: RefCell<Vec<LockEvent>>,
-}
-
-impl Client {
-    fn new(world: &Rc<World>, seed: u64) -> Self {
-        Client {
-            world: world.clone(),
-            rng: Cell::new(seed),
-            events: RefCell::new(Vec::new()),
-        }
-    }
-
-    fn attempts(&self) -> Vec<bool> {
-        self.events
-            .borrow()
-            .iter()
-            .map(|LockEvent::Attempt { acquired, .. }| *acquired)
-            .collect()
-    }
-}
-
-impl Env for Client {
-    fn wall_now(&self) -> Duration {
-        Duration::from_millis(EPOCH_MS + self.world.now.get())
-    }
-
-    fn mono_now(&self) -> Duration {
-        Duration::from_millis(self.world.now.get())
-    }
-
-    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
-        Sleep {
-            world: self.world.clone(),
-            until: self
-                .world
-                .now
-                .get()
-                .saturating_add(duration.as_nanos().div_ceil(1_000_000) as u64),
-        }
-    }
-
-    fn random_u64(&self) -> u64 {
-        // A counter: distinct GUIDs and jitter, the same every run.
-        let x = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        self.rng.set(x);
-        x
-    }
-
-    fn observe(&self, event: LockEvent) {
-        self.events.borrow_mut().push(event);
-    }
-}
-
-type Task<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
-
-/// Runs the tasks to completion on the world's clock.
-fn run_all(world: &World, mut tasks: Vec<Task<'_>>) {
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        let before = world.progress.get();
-        world.timers.borrow_mut().clear();
-        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
-        if tasks.is_empty() {
-            return;
-        }
-        if world.progress.get() != before {
-            continue;
-        }
-        let now = world.now.get();
-        assert!(now < GIVE_UP_MS, "stuck at {now} ms");
-        // Tasks waiting only on notices still need the clock to move (sessions expire).
-        let next = world.timers.borrow().iter().copied().min();
-        world.advance(next.unwrap_or(now + PING_MS));
-    }
-}
-
-fn block_on<T>(world: &World, future: impl Future<Output = T>) -> T {
-    let out = RefCell::new(None);
-    run_all(
-        world,
-        vec![Box::pin(async {
-            *out.borrow_mut() = Some(future.await);
-        })],
-    );
-    out.into_inner().unwrap()
-}
-
 fn lock(world: &Rc<World>) -> ZkSequential<Store> {
     ZkSequential::new(Store::new(world), config())
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
 }
 
 /// Acquires with `wait`, holds for `hold` ms, releases; records `(name, fence, from, to)`.
@@ -422,9 +321,9 @@ async fn hold_once(
     let Some(guard) = lock.acquire(env, ms(wait)).await.unwrap() else {
         return false;
     };
-    let from = env.world.now.get();
+    let from = env.now();
     env.sleep(ms(hold)).await;
-    let to = env.world.now.get();
+    let to = env.now();
     log.borrow_mut()
         .push((name, guard.fence.unwrap(), from, to));
     assert!(lock.release(env, &guard).await.unwrap());
@@ -542,12 +441,12 @@ fn the_holders_session_expiry_deletes_its_node_and_the_next_waiter_gets_the_lock
         // A is cut off from the server: no more pings. Its watchdog learns of the expiry.
         a.store().conn.cut.set(true);
         a.keep_alive(&env_a, &guard_a).await;
-        lost_at.set(Some(world.now.get()));
+        lost_at.set(Some(world.clock.now.get()));
     }) as Task<'_>;
     let waiter = Box::pin(async {
         env_b.sleep(ms(100)).await;
         let guard = b.acquire(&env_b, ms(60_000)).await.unwrap().unwrap();
-        *got.borrow_mut() = Some((world.now.get(), guard));
+        *got.borrow_mut() = Some((world.clock.now.get(), guard));
     }) as Task<'_>;
     run_all(&world, vec![holder, waiter]);
     let (at, guard_b) = got.into_inner().unwrap();
@@ -633,7 +532,7 @@ fn giving_up_deletes_our_node() {
     let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
     let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
     assert_eq!(block_on(&world, b.acquire(&env_b, ms(300))).unwrap(), None);
-    assert_eq!(world.now.get(), 300);
+    assert_eq!(world.clock.now.get(), 300);
     assert_eq!(env_b.attempts(), [false]);
     assert_eq!(
         world.children("/lock"),
@@ -677,7 +576,7 @@ fn a_zero_wait_fails_without_leaving_a_node_but_takes_a_free_lock() {
     let (env_a, env_b) = (Client::new(&world, 1), Client::new(&world, 2));
     let guard_a = block_on(&world, a.acquire(&env_a, ms(0))).unwrap().unwrap();
     assert_eq!(block_on(&world, b.acquire(&env_b, ms(0))).unwrap(), None);
-    assert_eq!(world.now.get(), 0);
+    assert_eq!(world.clock.now.get(), 0);
     assert_eq!(world.children("/lock").len(), 1);
     assert!(block_on(&world, a.release(&env_a, &guard_a)).unwrap());
     let guard_b = block_on(&world, b.acquire(&env_b, ms(0))).unwrap().unwrap();

@@ -1,0 +1,201 @@
+//! A tiny single-threaded executor on a manual clock, for the tests that drive a lock algorithm
+//! against a pure server model without madsim (`redis_fair_scripts`, `zk_algorithms`,
+//! `mysql_algorithms`).
+//!
+//! One world clock (ms) drives the model and every client. The only things that wait are
+//! `Env::sleep` and the world's own futures (replies, notices), so a run is a plain loop: poll
+//! every task until none makes progress, then move the clock to the earliest sleep's end (the
+//! world may stop earlier, at a deadline of its own).
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use lockcheck_algorithms::{Env, LockEvent};
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// The clients' wall clock at time 0.
+pub const EPOCH_MS: u64 = 1_700_000_000_000;
+/// A run still going after this much simulated time is stuck.
+const GIVE_UP_MS: u64 = 10_000_000;
+
+/// The world's clock and what the executor needs to know about the tasks.
+#[derive(Default)]
+pub struct Clock {
+    /// Now, in ms.
+    pub now: Cell<u64>,
+    /// Ends of the sleeps pending in this round.
+    pub timers: RefCell<Vec<u64>>,
+    /// Moves whenever something happened that may let a task go on (a request ran, a notice
+    /// was queued): the executor polls again before it moves the clock.
+    pub progress: Cell<u64>,
+}
+
+impl Clock {
+    /// Counts progress.
+    pub fn moved(&self) {
+        self.progress.set(self.progress.get() + 1);
+    }
+}
+
+/// A world driven by the executor.
+pub trait Manual {
+    /// Its clock.
+    fn clock(&self) -> &Clock;
+
+    /// Moves the clock towards `to` (a world may stop earlier, at something due of its own).
+    fn advance(&self, to: u64) {
+        self.clock().now.set(to);
+    }
+
+    /// How far the clock moves when no task can go on and none sleeps (tasks waiting only on
+    /// the world's own timeouts).
+    fn idle_step(&self) -> u64 {
+        1_000
+    }
+}
+
+/// Tests hold their world in an `Rc`.
+impl<W: Manual> Manual for Rc<W> {
+    fn clock(&self) -> &Clock {
+        (**self).clock()
+    }
+
+    fn advance(&self, to: u64) {
+        (**self).advance(to)
+    }
+
+    fn idle_step(&self) -> u64 {
+        (**self).idle_step()
+    }
+}
+
+/// A sleep until the world's clock reads `until`.
+pub struct Sleep<W> {
+    world: Rc<W>,
+    until: u64,
+}
+
+impl<W: Manual> Future for Sleep<W> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let clock = self.world.clock();
+        if clock.now.get() >= self.until {
+            return Poll::Ready(());
+        }
+        clock.timers.borrow_mut().push(self.until);
+        Poll::Pending
+    }
+}
+
+/// A client's environment on the world's clock, with a seeded generator and the attempts it
+/// reported.
+pub struct Client<W> {
+    /// The world.
+    pub world: Rc<W>,
+    rng: Cell<u64>,
+    /// The events the algorithm reported, in order.
+    pub events: RefCell<Vec<LockEvent>>,
+}
+
+impl<W: Manual> Client<W> {
+    /// A client of `world` whose generator starts at `seed`.
+    pub fn new(world: &Rc<W>, seed: u64) -> Self {
+        Client {
+            world: world.clone(),
+            rng: Cell::new(seed),
+            events: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// Whether each attempt the algorithm reported acquired the lock.
+    pub fn attempts(&self) -> Vec<bool> {
+        self.events
+            .borrow()
+            .iter()
+            .map(|LockEvent::Attempt { acquired, .. }| *acquired)
+            .collect()
+    }
+
+    /// The world's clock now.
+    pub fn now(&self) -> u64 {
+        self.world.clock().now.get()
+    }
+}
+
+impl<W: Manual> Env for Client<W> {
+    fn wall_now(&self) -> Duration {
+        Duration::from_millis(EPOCH_MS + self.now())
+    }
+
+    fn mono_now(&self) -> Duration {
+        Duration::from_millis(self.now())
+    }
+
+    fn sleep(&self, duration: Duration) -> impl Future<Output = ()> {
+        Sleep {
+            world: self.world.clone(),
+            until: self
+                .now()
+                .saturating_add(duration.as_nanos().div_ceil(1_000_000) as u64),
+        }
+    }
+
+    fn random_u64(&self) -> u64 {
+        // splitmix64: distinct tokens and jitter, the same every run.
+        let x = self.rng.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
+        self.rng.set(x);
+        let x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+
+    fn observe(&self, event: LockEvent) {
+        self.events.borrow_mut().push(event);
+    }
+}
+
+/// A task of a test.
+pub type Task<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+/// Runs the tasks to completion on the world's clock.
+pub fn run_all<W: Manual>(world: &W, mut tasks: Vec<Task<'_>>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    let clock = world.clock();
+    loop {
+        let before = clock.progress.get();
+        clock.timers.borrow_mut().clear();
+        tasks.retain_mut(|task| task.as_mut().poll(&mut cx).is_pending());
+        if tasks.is_empty() {
+            return;
+        }
+        if clock.progress.get() != before {
+            continue;
+        }
+        let now = clock.now.get();
+        assert!(now < GIVE_UP_MS, "stuck at {now} ms");
+        let next = clock.timers.borrow().iter().copied().min();
+        world.advance(next.unwrap_or(now + world.idle_step()));
+    }
+}
+
+/// Runs one future to completion on the world's clock.
+pub fn block_on<W: Manual, T>(world: &W, future: impl Future<Output = T>) -> T {
+    let out = RefCell::new(None);
+    run_all(
+        world,
+        vec![Box::pin(async {
+            *out.borrow_mut() = Some(future.await);
+        })],
+    );
+    out.into_inner().unwrap()
+}
+
+/// `n` ms.
+pub fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
