@@ -3,8 +3,11 @@
 //! what it does not (a transaction is a lease too: `wait_timeout` ends it under an idle holder,
 //! and a server restart rolls it back; a lock without expiry outlives a holder that died).
 
+mod common;
+
+use common::search::{find, nothing_found, options};
 use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
+use lockcheck_sim::explore::{ExploreOptions, FaultProfile};
 use lockcheck_sim::history::{Entry, KeyChange, Op};
 use lockcheck_sim::scenario::{Fault, Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Scenario};
@@ -14,40 +17,6 @@ const MYSQL: [Algorithm; 3] = [
     Algorithm::MysqlUnique,
     Algorithm::MysqlForUpdateHeld,
 ];
-
-fn options(
-    algorithm: Algorithm,
-    profiles: &[FaultProfile],
-    params: Params,
-    cases: u32,
-) -> ExploreOptions {
-    ExploreOptions {
-        params,
-        ..ExploreOptions::new(algorithm, profiles.to_vec(), cases, 1)
-    }
-}
-
-fn find(options: &ExploreOptions) -> Finding {
-    match explore(options, &|_| {}).unwrap() {
-        Exploration::Found(f) => *f,
-        Exploration::NotFound { cases, .. } => panic!(
-            "{}: nothing found in {cases} cases",
-            options.algorithm.name()
-        ),
-    }
-}
-
-fn nothing_found(options: &ExploreOptions) {
-    match explore(options, &|_| {}).unwrap() {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
-        Exploration::Found(f) => panic!(
-            "{}: {:?}\n{}",
-            options.algorithm.name(),
-            f.outcome.violations,
-            f.scenario.to_json()
-        ),
-    }
-}
 
 fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
     violations.iter().map(|v| v.kind).collect()

@@ -1,6 +1,9 @@
 //! Redlock under faults: seed 002's story, Kleppmann's clock and pause arguments, and the
 //! conditions under which antirez argues it is safe.
 
+mod common;
+
+use common::search::find;
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
 use lockcheck_sim::history::{KeyChange, Op};
@@ -10,13 +13,6 @@ use lockcheck_sim::{run, Algorithm, Scenario};
 fn scenario_file(name: &str) -> Scenario {
     let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
     Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
-
-fn find(options: &ExploreOptions) -> Finding {
-    match explore(options, &|_| {}).expect("exploration runs") {
-        Exploration::Found(f) => *f,
-        Exploration::NotFound { cases, .. } => panic!("nothing found in {cases} cases"),
-    }
 }
 
 /// The masters on which `token` was written.

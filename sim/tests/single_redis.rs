@@ -1,36 +1,18 @@
 //! single-redis under faults: the known results of the literature, reproduced in simulation.
 //! Each test reads like the story it checks.
 
+mod common;
+
+use common::search::{find, nothing_found};
 use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
+use lockcheck_sim::explore::{ExploreOptions, FaultProfile};
 use lockcheck_sim::history::{Kind, Op, Phase};
 use lockcheck_sim::report::{replay, Report};
 use lockcheck_sim::scenario::{Fault, Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Scenario};
 
 fn options(profile: FaultProfile, params: Params, cases: u32) -> ExploreOptions {
-    ExploreOptions {
-        params,
-        ..ExploreOptions::new(Algorithm::SingleRedis, vec![profile], cases, 1)
-    }
-}
-
-fn find(options: &ExploreOptions) -> Finding {
-    match explore(options, &|_| {}).expect("exploration runs") {
-        Exploration::Found(f) => *f,
-        Exploration::NotFound { cases, .. } => panic!("nothing found in {cases} cases"),
-    }
-}
-
-fn assert_nothing_found(options: &ExploreOptions) {
-    match explore(options, &|_| {}).expect("exploration runs") {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
-        Exploration::Found(f) => panic!(
-            "unexpected violation: {}\n{}",
-            f.outcome.violations[0].story,
-            f.scenario.to_json()
-        ),
-    }
+    common::search::options(Algorithm::SingleRedis, &[profile], params, cases)
 }
 
 /// A story: two clients, client-0 gets the lock first and holds it for `hold_ms`.
@@ -63,7 +45,7 @@ fn one_seed_replays_to_an_identical_history() {
 
 #[test]
 fn no_faults_no_violation_over_a_thousand_cases() {
-    assert_nothing_found(&options(FaultProfile::None, Params::default(), 1_000));
+    nothing_found(&options(FaultProfile::None, Params::default(), 1_000));
 }
 
 #[test]
@@ -151,7 +133,7 @@ fn crash_and_immediate_restart_with_fsync_always_is_safe() {
         persistence: Some(Persistence::Always),
         ..Params::default()
     };
-    assert_nothing_found(&options(FaultProfile::CrashRestart, params, 300));
+    nothing_found(&options(FaultProfile::CrashRestart, params, 300));
 }
 
 #[test]
@@ -229,12 +211,12 @@ fn fencing_with_pauses_is_never_found_unsafe() {
         fencing: true,
         ..Params::default()
     };
-    assert_nothing_found(&options(FaultProfile::Pause, params, 200));
+    nothing_found(&options(FaultProfile::Pause, params, 200));
 }
 
 #[test]
 fn delayed_restart_of_at_least_the_ttl_is_safe_without_persistence() {
-    assert_nothing_found(&options(
+    nothing_found(&options(
         FaultProfile::CrashDelayedRestart,
         Params::default(),
         300,
@@ -245,7 +227,7 @@ fn delayed_restart_of_at_least_the_ttl_is_safe_without_persistence() {
 fn partitions_never_break_single_redis() {
     // A holder cut off from the server keeps its client-side validity; a request or reply lost in
     // the cut is "maybe applied" and undone. Nothing here should ever give two holders.
-    assert_nothing_found(&options(FaultProfile::Partition, Params::default(), 300));
+    nothing_found(&options(FaultProfile::Partition, Params::default(), 300));
 }
 
 #[test]

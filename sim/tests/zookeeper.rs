@@ -3,6 +3,9 @@
 //! fencing token for free) and what it does not (a holder that goes silent for its session
 //! timeout, paused or cut off, still outlives its lock).
 
+mod common;
+
+use common::search::{nothing_found, options};
 use lockcheck_sim::checker::{self, ViolationKind};
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
 use lockcheck_sim::history::{Entry, KeyChange, Kind, Op, Phase};
@@ -14,30 +17,6 @@ const ZOOKEEPER: [Algorithm; 3] = [
     Algorithm::ZkRwLock,
     Algorithm::ZkHerd,
 ];
-
-fn options(
-    algorithm: Algorithm,
-    profiles: &[FaultProfile],
-    params: Params,
-    cases: u32,
-) -> ExploreOptions {
-    ExploreOptions {
-        params,
-        ..ExploreOptions::new(algorithm, profiles.to_vec(), cases, 1)
-    }
-}
-
-fn nothing_found(options: &ExploreOptions) {
-    match explore(options, &|_| {}).unwrap() {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
-        Exploration::Found(f) => panic!(
-            "{}: {:?}\n{}",
-            options.algorithm.name(),
-            f.outcome.violations,
-            f.scenario.to_json()
-        ),
-    }
-}
 
 /// True times (ms) at which the server expired a session's lock node.
 fn expiries(history: &[Entry]) -> Vec<f64> {

@@ -1,6 +1,6 @@
-//! A tiny single-threaded executor on a manual clock, for the tests that drive a lock algorithm
-//! against a pure server model without madsim (`redis_fair_scripts`, `zk_algorithms`,
-//! `mysql_algorithms`).
+//! What the tests share: [`search`] helpers, and a tiny single-threaded executor on a manual
+//! clock, for the tests that drive a lock algorithm against a pure server model without madsim
+//! (`redis_fair_scripts`, `zk_algorithms`, `mysql_algorithms`).
 //!
 //! One world clock (ms) drives the model and every client. The only things that wait are
 //! `Env::sleep` and the world's own futures (replies, notices), so a run is a plain loop: poll
@@ -8,6 +8,8 @@
 //! world may stop earlier, at a deadline of its own).
 
 #![allow(dead_code)] // each test binary uses its own part
+
+pub mod search;
 
 use lockcheck_algorithms::{Env, LockEvent};
 use std::cell::{Cell, RefCell};
