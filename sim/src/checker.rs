@@ -690,22 +690,6 @@ mod tests {
     #[test]
     fn wakeups_count_the_watches_each_deletion_fires() {
         let mut h = History::default();
-        let key = |h: &mut History, change, path: &str| {
-            h.push(
-                h.entries.len() as u64,
-                "zk-0",
-                0,
-                Kind::Observe,
-                Op::Key {
-                    key: path.into(),
-                    change,
-                    field: None,
-                    value: Some(path.into()),
-                    by: None,
-                    expires_local_ns: None,
-                },
-            )
-        };
         let watch = |h: &mut History, path: &str, event: &str, to: &str| {
             h.push(
                 h.entries.len() as u64,
@@ -719,19 +703,19 @@ mod tests {
                 },
             )
         };
-        key(&mut h, KeyChange::Set, "/lock");
-        key(&mut h, KeyChange::Deleted, "/lock");
+        zk_node(&mut h, KeyChange::Set, "/lock");
+        zk_node(&mut h, KeyChange::Deleted, "/lock");
         for c in ["client-1", "client-2", "client-3"] {
             watch(&mut h, "/lock", "node_deleted", c);
         }
-        key(&mut h, KeyChange::Set, "/lock");
+        zk_node(&mut h, KeyChange::Set, "/lock");
         // A creation watch of the new node, and a stray deletion watch after it: neither counts.
         watch(&mut h, "/lock", "node_created", "client-4");
         watch(&mut h, "/lock", "node_deleted", "client-4");
-        key(&mut h, KeyChange::Expired, "/lock");
+        zk_node(&mut h, KeyChange::Expired, "/lock");
         watch(&mut h, "/lock", "node_deleted", "client-2");
         // A Redis key is not a ZooKeeper node.
-        key(&mut h, KeyChange::Deleted, "lock");
+        zk_node(&mut h, KeyChange::Deleted, "lock");
         let w = wakeups(&h.entries);
         assert_eq!(
             w,
@@ -831,6 +815,24 @@ mod tests {
         );
     }
 
+    /// A ZooKeeper server's change to the node at `path`.
+    fn zk_node(h: &mut History, change: KeyChange, path: &str) {
+        h.push(
+            h.entries.len() as u64,
+            "zk-0",
+            0,
+            Kind::Observe,
+            Op::Key {
+                key: path.into(),
+                change,
+                field: None,
+                value: Some(path.into()),
+                by: None,
+                expires_local_ns: None,
+            },
+        )
+    }
+
     fn key(h: &mut History, change: KeyChange, field: Option<&str>, value: &str, by: &str) {
         let key = if field.is_some() {
             "lock"
@@ -876,22 +878,6 @@ mod tests {
     #[test]
     fn sequential_nodes_are_granted_in_creation_order() {
         let mut h = History::default();
-        let node = |h: &mut History, change, path: &str| {
-            h.push(
-                h.entries.len() as u64,
-                "zk-0",
-                0,
-                Kind::Observe,
-                Op::Key {
-                    key: path.into(),
-                    change,
-                    field: None,
-                    value: Some(path.into()),
-                    by: None,
-                    expires_local_ns: None,
-                },
-            )
-        };
         let granted = |h: &mut History, client: &str, path: &str| {
             h.push(
                 h.entries.len() as u64,
@@ -907,18 +893,18 @@ mod tests {
                 },
             )
         };
-        node(&mut h, KeyChange::Set, "/lock/a-1");
-        node(&mut h, KeyChange::Set, "/lock/b-2");
-        node(&mut h, KeyChange::Set, "/lock/c-3");
+        zk_node(&mut h, KeyChange::Set, "/lock/a-1");
+        zk_node(&mut h, KeyChange::Set, "/lock/b-2");
+        zk_node(&mut h, KeyChange::Set, "/lock/c-3");
         granted(&mut h, "client-0", "/lock/a-1");
-        node(&mut h, KeyChange::Deleted, "/lock/a-1");
+        zk_node(&mut h, KeyChange::Deleted, "/lock/a-1");
         // b gave up: its node went without a grant; c is next.
-        node(&mut h, KeyChange::Deleted, "/lock/b-2");
+        zk_node(&mut h, KeyChange::Deleted, "/lock/b-2");
         granted(&mut h, "client-2", "/lock/c-3");
         assert!(sequence_order(&h.entries).is_empty());
-        node(&mut h, KeyChange::Set, "/lock/d-4");
-        node(&mut h, KeyChange::Set, "/lock/e-5");
-        node(&mut h, KeyChange::Deleted, "/lock/c-3");
+        zk_node(&mut h, KeyChange::Set, "/lock/d-4");
+        zk_node(&mut h, KeyChange::Set, "/lock/e-5");
+        zk_node(&mut h, KeyChange::Deleted, "/lock/c-3");
         granted(&mut h, "client-4", "/lock/e-5");
         let v = sequence_order(&h.entries);
         assert_eq!(v.len(), 1);
