@@ -6,94 +6,98 @@ use crate::env::RealEnv;
 use crate::gate::PauseGate;
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
-use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
-use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
-use lockcheck_algorithms::{Guard, Lock, LockError, LockEvent};
+use lockcheck_algorithms::mysql::store::{Reply, SqlStore, Statement};
+use lockcheck_algorithms::zookeeper::store::{
+    CreateMode, SessionId, SessionState, Stat, ZkError, ZkNotice, ZkStore,
+};
+use lockcheck_algorithms::{Guard, LockError, LockEvent, StoreError};
 use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::lock::{AnyLock, Stores};
 use lockcheck_sim::net::AccessRequest;
-use lockcheck_sim::scenario::{Algorithm, Scenario};
+use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::workload::{self, ClientSide};
 use std::cell::RefCell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// The lock key every client contends for (the simulation's).
-pub const LOCK_KEY: &str = lockcheck_sim::workload::LOCK_KEY;
+/// A real client's connections to the real servers, each frozen by the client's pause gate.
+pub struct RealStores {
+    servers: Vec<SocketAddr>,
+    timeout: Duration,
+    gate: PauseGate,
+}
+
+impl Stores for RealStores {
+    type Redis = RealRedis;
+    type Zk = NotYetReal;
+    type Sql = NotYetReal;
+
+    fn redis_primary(&self) -> RealRedis {
+        RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
+    }
+
+    fn redis_masters(&self) -> Vec<RealRedis> {
+        self.servers
+            .iter()
+            .map(|&addr| RealRedis::new(addr, self.timeout, self.gate.clone()))
+            .collect()
+    }
+
+    fn zookeeper(&self) -> NotYetReal {
+        unreachable!("support::check refuses the ZooKeeper algorithms before a run starts")
+    }
+
+    fn mysql(&self) -> NotYetReal {
+        unreachable!("support::check refuses the MySQL algorithms before a run starts")
+    }
+}
+
+/// The store of a backend real mode has no client for yet: a type with no values, so the
+/// algorithms over it type-check and can never run ([`crate::support::check`] refuses them).
+pub enum NotYetReal {}
+
+impl ZkStore for NotYetReal {
+    async fn create(
+        &self,
+        _: &str,
+        _: Vec<u8>,
+        _: CreateMode,
+    ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
+        match *self {}
+    }
+    async fn delete(&self, _: &str, _: i32) -> Result<Result<(), ZkError>, StoreError> {
+        match *self {}
+    }
+    async fn exists(&self, _: &str, _: bool) -> Result<Result<Option<Stat>, ZkError>, StoreError> {
+        match *self {}
+    }
+    async fn get_children(
+        &self,
+        _: &str,
+        _: bool,
+    ) -> Result<Result<Vec<String>, ZkError>, StoreError> {
+        match *self {}
+    }
+    async fn next_event(&self) -> ZkNotice {
+        match *self {}
+    }
+    fn state(&self) -> SessionState {
+        match *self {}
+    }
+    fn session_id(&self) -> Option<SessionId> {
+        match *self {}
+    }
+}
+
+impl SqlStore for NotYetReal {
+    async fn execute(&self, _: Statement) -> Result<Reply, StoreError> {
+        match *self {}
+    }
+}
 
 /// The algorithm under test, built for one real client.
-pub enum RealLock {
-    /// `single-redis`.
-    SingleRedis(SingleRedis<RealRedis>),
-    /// `redlock`.
-    Redlock(Redlock<RealRedis>),
-}
-
-/// Calls `$body` with `$l` bound to the lock.
-macro_rules! with_lock {
-    ($lock:expr, |$l:ident| $body:expr) => {
-        match $lock {
-            RealLock::SingleRedis($l) => $body,
-            RealLock::Redlock($l) => $body,
-        }
-    };
-}
-
-impl RealLock {
-    /// The lock of `world`'s algorithm for a client frozen by `gate`, built as the simulation
-    /// builds it (`SimLock::build`), with connections to the real servers. Only the algorithms
-    /// [`crate::support::ALGORITHMS`] names are built; the runner checks that first.
-    pub fn build(world: &RealWorld, gate: &PauseGate) -> RealLock {
-        let p = &world.scenario.params;
-        let algorithm = world.scenario.algorithm;
-        // The lease, with the simulation's default when the scenario names none.
-        let ttl = Duration::from_millis(algorithm.lease_ms(p));
-        let timeout = Duration::from_millis(p.request_timeout_ms);
-        let store = |addr| RealRedis::new(addr, timeout, gate.clone());
-        match algorithm {
-            Algorithm::SingleRedis => RealLock::SingleRedis(SingleRedis::new(
-                store(world.servers[0]),
-                SingleRedisConfig {
-                    key: LOCK_KEY.to_string(),
-                    ttl,
-                    drift_factor: p.drift_factor,
-                    retry_delay: Duration::from_millis(p.retry_delay_ms),
-                    retry_count: p.retry_count,
-                    fencing: p.fencing,
-                    wait_replicas: (p.wait_replicas > 0).then_some((
-                        p.wait_replicas,
-                        Duration::from_millis(p.wait_timeout_ms_for(algorithm)),
-                    )),
-                },
-            )),
-            Algorithm::Redlock => RealLock::Redlock(Redlock::new(
-                world.servers.iter().map(|&addr| store(addr)).collect(),
-                RedlockConfig {
-                    key: LOCK_KEY.to_string(),
-                    ttl,
-                    drift_factor: p.drift_factor,
-                    retry_delay: Duration::from_millis(p.retry_delay_ms),
-                    retry_count: p.retry_count,
-                },
-            )),
-            other => unreachable!(
-                "{} is refused by support::check before a run starts",
-                other.name()
-            ),
-        }
-    }
-
-    async fn acquire(&self, env: &RealEnv, wait: Duration) -> Result<Option<Guard>, LockError> {
-        with_lock!(self, |l| Lock::acquire(l, env, wait).await)
-    }
-
-    async fn release(&self, env: &RealEnv, guard: &Guard) -> Result<bool, LockError> {
-        with_lock!(self, |l| Lock::release(l, env, guard).await)
-    }
-
-    async fn keep_alive(&self, env: &RealEnv, guard: &RefCell<Guard>) {
-        with_lock!(self, |l| l.keep_alive(env, guard).await)
-    }
-}
+pub type RealLock = AnyLock<RealStores>;
 
 /// One real client.
 struct Client {
@@ -130,8 +134,13 @@ impl Client {
             })
         };
         let env = RealEnv::new(world.scenario.seed, me, gate.clone()).with_observer(observer);
+        let stores = RealStores {
+            servers: world.servers.clone(),
+            timeout: Duration::from_millis(world.scenario.params.request_timeout_ms),
+            gate: gate.clone(),
+        };
         Client {
-            lock: RealLock::build(&world, &gate),
+            lock: RealLock::build(&world.scenario, &stores, &env),
             env,
             gate,
             world,
@@ -155,17 +164,16 @@ impl ClientSide for Client {
         self.world.record(self.me, kind, op);
     }
 
-    /// Real mode runs no read/write lock yet: `shared` is always false.
-    async fn acquire(&self, wait: Duration, _shared: bool) -> Result<Option<Guard>, LockError> {
-        self.lock.acquire(&self.env, wait).await
+    async fn acquire(&self, wait: Duration, shared: bool) -> Result<Option<Guard>, LockError> {
+        self.lock.acquire(&self.env, wait, shared).await
     }
 
-    async fn release(&self, guard: &Guard, _shared: bool) -> Result<bool, LockError> {
-        self.lock.release(&self.env, guard).await
+    async fn release(&self, guard: &Guard, shared: bool) -> Result<bool, LockError> {
+        self.lock.release(&self.env, guard, shared).await
     }
 
-    async fn keep_alive(&self, guard: &RefCell<Guard>, _shared: bool) {
-        self.lock.keep_alive(&self.env, guard).await
+    async fn keep_alive(&self, guard: &RefCell<Guard>, shared: bool) {
+        self.lock.keep_alive(&self.env, guard, shared).await
     }
 
     /// A paused client touches nothing: it passes its gate before and after.

@@ -7,9 +7,9 @@
 //! agrees in both worlds is evidence that the simulation models the servers faithfully.
 //!
 //! The parts, in Jepsen's split:
-//! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues `redis-server`
-//!   processes on loopback ports, each in a temp dir, in its own process group; stops them all on
-//!   success, error, drop and Ctrl-C.
+//! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues server processes
+//!   on loopback ports, each in a temp dir, in its own process group; stops them all on success,
+//!   error, drop and Ctrl-C. [`backend`] says which kind of server an algorithm runs against.
 //! - [`redis_store`] (the client): [`redis_store::RealRedis`] implements the algorithms'
 //!   `RedisStore` over the `redis` crate, reply for reply as the simulated Redis answers.
 //! - [`env`]: [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
@@ -48,6 +48,7 @@
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`
 //! runs it again here, `lockcheck run` runs it in the simulator.
 
+pub mod backend;
 pub mod client;
 pub mod env;
 pub mod error;

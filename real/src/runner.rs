@@ -4,9 +4,10 @@
 //! The algorithms keep state in `RefCell`s (they are not `Send`), so the whole run is on one
 //! thread: a tokio current-thread runtime with a `LocalSet`, every client a local task.
 
+use crate::backend::server_kind;
 use crate::client::{run_client, run_probe};
 use crate::error::RealError;
-use crate::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERVER};
+use crate::launcher::{find_on_path, Launcher};
 use crate::nemesis::Nemesis;
 use crate::support;
 use crate::world::RealWorld;
@@ -71,16 +72,20 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 }
 
 /// What [`run`] checks before it starts anything: that the scenario is valid and supported in
-/// real mode ([`support::check`]) and that `redis-server` is on PATH.
+/// real mode ([`support::check`]) and that its servers' binaries are on PATH.
 pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
     support::check(scenario)?;
-    match find_on_path(REDIS_SERVER) {
-        Some(_) => Ok(()),
-        None => Err(RealError::MissingBinary {
-            binary: REDIS_SERVER,
-            install: REDIS_INSTALL,
-        }),
+    let topology = scenario.topology();
+    for node in topology.with_role(Role::Server) {
+        let kind = server_kind(scenario, topology.name(node));
+        if find_on_path(kind.binary()).is_none() {
+            return Err(RealError::MissingBinary {
+                binary: kind.binary(),
+                install: kind.install(),
+            });
+        }
     }
+    Ok(())
 }
 
 /// Completes on Ctrl-C; never, if the handler cannot be installed.
@@ -104,7 +109,7 @@ async fn execute(
         let name = topology.name(node);
         let index = launcher
             .borrow_mut()
-            .add_redis(name, params.persistence_of(scenario.algorithm, name))?;
+            .add(name, server_kind(scenario, name), Vec::new())?;
         servers.push(index);
     }
     for &index in &servers {

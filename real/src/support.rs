@@ -6,7 +6,12 @@ use lockcheck_sim::scenario::{Algorithm, Fault, Scenario};
 use lockcheck_sim::topology::Role;
 
 /// The algorithms real mode runs so far.
-pub const ALGORITHMS: &[Algorithm] = &[Algorithm::SingleRedis, Algorithm::Redlock];
+pub const ALGORITHMS: &[Algorithm] = &[
+    Algorithm::SingleRedis,
+    Algorithm::Redlock,
+    Algorithm::RedisReentrant,
+    Algorithm::RedisFair,
+];
 
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause (of a client or a server), crash and restart (of a server)";

@@ -28,6 +28,7 @@ pub mod disk;
 pub mod env;
 pub mod explore;
 pub mod history;
+pub mod lock;
 pub mod mysql;
 pub mod nemesis;
 pub mod net;

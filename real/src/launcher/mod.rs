@@ -1,38 +1,63 @@
-//! Starts and stops real servers (Jepsen's "db"): `redis-server` processes on loopback ports.
+//! Starts and stops real servers (Jepsen's "db"): server processes on loopback ports.
 //!
-//! Each server runs from the `redis-server` on PATH, on `127.0.0.1` and a port picked by binding
-//! port 0, with its own directory under a temp dir of the run, its persistence from the scenario
-//! (`none`: `--save "" --appendonly no`; `everysec`/`always`: `--appendonly yes --appendfsync …`),
-//! and in its own process group, so a Ctrl-C in the terminal reaches lockcheck and not the servers
-//! directly: lockcheck then stops them itself. It is ready when it answers `PING` with `PONG`.
+//! What is common to every server lives here: a port picked by binding port 0 on `127.0.0.1`, a
+//! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
+//! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
+//! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
+//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`] so far.
 //!
 //! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
-//! binary again on the same port and directory (so an append-only file is read back), a pause is
-//! `SIGSTOP` and its end `SIGCONT`.
+//! binary again on the same port and directory (so what the server persisted is read back), a
+//! pause is `SIGSTOP` and its end `SIGCONT`.
 //!
 //! Stopping is `SIGKILL` to each PID started, then reaping it: when the run ends, when it fails,
 //! when the [`Launcher`] is dropped (a panic included), and on Ctrl-C (the runner catches it).
 //! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
 //! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
 
+pub mod redis;
+
 use crate::error::RealError;
-use lockcheck_sim::scenario::Persistence;
 use std::cell::RefCell;
+use std::ffi::OsString;
 use std::fs::File;
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::pin::Pin;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The Redis server binary looked for on PATH.
-pub const REDIS_SERVER: &str = "redis-server";
-/// How to install it.
-pub const REDIS_INSTALL: &str = "apt-get install redis-server";
-/// How long a started server has to answer `PING`.
-const READY_WITHIN: Duration = Duration::from_secs(10);
+pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
+
+/// A kind of server: how to start it and how to tell it is ready. The launcher does the rest
+/// (ports, directories, process groups, signals, stopping).
+pub trait ServerKind {
+    /// The binary that must be on PATH, for the message when it is not.
+    fn binary(&self) -> &'static str;
+    /// The command that installs it.
+    fn install(&self) -> &'static str;
+    /// Makes server directory `dir` ready for the first start on `port` (a config file, an
+    /// initialised data dir). Runs once, before the first start, not before restarts.
+    fn prepare(&self, _dir: &Path, _port: u16) -> Result<(), String> {
+        Ok(())
+    }
+    /// The command that starts (and restarts) the server on `port`, with everything it keeps in
+    /// `dir`. The launcher adds stdio, the process group and the environment.
+    fn command(&self, dir: &Path, port: u16) -> Command;
+    /// Whether the server at `addr` is ready for clients now (an answer that says so, not just
+    /// an open port). Should give up within a second. The future owns what it needs, so no
+    /// borrow of the launcher is held while it runs.
+    fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>>;
+    /// Log files in the server's directory worth showing when it fails to start.
+    fn logs(&self) -> &'static [&'static str];
+    /// How long a start (or a restart, with its recovery) may take before it counts as failed.
+    fn ready_within(&self) -> Duration {
+        Duration::from_secs(10)
+    }
+}
 
 /// The path of executable `name` on PATH, if there is one.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
@@ -50,9 +75,11 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
 /// One server the launcher started.
 struct Server {
     name: String,
+    kind: Box<dyn ServerKind>,
     port: u16,
     dir: PathBuf,
-    persistence: Persistence,
+    /// Extra environment of its process (a preloaded library and its settings).
+    env: Vec<(OsString, OsString)>,
     /// The running process (none while crashed or stopped).
     child: Option<Child>,
     /// Every PID this server ever ran as (a restart is a new process).
@@ -61,18 +88,13 @@ struct Server {
 
 /// The servers of one run. Dropping it stops them all and removes their directories.
 pub struct Launcher {
-    binary: PathBuf,
     root: PathBuf,
     servers: Vec<Server>,
 }
 
 impl Launcher {
-    /// A launcher for `redis-server` from PATH, with a fresh temp dir for its servers.
+    /// A launcher with a fresh temp dir for its servers.
     pub fn new() -> Result<Launcher, RealError> {
-        let binary = find_on_path(REDIS_SERVER).ok_or(RealError::MissingBinary {
-            binary: REDIS_SERVER,
-            install: REDIS_INSTALL,
-        })?;
         static RUNS: AtomicU64 = AtomicU64::new(0);
         let root = std::env::temp_dir().join(format!(
             "lockcheck-real-{}-{}",
@@ -84,26 +106,50 @@ impl Launcher {
             source,
         })?;
         Ok(Launcher {
-            binary,
             root,
             servers: Vec::new(),
         })
     }
 
-    /// Starts a new server called `name` (`redis-0`) with `persistence`, without waiting for it
-    /// ([`Launcher::until_ready`] does); its index for the other methods.
-    pub fn add_redis(&mut self, name: &str, persistence: Persistence) -> Result<usize, RealError> {
+    /// Starts a new `redis-server` called `name` (`redis-0`) with `persistence`, without waiting
+    /// for it ([`Launcher::until_ready`] does); its index for the other methods.
+    pub fn add_redis(
+        &mut self,
+        name: &str,
+        persistence: lockcheck_sim::scenario::Persistence,
+    ) -> Result<usize, RealError> {
+        self.add(name, Box::new(Redis { persistence }), Vec::new())
+    }
+
+    /// Starts a new server of `kind` called `name`, with `env` added to its environment, without
+    /// waiting for it ([`Launcher::until_ready`] does); its index for the other methods. Fails at
+    /// once when the kind's binary is not on PATH.
+    pub fn add(
+        &mut self,
+        name: &str,
+        kind: Box<dyn ServerKind>,
+        env: Vec<(OsString, OsString)>,
+    ) -> Result<usize, RealError> {
+        if find_on_path(kind.binary()).is_none() {
+            return Err(RealError::MissingBinary {
+                binary: kind.binary(),
+                install: kind.install(),
+            });
+        }
         let port = free_port().map_err(|e| self.fail(name, format!("no free port: {e}")))?;
         let dir = self.root.join(name);
         std::fs::create_dir_all(&dir).map_err(|source| RealError::Io {
             path: dir.clone(),
             source,
         })?;
+        kind.prepare(&dir, port)
+            .map_err(|reason| self.fail(name, reason))?;
         self.servers.push(Server {
             name: name.to_string(),
+            kind,
             port,
             dir,
-            persistence,
+            env,
             child: None,
             pids: Vec::new(),
         });
@@ -112,24 +158,29 @@ impl Launcher {
         Ok(index)
     }
 
-    /// Waits until server `index` answers `PING` with `PONG` (a server still loading its
-    /// append-only file answers `-LOADING`), failing early, with its log, if it exits. No borrow
-    /// of the launcher is held across a wait, so other tasks may use it meanwhile.
+    /// Waits until server `index` is ready ([`ServerKind::ready`]), failing early, with its log,
+    /// if it exits. No borrow of the launcher is held across a wait, so other tasks may use it
+    /// meanwhile.
     pub async fn until_ready(launcher: &RefCell<Launcher>, index: usize) -> Result<(), RealError> {
-        let addr = launcher.borrow().addr(index);
-        let deadline = tokio::time::Instant::now() + READY_WITHIN;
+        let (addr, within) = {
+            let l = launcher.borrow();
+            (l.addr(index), l.servers[index].kind.ready_within())
+        };
+        let deadline = tokio::time::Instant::now() + within;
         loop {
             if let Some(e) = launcher.borrow_mut().exited(index) {
                 return Err(e);
             }
-            if ping(addr).await {
+            let probe = launcher.borrow().servers[index].kind.ready(addr);
+            let ready = probe.await;
+            if ready {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
                 let l = launcher.borrow();
                 return Err(l.fail(
                     l.name(index),
-                    format!("no PONG from {addr} within {} s", READY_WITHIN.as_secs()),
+                    format!("not ready on {addr} within {} s", within.as_secs()),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -174,23 +225,8 @@ impl Launcher {
     /// Starts server `index`'s process (again), on its port and in its directory.
     fn spawn(&mut self, index: usize) -> Result<(), RealError> {
         let server = &self.servers[index];
-        let mut command = std::process::Command::new(&self.binary);
-        command
-            .arg("--port")
-            .arg(server.port.to_string())
-            .args(["--bind", "127.0.0.1", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&server.dir)
-            .arg("--logfile")
-            .arg(server.dir.join("redis.log"))
-            .args(["--save", ""]);
-        match server.persistence {
-            Persistence::None => command.args(["--appendonly", "no"]),
-            Persistence::Everysec => {
-                command.args(["--appendonly", "yes", "--appendfsync", "everysec"])
-            }
-            Persistence::Always => command.args(["--appendonly", "yes", "--appendfsync", "always"]),
-        };
+        let mut command = server.kind.command(&server.dir, server.port);
+        command.envs(server.env.iter().map(|(k, v)| (k, v)));
         // Errors in the arguments come out before the log file is open.
         let stderr_path = server.dir.join("stderr.log");
         let stderr = File::create(&stderr_path).map_err(|source| RealError::Io {
@@ -213,7 +249,7 @@ impl Launcher {
         let child = command.spawn().map_err(|e| {
             self.fail(
                 &server.name,
-                format!("cannot start {}: {e}", self.binary.display()),
+                format!("cannot start {}: {e}", server.kind.binary()),
             )
         })?;
         tracing::debug!(server = %server.name, pid = child.id(), port = server.port, "started");
@@ -233,11 +269,18 @@ impl Launcher {
             let lines: Vec<&str> = text.lines().collect();
             lines[lines.len().saturating_sub(5)..].join("\n  ")
         };
-        let (stderr, log) = (log("stderr.log"), log("redis.log"));
-        let name = server.name.clone();
+        let logs: Vec<String> = ["stderr.log"]
+            .iter()
+            .chain(server.kind.logs())
+            .map(|file| log(file))
+            .collect();
+        let (name, binary) = (server.name.clone(), server.kind.binary());
         Some(self.fail(
             &name,
-            format!("redis-server exited ({status}) before answering PING:\n  {stderr}\n  {log}"),
+            format!(
+                "{binary} exited ({status}) before it was ready:\n  {}",
+                logs.join("\n  ")
+            ),
         ))
     }
 
@@ -316,26 +359,4 @@ impl Drop for Launcher {
 /// A port nobody listens on now (the kernel's pick for port 0).
 fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Whether the server at `addr` answers `PING` with `PONG` within a short while.
-pub async fn ping(addr: SocketAddr) -> bool {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(b"*1\r\n$4\r\nPING\r\n").await?;
-        let mut reply = [0u8; 64];
-        let mut read = 0;
-        while read < 7 {
-            let n = stream.read(&mut reply[read..]).await?;
-            if n == 0 {
-                break;
-            }
-            read += n;
-        }
-        Ok::<bool, std::io::Error>(reply[..read].starts_with(b"+PONG"))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_millis(500), exchange).await,
-        Ok(Ok(true))
-    )
 }

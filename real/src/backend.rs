@@ -1,0 +1,12 @@
+//! Which real server each algorithm runs against.
+
+use crate::launcher::{Redis, ServerKind};
+use lockcheck_sim::scenario::Scenario;
+
+/// The kind of server node `name` of `scenario` is, with the scenario's settings for it.
+pub fn server_kind(scenario: &Scenario, name: &str) -> Box<dyn ServerKind> {
+    let algorithm = scenario.algorithm;
+    Box::new(Redis {
+        persistence: scenario.params.persistence_of(algorithm, name),
+    })
+}
