@@ -7,7 +7,7 @@
 use crate::backend::server_kind;
 use crate::client::{run_client, run_probe};
 use crate::error::RealError;
-use crate::launcher::{find_on_path, Launcher};
+use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::support;
 use crate::world::RealWorld;
@@ -78,7 +78,7 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
         let kind = server_kind(scenario, topology.name(node));
-        if find_on_path(kind.binary()).is_none() {
+        if !kind.installed() {
             return Err(RealError::MissingBinary {
                 binary: kind.binary(),
                 install: kind.install(),

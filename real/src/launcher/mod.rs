@@ -39,6 +39,11 @@ pub trait ServerKind {
     fn binary(&self) -> &'static str;
     /// The command that installs it.
     fn install(&self) -> &'static str;
+    /// Whether the server can be started here: its binary (and whatever else it needs, a jar)
+    /// is installed. By default, the binary is on PATH.
+    fn installed(&self) -> bool {
+        find_on_path(self.binary()).is_some()
+    }
     /// Makes server directory `dir` ready for the first start on `port` (a config file, an
     /// initialised data dir). Runs once, before the first start, not before restarts.
     fn prepare(&self, _dir: &Path, _port: u16) -> Result<(), String> {
@@ -130,7 +135,7 @@ impl Launcher {
         kind: Box<dyn ServerKind>,
         env: Vec<(OsString, OsString)>,
     ) -> Result<usize, RealError> {
-        if find_on_path(kind.binary()).is_none() {
+        if !kind.installed() {
             return Err(RealError::MissingBinary {
                 binary: kind.binary(),
                 install: kind.install(),
