@@ -133,7 +133,10 @@ impl Client {
                 );
             })
         };
-        let env = RealEnv::new(world.scenario.seed, me, gate.clone()).with_observer(observer);
+        let mut env = RealEnv::new(world.scenario.seed, me, gate.clone()).with_observer(observer);
+        if let Some(clock) = world.clocks.get(me) {
+            env = env.with_clock(clock.clone());
+        }
         let stores = RealStores {
             servers: world.servers.clone(),
             timeout: Duration::from_millis(world.scenario.params.request_timeout_ms),

@@ -61,6 +61,7 @@ pub mod redis_store;
 pub mod resource;
 pub mod runner;
 pub mod support;
+pub mod timeshift;
 pub mod world;
 
 pub use error::RealError;

@@ -8,18 +8,23 @@
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
 //!   recorded once it answers `PING` (a real restart takes some milliseconds; the simulated one is
-//!   instantaneous).
+//!   instantaneous);
+//! - clock jump / drift of a server: its shift file ([`crate::timeshift::ClockFile`]) is
+//!   rewritten, and the server, which runs with the time-shift library preloaded, reads its
+//!   clocks moved from then on; of a client: its `Env`'s [`crate::timeshift::ClockShift`].
 //!
 //! Every action is recorded as a `nemesis` entry, as in the simulation. [`crate::support::check`]
 //! has refused every other kind of fault before the run started.
 
 use crate::error::RealError;
 use crate::launcher::Launcher;
+use crate::timeshift::ClockFile;
 use crate::world::RealWorld;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::nemesis::{timeline, Action, Timeline};
 use lockcheck_sim::topology::Role;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,18 +32,26 @@ use std::time::Duration;
 pub struct Nemesis {
     world: Rc<RealWorld>,
     launcher: Rc<RefCell<Launcher>>,
+    /// Per server (in server order) whose clock the scenario moves: its shift file.
+    server_clocks: RefCell<BTreeMap<usize, ClockFile>>,
     /// Actions not yet applied, in order.
     pending: std::collections::VecDeque<(u64, Action, String)>,
 }
 
 impl Nemesis {
     /// The nemesis of `world`'s scenario, acting on the servers of `launcher` (started in server
-    /// order).
-    pub fn new(world: Rc<RealWorld>, launcher: Rc<RefCell<Launcher>>) -> Nemesis {
+    /// order) and on the clocks of the servers in `server_clocks` (by server order), which run
+    /// with the time-shift library.
+    pub fn new(
+        world: Rc<RealWorld>,
+        launcher: Rc<RefCell<Launcher>>,
+        server_clocks: BTreeMap<usize, ClockFile>,
+    ) -> Nemesis {
         let schedule: Timeline = timeline(&world.scenario);
         Nemesis {
             world,
             launcher,
+            server_clocks: RefCell::new(server_clocks),
             pending: schedule.into(),
         }
     }
@@ -75,6 +88,21 @@ impl Nemesis {
         Ok(())
     }
 
+    /// Server `server`'s shift file; the runner made one for every server whose clock the
+    /// scenario moves.
+    fn server_clock(
+        &self,
+        server: usize,
+        text: &str,
+    ) -> Result<std::cell::RefMut<'_, ClockFile>, RealError> {
+        std::cell::RefMut::filter_map(self.server_clocks.borrow_mut(), |c| c.get_mut(&server))
+            .map_err(|_| {
+                RealError::Unsupported(format!(
+                    "{text}: server {server} was started without the time-shift library"
+                ))
+            })
+    }
+
     async fn apply(&self, action: Action, text: String) -> Result<(), RealError> {
         let world = &self.world;
         let topology = world.topology();
@@ -83,6 +111,8 @@ impl Nemesis {
             | Action::Resume(n)
             | Action::Crash(n)
             | Action::Restart(n)
+            | Action::ClockJump(n, _)
+            | Action::ClockDrift(n, _)
             | Action::Skipped(n) => *n,
             other => {
                 return Err(RealError::Unsupported(format!(
@@ -110,6 +140,10 @@ impl Nemesis {
                 Launcher::until_ready(&self.launcher, s).await?;
                 world.set_down(s, false);
             }
+            (Action::ClockJump(_, by_ns), Some(c), _) => world.clocks[c].borrow_mut().jump(by_ns),
+            (Action::ClockDrift(_, rate), Some(c), _) => world.clocks[c].borrow_mut().drift(rate),
+            (Action::ClockJump(_, by_ns), _, Some(s)) => self.server_clock(s, &text)?.jump(by_ns),
+            (Action::ClockDrift(_, rate), _, Some(s)) => self.server_clock(s, &text)?.drift(rate),
             (action, _, _) => {
                 return Err(RealError::Unsupported(format!(
                     "{} of {} ({text})",

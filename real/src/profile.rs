@@ -12,8 +12,22 @@
 //!   TTL on the server, another client takes the lock and enters, and `client-0` wakes up and
 //!   touches the resource while that client is still inside (it works for TTL/2 as well).
 //!   The retry delay is TTL/10 at most, so the next client is in well before `client-0` wakes.
+//! - `clock-jump` (Redis locks): the wall clock of a server that holds `client-0`'s key jumps
+//!   forward by 2 × TTL at 3 TTL/10, while `client-0` works (until 3 TTL/4); the server expires
+//!   the key at once, and another client takes the lock. For Redlock (3 masters) this is
+//!   Kleppmann's story: `redis-2` is down while `client-0` acquires (crashed at 0, restarted
+//!   empty at TTL/5), so `client-0`'s quorum is `redis-0` + `redis-1`; `redis-1`'s clock jumps,
+//!   and the next client's quorum is `redis-1` + `redis-2`.
+//! - `restart` (Redis locks, no persistence): a server that holds `client-0`'s key is killed and
+//!   started again at once, empty, at 3 TTL/10. For Redlock (3 masters) this is seed 002's
+//!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its
+//!   quorum is `redis-1` + `redis-2`; `redis-1` restarts empty, and the next client's quorum is
+//!   `redis-0` + `redis-1`.
+//!
+//! In each story but `none`, `client-0` takes the lock first: every other client is held back
+//! (paused) for the first TTL/10.
 
-use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, ScenarioError, Workload};
+use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
 
 /// A fault profile of `lockcheck real`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,12 +36,20 @@ pub enum Profile {
     None,
     /// The first holder is paused longer than the TTL while inside its critical section.
     Pause,
+    /// A server's wall clock jumps forward past the first holder's lease.
+    ClockJump,
+    /// A server restarts empty under the first holder.
+    Restart,
 }
 
 impl Profile {
     /// Every profile, by name.
-    pub const ALL: &'static [(Profile, &'static str)] =
-        &[(Profile::None, "none"), (Profile::Pause, "pause")];
+    pub const ALL: &'static [(Profile, &'static str)] = &[
+        (Profile::None, "none"),
+        (Profile::Pause, "pause"),
+        (Profile::ClockJump, "clock-jump"),
+        (Profile::Restart, "restart"),
+    ];
 
     /// The profile called `name`.
     pub fn from_name(name: &str) -> Option<Profile> {
@@ -72,6 +94,34 @@ impl Default for Shape {
     }
 }
 
+/// One critical section per client, `hold_ms` long.
+fn story_workload(hold_ms: u64) -> Workload {
+    Workload {
+        acquisitions_per_client: 1,
+        hold_ms,
+        think_ms: 100,
+        ..Workload::default()
+    }
+}
+
+/// Every client but `client-0` paused for the first TTL/10, so that `client-0` holds the lock
+/// first; a story needs at least one other client to take the lock meanwhile.
+fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioError> {
+    if shape.clients < 2 {
+        return Err(ScenarioError::Invalid(format!(
+            "clients: the {story} story needs at least 2 clients (one to hold the lock, one to \
+             take it meanwhile)"
+        )));
+    }
+    Ok((1..shape.clients)
+        .map(|c| Fault::Pause {
+            at_ms: 0,
+            node: format!("client-{c}"),
+            for_ms: (shape.ttl_ms / 10).max(1),
+        })
+        .collect())
+}
+
 /// The scenario telling `profile`'s story for `algorithm` at `shape`, validated.
 pub fn scenario(
     algorithm: Algorithm,
@@ -96,31 +146,71 @@ pub fn scenario(
             };
         }
         Profile::Pause => {
-            if shape.clients < 2 {
-                return Err(ScenarioError::Invalid(
-                    "clients: the pause story needs at least 2 clients (one to pause, one to take \
-                     the lock meanwhile)"
-                        .into(),
-                ));
-            }
-            s.workload = Workload {
-                acquisitions_per_client: 1,
-                hold_ms: ttl / 2,
-                think_ms: 100,
-                ..Workload::default()
-            };
-            s.faults = (1..shape.clients)
-                .map(|c| Fault::Pause {
-                    at_ms: 0,
-                    node: format!("client-{c}"),
-                    for_ms: (ttl / 10).max(1),
-                })
-                .collect();
+            s.workload = story_workload(ttl / 2);
+            s.faults = hold_back_others(shape, "pause")?;
             s.faults.push(Fault::Pause {
                 at_ms: ttl / 5,
                 node: "client-0".into(),
                 for_ms: ttl * 5 / 4 - ttl / 5,
             });
+        }
+        Profile::ClockJump | Profile::Restart => {
+            let story = profile.name();
+            if !algorithm.is_redis() {
+                return Err(ScenarioError::Invalid(format!(
+                    "the {story} story is told for the Redis locks (not {})",
+                    algorithm.name()
+                )));
+            }
+            s.workload = story_workload(ttl * 3 / 4);
+            s.faults = hold_back_others(shape, story)?;
+            // The server that loses client-0's key, and for Redlock the one that is down while
+            // client-0 acquires (so that it is empty for the next client).
+            let (victim, absent) = if algorithm == Algorithm::Redlock {
+                if shape.nodes.is_some_and(|n| n != 3) {
+                    return Err(ScenarioError::Invalid(format!(
+                        "nodes: the Redlock {story} story is told with 3 masters"
+                    )));
+                }
+                s.params.nodes = Some(3);
+                let absent = if profile == Profile::ClockJump {
+                    "redis-2"
+                } else {
+                    "redis-0"
+                };
+                ("redis-1", Some(absent))
+            } else {
+                ("redis-0", None)
+            };
+            if let Some(absent) = absent {
+                s.faults.push(Fault::Crash {
+                    at_ms: 0,
+                    node: absent.into(),
+                });
+                s.faults.push(Fault::Restart {
+                    at_ms: ttl / 5,
+                    node: absent.into(),
+                });
+            }
+            let at_ms = ttl * 3 / 10;
+            if profile == Profile::ClockJump {
+                s.faults.push(Fault::ClockJump {
+                    at_ms,
+                    node: victim.into(),
+                    by_ms: 2 * ttl as i64,
+                });
+            } else {
+                s.params.persistence = Some(Persistence::None);
+                s.params.restart_delay_ms = 0;
+                s.faults.push(Fault::Crash {
+                    at_ms,
+                    node: victim.into(),
+                });
+                s.faults.push(Fault::Restart {
+                    at_ms,
+                    node: victim.into(),
+                });
+            }
         }
     }
     s.validate()?;
@@ -146,11 +236,22 @@ mod tests {
     }
 
     #[test]
+    fn the_redlock_stories_need_three_masters_and_a_redis_lock() {
+        let mut shape = Shape::default();
+        let s = scenario(Algorithm::Redlock, Profile::ClockJump, &shape).unwrap();
+        assert_eq!(s.params.nodes, Some(3));
+        shape.nodes = Some(5);
+        assert!(scenario(Algorithm::Redlock, Profile::Restart, &shape).is_err());
+        let e = scenario(Algorithm::MysqlRow, Profile::ClockJump, &Shape::default()).unwrap_err();
+        assert!(e.to_string().contains("Redis"), "{e}");
+    }
+
+    #[test]
     fn profiles_round_trip_by_name() {
         for &(p, name) in Profile::ALL {
             assert_eq!(Profile::from_name(name), Some(p));
             assert_eq!(p.name(), name);
         }
-        assert_eq!(Profile::from_name("clock-jump"), None);
+        assert_eq!(Profile::from_name("clock-drift"), None);
     }
 }

@@ -10,12 +10,15 @@ use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::support;
+use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
 use lockcheck_sim::checker;
 use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::scenario::Fault;
 use lockcheck_sim::topology::Role;
 use lockcheck_sim::{Outcome, Scenario};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, LocalSet};
@@ -88,6 +91,13 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
     Ok(())
 }
 
+/// Whether `scenario` jumps or drifts the clock of node `name`.
+fn moves_clock(scenario: &Scenario, name: &str) -> bool {
+    scenario.faults.iter().any(|f| {
+        matches!(f, Fault::ClockJump { .. } | Fault::ClockDrift { .. }) && f.nodes().contains(&name)
+    })
+}
+
 /// Completes on Ctrl-C; never, if the handler cannot be installed.
 async fn interrupted() {
     if tokio::signal::ctrl_c().await.is_err() {
@@ -102,14 +112,23 @@ async fn execute(
     let topology = scenario.topology();
     let params = &scenario.params;
 
-    // The servers, all started at once, then each waited for.
+    // The servers, all started at once, then each waited for. A server whose clock the
+    // scenario moves runs with the time-shift library, from the start (a preload cannot be added
+    // later).
     let server_nodes = topology.with_role(Role::Server);
     let mut servers = Vec::new();
-    for &node in &server_nodes {
+    let mut server_clocks = BTreeMap::new();
+    for (order, &node) in server_nodes.iter().enumerate() {
         let name = topology.name(node);
+        let mut env = Vec::new();
+        if moves_clock(scenario, name) {
+            let file = ClockFile::create(&launcher.borrow().root().join(format!("{name}.clock")))?;
+            env = file.env(&timeshift::library()?);
+            server_clocks.insert(order, file);
+        }
         let index = launcher
             .borrow_mut()
-            .add(name, server_kind(scenario, name), Vec::new())?;
+            .add(name, server_kind(scenario, name), env)?;
         servers.push(index);
     }
     for &index in &servers {
@@ -128,7 +147,7 @@ async fn execute(
 
     // Time starts now.
     let world = Rc::new(RealWorld::new(scenario.clone(), addrs));
-    let mut nemesis = Nemesis::new(world.clone(), launcher.clone());
+    let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
     let clients = topology.with_role(Role::Client);

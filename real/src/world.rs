@@ -6,6 +6,7 @@
 use crate::gate::PauseGate;
 use crate::recorder::Recorder;
 use crate::resource::Resource;
+use crate::timeshift::ClockShift;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::topology::{Role, Topology};
@@ -26,6 +27,8 @@ pub struct RealWorld {
     pub servers: Vec<SocketAddr>,
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
+    /// Per client: its clocks, which its `Env` reads and the nemesis moves.
+    pub clocks: Vec<Rc<RefCell<ClockShift>>>,
     /// Per server: crashed and not restarted.
     down: RefCell<Vec<bool>>,
     /// Per client: critical sections still to do.
@@ -50,6 +53,7 @@ impl RealWorld {
             recorder,
             resource,
             gates: (0..clients).map(|_| PauseGate::new()).collect(),
+            clocks: (0..clients).map(|_| Rc::default()).collect(),
             down: RefCell::new(vec![false; servers.len()]),
             remaining: RefCell::new(vec![per_client; clients]),
             finished: RefCell::new(vec![false; clients]),

@@ -192,6 +192,11 @@ impl Launcher {
         }
     }
 
+    /// The run's temp dir (each server's directory is in it); removed when the launcher drops.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The address of server `index`.
     pub fn addr(&self, index: usize) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.servers[index].port))
