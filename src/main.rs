@@ -5,12 +5,13 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lockcheck_real::profile::{Profile, Shape};
-use lockcheck_real::RealError;
+use lockcheck_real::{RealError, Servers};
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::report::{replay, Report};
+use lockcheck_sim::report::{replay, Report, RunWorld};
 use lockcheck_sim::scenario::{Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Outcome, Scenario};
 use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -135,28 +136,36 @@ enum Command {
     },
     /// Run the same algorithm code against real servers, with real faults.
     ///
-    /// lockcheck starts redis-server processes itself (from PATH, on 127.0.0.1 ports, each in a
-    /// temp dir), runs the clients and the protected resource in this process on real time,
-    /// carries out the faults for real (a client pause freezes the client; a server pause is
-    /// SIGSTOP/SIGCONT; a crash is kill -9; a restart starts the server again on its port and
-    /// directory), checks the history with the simulator's checker, and stops every server it
-    /// started, also on Ctrl-C.
+    /// lockcheck starts the servers itself (redis-server from PATH, on 127.0.0.1 ports, each in a
+    /// temp dir), or connects to yours (--endpoints), runs the clients and the protected
+    /// resource in this process on real time, carries out the faults for real (a client pause
+    /// freezes the client; a server pause is SIGSTOP/SIGCONT; a crash is kill -9; a restart
+    /// starts the server again on its port and directory; a server's clock is moved by a small
+    /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
+    /// checker, and stops every server it started, also on Ctrl-C.
     ///
-    /// Supported so far: single-redis and redlock; pauses of clients and servers, crashes and
-    /// restarts of servers. A real run is not byte-replayable (the machine decides the
+    /// Supported so far: the Redis locks (single-redis, redlock, redis-reentrant, redis-fair);
+    /// pauses of clients and servers, crashes and restarts of servers, clock jumps and drifts of
+    /// clients and Redis servers. A real run is not byte-replayable (the machine decides the
     /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
+lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \
 lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
 lockcheck real --scenario scenario.json\n\n\
-Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, redis-server missing \
-(apt-get install redis-server) or a server that would not start.")]
+Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server binary missing \
+(apt-get install redis-server), a server that would not start or an endpoint that does not \
+answer, 130 = interrupted (every server started was stopped).")]
     Real {
-        /// The algorithm: single-redis or redlock (what real mode runs so far).
+        /// The algorithm (real mode runs the Redis locks so far).
         #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
         algorithm: Option<String>,
-        /// The fault profile: `none` (clients contend, no fault) or `pause` (the first holder is
-        /// paused at TTL/5 for 1.05 × TTL, inside its critical section, while the others wait).
+        /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
+        /// first holder is paused at TTL/5 for 1.05 × TTL, inside its critical section, while
+        /// the others wait); `clock-jump` (a server holding the first holder's key jumps 2 × TTL
+        /// forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is killed
+        /// and restarted empty at once; Redlock: seed 002's story).
         #[arg(
             long,
             value_name = "F",
@@ -179,6 +188,17 @@ Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, redis-server 
         /// Number of servers (redlock: an odd number ≥ 3, default 5).
         #[arg(long, value_name = "N")]
         nodes: Option<u32>,
+        /// Use servers you already run (containers included) instead of starting them:
+        /// HOST:PORT, comma-separated, one per server in order (redlock: one per master).
+        /// lockcheck only connects to them, so faults that need a server's process (crash,
+        /// restart, server pause, server clock) are refused; client faults stay real. The lock
+        /// uses the key `lock` (Redis).
+        #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
+        endpoints: Option<Vec<String>>,
+        /// Write a report (JSON with the full history, marked as a real run, and its scenario
+        /// beside it) into this directory.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
 }
 
@@ -298,7 +318,17 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             clients,
             ttl_ms,
             nodes,
+            endpoints,
+            report,
         } => {
+            let servers = match endpoints {
+                None => Servers::Launched,
+                Some(list) => Servers::Endpoints(
+                    list.iter()
+                        .map(|e| resolve(e))
+                        .collect::<anyhow::Result<_>>()?,
+                ),
+            };
             let scenario = match scenario {
                 Some(file) => {
                     let text = std::fs::read_to_string(&file)
@@ -342,7 +372,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                         .map_err(|e| usage(e.to_string()))?
                 }
             };
-            real_cmd(&scenario)
+            real_cmd(&scenario, &servers, report.as_deref())
         }
     }
 }
@@ -357,10 +387,35 @@ fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
     })
 }
 
-fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
-    lockcheck_real::preflight(scenario).map_err(|e| usage(e.to_string()))?;
+/// `HOST:PORT` as one socket address (a name is resolved; its first address is taken).
+fn resolve(endpoint: &str) -> anyhow::Result<SocketAddr> {
+    endpoint
+        .to_socket_addrs()
+        .map_err(|e| {
+            usage(format!(
+                "--endpoints: '{endpoint}': {e} (expected HOST:PORT)"
+            ))
+        })?
+        .next()
+        .ok_or_else(|| usage(format!("--endpoints: '{endpoint}' resolves to no address")))
+}
+
+fn real_cmd(
+    scenario: &Scenario,
+    servers: &Servers,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<u8> {
+    lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
+    let against = match servers {
+        Servers::Launched => "servers lockcheck starts".to_string(),
+        Servers::Endpoints(e) => e
+            .iter()
+            .map(SocketAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
     println!(
-        "real run: {} with {} client(s), TTL {} ms, against real redis-server",
+        "real run: {} with {} client(s), lease {} ms, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
         scenario.algorithm.lease_ms(&scenario.params)
@@ -368,7 +423,7 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
     for fault in &scenario.faults {
         println!("  {}", fault.describe());
     }
-    let real = match lockcheck_real::run(scenario) {
+    let real = match lockcheck_real::run_on(scenario, servers) {
         Ok(real) => real,
         Err(e @ RealError::Interrupted) => {
             eprintln!("lockcheck: {e}");
@@ -377,8 +432,13 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
         Err(e) => return Err(usage(e.to_string())),
     };
     let outcome = &real.outcome;
-    let report = Report::of_run(scenario, outcome);
+    let mut report = Report::of_real_run(scenario, outcome);
     print_outcome(&report, outcome);
+    if let Some(dir) = report_dir {
+        let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
+        println!("report: {}", path.display());
+        println!("rerun: {}", report.replay_command);
+    }
     println!(
         "{} history entries in {:.1} s; {} server process(es) started and stopped",
         outcome.history.entries.len(),
@@ -515,6 +575,14 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
 
 fn replay_cmd(path: &Path) -> anyhow::Result<u8> {
     let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
+    if report.world == RunWorld::Real {
+        return Err(usage(format!(
+            "{}: a run against real servers is not byte-replayable (the machine decided its \
+             interleaving); rerun its scenario: {}",
+            path.display(),
+            report.replay_command
+        )));
+    }
     let replayed = replay(&report);
     if replayed.identical() {
         println!(

@@ -30,6 +30,19 @@ pub enum RealError {
         /// What went wrong, with the server's log where there is one.
         reason: String,
     },
+    /// The servers given with `--endpoints` do not fit the scenario.
+    #[error("--endpoints: {0}")]
+    Endpoints(String),
+    /// A server given with `--endpoints` did not answer.
+    #[error(
+        "{server}: nothing answers at {addr} (is the server running, and is it the right kind?)"
+    )]
+    Unreachable {
+        /// The server's node name.
+        server: String,
+        /// The address given for it.
+        addr: std::net::SocketAddr,
+    },
     /// A file or directory the run needs could not be made.
     #[error("{path}: {source}")]
     Io {

@@ -65,4 +65,4 @@ pub mod timeshift;
 pub mod world;
 
 pub use error::RealError;
-pub use runner::{preflight, run, RealRun};
+pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

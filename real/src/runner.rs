@@ -19,6 +19,7 @@ use lockcheck_sim::topology::Role;
 use lockcheck_sim::{Outcome, Scenario};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, LocalSet};
@@ -39,14 +40,31 @@ pub struct RealRun {
 /// How often the runner looks whether the clients are done.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Runs `scenario` against real servers and checks it.
+/// Where a real run's servers come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Servers {
+    /// lockcheck starts them itself, one process per server node, and stops them at the end.
+    #[default]
+    Launched,
+    /// Servers the user runs (containers included), one address per server node in server
+    /// order. lockcheck only connects to them: faults that need the server's process are refused.
+    Endpoints(Vec<SocketAddr>),
+}
+
+/// Runs `scenario` against servers lockcheck starts itself, and checks it.
 ///
 /// Refuses, before starting anything, a scenario that is invalid or asks for what real mode cannot
-/// do yet ([`support::check`]), and fails when `redis-server` is not on PATH. Every server it
+/// do yet ([`support::check`]), and fails when a server binary is not installed. Every server it
 /// started is stopped before it returns, whatever the outcome, and on Ctrl-C
 /// ([`RealError::Interrupted`]).
 pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
-    preflight(scenario)?;
+    run_on(scenario, &Servers::Launched)
+}
+
+/// Runs `scenario` against `servers` and checks it; [`run`] when they are [`Servers::Launched`].
+/// Endpoints must all answer before the run starts ([`RealError::Unreachable`]).
+pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealError> {
+    preflight_on(scenario, servers)?;
     let launcher = Rc::new(RefCell::new(Launcher::new()?));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -56,7 +74,7 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
     let started = Instant::now();
     let result = local.block_on(&runtime, async {
         tokio::select! {
-            result = execute(scenario, launcher.clone()) => result,
+            result = execute(scenario, servers, launcher.clone()) => result,
             () = interrupted() => Err(RealError::Interrupted),
         }
     });
@@ -77,7 +95,17 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 /// What [`run`] checks before it starts anything: that the scenario is valid and supported in
 /// real mode ([`support::check`]) and that its servers' binaries are on PATH.
 pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
+    preflight_on(scenario, &Servers::Launched)
+}
+
+/// What [`run_on`] checks before it starts anything: [`preflight`] for launched servers; for
+/// endpoints, one per server node and no fault that needs a server's process
+/// ([`support::check_endpoints`]).
+pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealError> {
     support::check(scenario)?;
+    if let Servers::Endpoints(endpoints) = servers {
+        return support::check_endpoints(scenario, endpoints.len());
+    }
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
         let kind = server_kind(scenario, topology.name(node));
@@ -89,6 +117,49 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
         }
     }
     Ok(())
+}
+
+/// Starts `scenario`'s servers with `launcher` and waits until they are ready: their addresses,
+/// and the shift files of those whose clock the scenario moves (by server order).
+async fn launch(
+    scenario: &Scenario,
+    launcher: &Rc<RefCell<Launcher>>,
+) -> Result<(Vec<SocketAddr>, BTreeMap<usize, ClockFile>), RealError> {
+    let topology = scenario.topology();
+    let server_nodes = topology.with_role(Role::Server);
+    // The servers, all started at once, then each waited for. A server whose clock the
+    // scenario moves runs with the time-shift library, from the start (a preload cannot be added
+    // later).
+    let mut servers = Vec::new();
+    let mut server_clocks = BTreeMap::new();
+    for (order, &node) in server_nodes.iter().enumerate() {
+        let name = topology.name(node);
+        let mut env = Vec::new();
+        if moves_clock(scenario, name) {
+            let file = ClockFile::create(&launcher.borrow().root().join(format!("{name}.clock")))?;
+            env = file.env(&timeshift::library()?);
+            server_clocks.insert(order, file);
+        }
+        let index = launcher
+            .borrow_mut()
+            .add(name, server_kind(scenario, name), env)?;
+        servers.push(index);
+    }
+    for &index in &servers {
+        Launcher::until_ready(launcher, index).await?;
+    }
+    let addrs: Vec<_> = servers.iter().map(|&i| launcher.borrow().addr(i)).collect();
+    tracing::info!(
+        "{} server(s) ready: {}",
+        addrs.len(),
+        addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+
+    Ok((addrs, server_clocks))
 }
 
 /// Whether `scenario` jumps or drifts the clock of node `name`.
@@ -107,43 +178,27 @@ async fn interrupted() {
 
 async fn execute(
     scenario: &Scenario,
+    servers: &Servers,
     launcher: Rc<RefCell<Launcher>>,
 ) -> Result<Outcome, RealError> {
     let topology = scenario.topology();
     let params = &scenario.params;
-
-    // The servers, all started at once, then each waited for. A server whose clock the
-    // scenario moves runs with the time-shift library, from the start (a preload cannot be added
-    // later).
     let server_nodes = topology.with_role(Role::Server);
-    let mut servers = Vec::new();
-    let mut server_clocks = BTreeMap::new();
-    for (order, &node) in server_nodes.iter().enumerate() {
-        let name = topology.name(node);
-        let mut env = Vec::new();
-        if moves_clock(scenario, name) {
-            let file = ClockFile::create(&launcher.borrow().root().join(format!("{name}.clock")))?;
-            env = file.env(&timeshift::library()?);
-            server_clocks.insert(order, file);
+    let (addrs, server_clocks) = match servers {
+        Servers::Launched => launch(scenario, &launcher).await?,
+        Servers::Endpoints(endpoints) => {
+            for (&node, &addr) in server_nodes.iter().zip(endpoints) {
+                let name = topology.name(node);
+                if !server_kind(scenario, name).ready(addr).await {
+                    return Err(RealError::Unreachable {
+                        server: name.to_string(),
+                        addr,
+                    });
+                }
+            }
+            (endpoints.clone(), BTreeMap::new())
         }
-        let index = launcher
-            .borrow_mut()
-            .add(name, server_kind(scenario, name), env)?;
-        servers.push(index);
-    }
-    for &index in &servers {
-        Launcher::until_ready(&launcher, index).await?;
-    }
-    let addrs: Vec<_> = servers.iter().map(|&i| launcher.borrow().addr(i)).collect();
-    tracing::info!(
-        "{} server(s) ready: {}",
-        addrs.len(),
-        addrs
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    };
 
     // Time starts now.
     let world = Rc::new(RealWorld::new(scenario.clone(), addrs));
