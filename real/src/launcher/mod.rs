@@ -15,6 +15,7 @@
 //! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
 //! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
 
+pub mod ledger;
 pub mod redis;
 
 use crate::error::RealError;
@@ -263,6 +264,7 @@ impl Launcher {
             )
         })?;
         tracing::debug!(server = %server.name, pid = child.id(), port = server.port, "started");
+        ledger::record(child.id(), server.kind.binary());
         let server = &mut self.servers[index];
         server.pids.push(child.id());
         server.child = Some(child);
