@@ -5,6 +5,9 @@
 //! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
 //! skipped. Then each action is applied when the run's clock reaches it:
 //! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens;
+//! - crash of a client: its task is dropped at once, with its connections (a killed client
+//!   process); restart: a new task for it, a new process with new randomness, going on with the
+//!   critical sections it had left;
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
 //!   recorded once it answers `PING` (a real restart takes some milliseconds; the simulated one is
@@ -127,6 +130,8 @@ impl Nemesis {
         tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
         match (action, client, server) {
             (Action::Skipped(_), _, _) => {}
+            (Action::Crash(_), Some(c), _) => world.crash_client(c),
+            (Action::Restart(_), Some(c), _) => world.start_client(c),
             (Action::Pause(_), Some(c), _) => world.gates[c].close(),
             (Action::Resume(_), Some(c), _) => world.gates[c].open(),
             (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,

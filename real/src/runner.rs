@@ -5,7 +5,7 @@
 //! thread: a tokio current-thread runtime with a `LocalSet`, every client a local task.
 
 use crate::backend::server_kind;
-use crate::client::{run_client, run_probe};
+use crate::client::run_probe;
 use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
@@ -206,10 +206,12 @@ async fn execute(
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
     let clients = topology.with_role(Role::Client);
-    let tasks: Vec<JoinHandle<()>> = clients
-        .iter()
-        .map(|&c| tokio::task::spawn_local(run_client(world.clone(), c)))
-        .collect();
+    for &c in &clients {
+        // A client crashed at 0 ms (by `strike_due`) starts only when the nemesis restarts it.
+        if !world.is_client_down(c) {
+            world.start_client(c);
+        }
+    }
     let mut nemesis = Some(tokio::task::spawn_local(nemesis.run()));
 
     // As in the simulation: the run ends when every client is done and the nemesis is through,
@@ -226,7 +228,9 @@ async fn execute(
                 Err(e) => panic!("the nemesis task was cancelled: {e}"),
             }
         }
-        let settled = clients.iter().all(|&c| world.is_finished(c));
+        let settled = clients
+            .iter()
+            .all(|&c| world.is_finished(c) || world.is_client_down(c));
         if (settled && nemesis.is_none()) || world.true_ns() >= limit_ns {
             break;
         }
@@ -235,8 +239,8 @@ async fn execute(
     if let Some(nemesis) = nemesis {
         nemesis.abort();
     }
-    for (&c, task) in clients.iter().zip(&tasks) {
-        if !world.is_finished(c) {
+    for &c in &clients {
+        if !world.is_finished(c) && !world.is_client_down(c) {
             let left = world.remaining(c);
             world.record(
                 c,
@@ -248,8 +252,8 @@ async fn execute(
                 },
             );
         }
-        task.abort();
     }
+    world.stop_clients();
 
     // Liveness: with every fault over and every client stopped, the lock must come free within
     // twice the TTL. Without the lock service (a majority of its servers down), there is none.

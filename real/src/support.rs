@@ -14,7 +14,7 @@ pub const ALGORITHMS: &[Algorithm] = &[
 ];
 
 /// The faults real mode carries out so far, for messages and help.
-pub const FAULTS: &str = "pause (of a client or a server), crash and restart (of a server), \
+pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
                           clock_jump and clock_drift (of a client, or of a Redis server)";
 
 /// Checks that real mode runs `algorithm`.
@@ -54,7 +54,9 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Pause { .. } => roles
                 .iter()
                 .all(|r| matches!(r, Role::Client | Role::Server)),
-            Fault::Crash { .. } | Fault::Restart { .. } => roles.iter().all(|r| *r == Role::Server),
+            Fault::Crash { .. } | Fault::Restart { .. } => roles
+                .iter()
+                .all(|r| matches!(r, Role::Client | Role::Server)),
             // A server's clock is moved by the time-shift library, tried on redis-server only.
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles.iter().all(|r| {
                 *r == Role::Client || (*r == Role::Server && scenario.algorithm.is_redis())
@@ -118,7 +120,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn client_crashes_are_refused_with_the_fault_named() {
+    fn message_delays_are_refused_with_the_fault_named() {
         let mut s = Scenario::new(Algorithm::SingleRedis);
         s.faults = vec![Fault::ClockJump {
             at_ms: 10,
@@ -130,9 +132,16 @@ mod tests {
             at_ms: 10,
             node: "client-0".into(),
         }];
+        check(&s).expect("a client crash is real");
+        s.faults = vec![Fault::Delay {
+            at_ms: 10,
+            node: "client-0".into(),
+            extra_ms: 50,
+            for_ms: 100,
+        }];
         let e = check(&s).unwrap_err().to_string();
         assert!(
-            e.contains("not supported in real mode yet") && e.contains("crash"),
+            e.contains("not supported in real mode yet") && e.contains("delay"),
             "{e}"
         );
         s.faults = vec![Fault::Pause {

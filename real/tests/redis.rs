@@ -268,12 +268,14 @@ fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
 #[test]
 fn unsupported_faults_are_refused_before_anything_starts() {
     let mut s = Scenario::new(Algorithm::SingleRedis);
-    s.faults = vec![Fault::Crash {
+    s.faults = vec![Fault::Delay {
         at_ms: 100,
         node: "client-1".into(),
+        extra_ms: 50,
+        for_ms: 1_000,
     }];
     match run(&s) {
-        Err(RealError::Unsupported(why)) => assert!(why.contains("crash"), "{why}"),
+        Err(RealError::Unsupported(why)) => assert!(why.contains("delay"), "{why}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }
@@ -373,6 +375,59 @@ fn seed_002s_restart_with_appendfsync_always_is_safe_for_real() {
     s.params.persistence = Some(Persistence::Always);
     let real = run_real(&s);
     assert_safe(&real);
+}
+
+#[test]
+fn a_holder_killed_inside_its_section_leaves_the_lock_to_expire_and_comes_back_as_a_new_process() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds the lock from ~0 ms for 1 s; it is killed at 400 ms (its key stays until
+    // the 2 s lease ends) and restarted at 600 ms. Two sections each: the one client-0 was in
+    // when it died counts as done (as in the simulation), so it comes back for its second.
+    let mut s = crash_while_held(Persistence::None);
+    s.workload.acquisitions_per_client = 2;
+    s.faults.truncate(1);
+    s.faults.push(Fault::Crash {
+        at_ms: 400,
+        node: "client-0".into(),
+    });
+    s.faults.push(Fault::Restart {
+        at_ms: 600,
+        node: "client-0".into(),
+    });
+    let real = run_real(&s);
+    assert_safe(&real);
+    let entries = &real.outcome.history.entries;
+    let entered: Vec<(&str, &str, u64)> = entries
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                client,
+                phase: Phase::Enter,
+                accepted: true,
+                token,
+                ..
+            } => Some((client.as_str(), token.as_str(), e.true_ns)),
+            _ => None,
+        })
+        .collect();
+    let by = |who: &str| entered.iter().filter(|(c, ..)| *c == who).count();
+    assert_eq!((by("client-0"), by("client-1")), (2, 2), "{entered:?}");
+    // Nobody entered between the kill and the end of the dead holder's 2 s lease.
+    assert!(
+        entered[1].2 >= 2_000_000_000,
+        "the next holder entered at {} ns, inside the dead holder's lease",
+        entered[1].2
+    );
+    // The restarted client is a new process with a new token, not mistaken for its former self.
+    let tokens: Vec<&str> = entered
+        .iter()
+        .filter(|(c, ..)| *c == "client-0")
+        .map(|(_, t, _)| *t)
+        .collect();
+    assert_ne!(tokens[0], tokens[1]);
 }
 
 #[test]
