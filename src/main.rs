@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Shard};
 use lockcheck_sim::report::{replay, Report, RunWorld};
 use lockcheck_sim::scenario::{Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Outcome, Scenario};
@@ -128,6 +128,14 @@ enum Command {
         /// deadlocks or order: search for what breaks mutual exclusion.
         #[arg(long)]
         safety_only: bool,
+        /// Threads running cases at once [default: all cores]. The result is the same whatever
+        /// the number: each case has its own seed and runtime, and the lowest failing case wins.
+        #[arg(long, value_name = "J")]
+        jobs: Option<usize>,
+        /// Run only slice I of N of the case space (1-based: 1/2 and 2/2), e.g. one per CI job;
+        /// the failing case of lowest index across the slices is the unsharded search's.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -252,6 +260,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             wait_timeout_ms,
             lock_wait_timeout_ms,
             safety_only,
+            jobs,
+            shard,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -300,11 +310,22 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             let mut check = Scenario::new(algorithm);
             check.params = params.clone();
             check.validate().map_err(|e| usage(e.to_string()))?;
+            let jobs = match jobs {
+                Some(0) => return Err(usage("--jobs must be at least 1")),
+                Some(j) => j,
+                None => std::thread::available_parallelism().map_or(1, usize::from),
+            };
+            let shard = match shard {
+                Some(text) => Shard::parse(&text).map_err(usage)?,
+                None => Shard::default(),
+            };
             let options = ExploreOptions {
                 params,
                 max_drift,
                 max_partition_ms,
                 safety_only,
+                jobs,
+                shard,
                 ..ExploreOptions::new(algorithm, profiles, cases, seed)
             };
             explore_cmd(&options, &faults, &out)
@@ -556,9 +577,11 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
             let name = format!("{}-{}", options.algorithm.name(), faults.replace(',', "+"));
             let path = report.write(out, &name)?;
             println!(
-                "UNSAFE: {} × [{faults}]: found after {} cases, shrunk in {} runs",
+                "UNSAFE: {} × [{faults}]: found at case {} after {} cases ({:.0} cases/s), shrunk in {} runs",
                 options.algorithm.name(),
+                finding.case_index,
                 finding.cases,
+                f64::from(finding.cases) / secs.max(1e-9),
                 finding.shrink_runs
             );
             println!("  {}", report.summary);
