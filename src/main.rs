@@ -135,28 +135,32 @@ enum Command {
     },
     /// Run the same algorithm code against real servers, with real faults.
     ///
-    /// lockcheck starts redis-server processes itself (from PATH, on 127.0.0.1 ports, each in a
+    /// lockcheck starts redis-server or ZooKeeper processes itself (on 127.0.0.1 ports, each in a
     /// temp dir), runs the clients and the protected resource in this process on real time,
-    /// carries out the faults for real (a client pause freezes the client; a server pause is
+    /// with every client reaching every server through a TCP proxy of its own, carries out the
+    /// faults for real (a client pause freezes the client and its network; a server pause is
     /// SIGSTOP/SIGCONT; a crash is kill -9; a restart starts the server again on its port and
-    /// directory), checks the history with the simulator's checker, and stops every server it
-    /// started, also on Ctrl-C.
+    /// directory; a partition blackholes the proxies across it), checks the history with the
+    /// simulator's checker, and stops every server it started, also on Ctrl-C.
     ///
-    /// Supported so far: single-redis and redlock; pauses of clients and servers, crashes and
-    /// restarts of servers. A real run is not byte-replayable (the machine decides the
-    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
+    /// Supported so far: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
+    /// zk-herd and zk-rwlock; pauses of clients and servers, crashes and restarts of servers,
+    /// partitions. A real run is not byte-replayable (the machine decides the interleaving); its
+    /// scenario is, here and in the simulation (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
 lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
-Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, redis-server missing \
-(apt-get install redis-server) or a server that would not start.")]
+Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
+(apt-get install redis-server / zookeeper) or a server that would not start.")]
     Real {
-        /// The algorithm: single-redis or redlock (what real mode runs so far).
+        /// The algorithm: a Redis or ZooKeeper lock (what real mode runs so far).
         #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
         algorithm: Option<String>,
-        /// The fault profile: `none` (clients contend, no fault) or `pause` (the first holder is
-        /// paused at TTL/5 for 1.05 × TTL, inside its critical section, while the others wait).
+        /// The fault profile: `none` (clients contend, no fault), `pause` (the first holder is
+        /// paused inside its critical section until its lease has surely ended, while the others
+        /// wait) or `partition` (the first holder is cut off as long, and keeps working).
         #[arg(
             long,
             value_name = "F",
@@ -173,7 +177,9 @@ Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, redis-server 
         /// Number of clients [profile default: 3].
         #[arg(long, value_name = "N")]
         clients: Option<u32>,
-        /// Lease length in ms [profile default: 2000, short so that a run takes seconds].
+        /// Lease length in ms: the TTL, or a ZooKeeper lock's session timeout [profile default:
+        /// 2000, ZooKeeper 4000 (two ticks, the shortest a server grants), short so that a run
+        /// takes seconds].
         #[arg(long, value_name = "MS")]
         ttl_ms: Option<u64>,
         /// Number of servers (redlock: an odd number ≥ 3, default 5).
@@ -314,7 +320,12 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                     }
                     s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
                     s.clients = clients.unwrap_or(s.clients);
-                    s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    if s.algorithm.is_zookeeper() {
+                        // A ZooKeeper lock's lease is its session.
+                        s.params.session_timeout_ms = ttl_ms.unwrap_or(s.params.session_timeout_ms);
+                    } else {
+                        s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    }
                     s.params.nodes = nodes.or(s.params.nodes);
                     s.validate().map_err(|e| usage(e.to_string()))?;
                     s
@@ -330,7 +341,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                             known.join(", ")
                         ))
                     })?;
-                    let defaults = Shape::default();
+                    let defaults = Shape::for_algorithm(algorithm);
                     let shape = Shape {
                         clients: clients.unwrap_or(defaults.clients),
                         ttl_ms: ttl_ms.unwrap_or(defaults.ttl_ms),
@@ -360,10 +371,20 @@ fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
 fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
     lockcheck_real::preflight(scenario).map_err(|e| usage(e.to_string()))?;
     println!(
-        "real run: {} with {} client(s), TTL {} ms, against real redis-server",
+        "real run: {} with {} client(s), {} {} ms, against real {}",
         scenario.algorithm.name(),
         scenario.clients,
-        scenario.algorithm.lease_ms(&scenario.params)
+        if scenario.algorithm.is_zookeeper() {
+            "session timeout"
+        } else {
+            "TTL"
+        },
+        scenario.algorithm.lease_ms(&scenario.params),
+        if scenario.algorithm.is_zookeeper() {
+            "ZooKeeper"
+        } else {
+            "redis-server"
+        }
     );
     for fault in &scenario.faults {
         println!("  {}", fault.describe());
