@@ -12,7 +12,8 @@
 //!   flows, in order, once the link passes again: what TCP's retransmissions do across a
 //!   partition that heals before the connection gives up, and what a frozen peer looks like. A
 //!   connection accepted while blackholed is held too: its upstream connection is opened only
-//!   when the link passes again.
+//!   when the link passes again, and not at all if its client closed it meanwhile (across a
+//!   real partition, a handshake the client gave up on never reaches the server).
 //! - [`Mode::Reset`]: every open connection is closed with a TCP RST on both sides
 //!   (`SO_LINGER` 0), and every new one is accepted and reset at once.
 //! - [`Mode::Delay`]: each chunk is forwarded once the delay has passed since it was read, in
@@ -208,9 +209,15 @@ async fn flowing(control: &mut watch::Receiver<Control>) -> io::Result<Mode> {
 /// Serves one accepted connection until either side closes it or the link resets it.
 async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::Receiver<Control>) {
     // A connection made during a blackhole is held before anything reaches the server.
+    let held = control.borrow().effective() == Mode::Blackhole;
     match flowing(&mut control).await {
         Ok(Mode::Reset) | Err(_) => return reset(&client),
         Ok(_) => {}
+    }
+    let mut early = Vec::new();
+    if held && abandoned(&client, &mut early) {
+        tracing::debug!(%upstream, "proxy: a connection given up while held is dropped");
+        return;
     }
     let mut server = match TcpStream::connect(upstream).await {
         Ok(server) => server,
@@ -219,6 +226,10 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::
             return reset(&client);
         }
     };
+    if server.write_all(&early).await.is_err() {
+        reset(&client);
+        return reset(&server);
+    }
     // The relay adds no batching of its own: small requests (pings, commands) go out at once.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -243,6 +254,20 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::
     if reset_both {
         reset(&client);
         reset(&server);
+    }
+}
+
+/// Whether the client of a held connection has closed it (or it broke); what it sent meanwhile is
+/// appended to `early`, to be forwarded first.
+fn abandoned(client: &TcpStream, early: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match client.try_read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => early.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
     }
 }
 
@@ -363,6 +388,33 @@ mod tests {
         proxy.set_mode(Mode::Pass);
         assert_eq!(read_exactly(&mut open, 4).await, b"held");
         assert_eq!(read_exactly(&mut new, 3).await, b"new");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connection_given_up_during_a_blackhole_never_reaches_the_upstream() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let upstream = listener.local_addr().unwrap();
+        let proxy = Proxy::start(upstream).await.unwrap();
+        proxy.set_mode(Mode::Blackhole);
+        let mut abandoned = TcpStream::connect(proxy.addr()).await.unwrap();
+        abandoned.write_all(b"stale").await.unwrap();
+        drop(abandoned);
+        let mut kept = TcpStream::connect(proxy.addr()).await.unwrap();
+        kept.write_all(b"fresh").await.unwrap();
+        // Let the proxy see the first connection's end before the link passes.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        proxy.set_mode(Mode::Pass);
+        let (mut accepted, _) = tokio::time::timeout(EVENTUALLY, listener.accept())
+            .await
+            .expect("the kept connection reaches the upstream")
+            .unwrap();
+        assert_eq!(read_exactly(&mut accepted, 5).await, b"fresh");
+        // The abandoned one never comes (a slow machine can only make this pass).
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), listener.accept())
+                .await
+                .is_err()
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]
