@@ -160,7 +160,8 @@ Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server miss
         algorithm: Option<String>,
         /// The fault profile: `none` (clients contend, no fault), `pause` (the first holder is
         /// paused inside its critical section until its lease has surely ended, while the others
-        /// wait) or `partition` (the first holder is cut off as long, and keeps working).
+        /// wait) or `partition` (ZooKeeper locks: the first holder is cut off as long, and keeps
+        /// working).
         #[arg(
             long,
             value_name = "F",
@@ -200,7 +201,11 @@ fn main() -> ExitCode {
                 // madsim warns on every runtime after the first in a thread that std's HashMap
                 // seeds are not deterministic; lockcheck uses no std HashMap in simulated code.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,madsim::sim::rand=error")
+                    // The ZooKeeper client warns of every failed reconnection, which a real run
+                    // with pauses and partitions causes on purpose.
+                    tracing_subscriber::EnvFilter::new(
+                        "warn,madsim::sim::rand=error,zookeeper_client=error",
+                    )
                 }),
         )
         .with_writer(std::io::stderr)
