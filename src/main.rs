@@ -144,36 +144,41 @@ enum Command {
     },
     /// Run the same algorithm code against real servers, with real faults.
     ///
-    /// lockcheck starts the servers itself (redis-server from PATH, on 127.0.0.1 ports, each in a
-    /// temp dir), or connects to yours (--endpoints), runs the clients and the protected
-    /// resource in this process on real time, carries out the faults for real (a client pause
-    /// freezes the client; a server pause is SIGSTOP/SIGCONT; a crash is kill -9; a restart
-    /// starts the server again on its port and directory; a server's clock is moved by a small
-    /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
-    /// checker, and stops every server it started, also on Ctrl-C.
+    /// lockcheck starts the servers itself (redis-server or ZooKeeper, on 127.0.0.1 ports, each in
+    /// a temp dir), or connects to yours (--endpoints), runs the clients and the protected
+    /// resource in this process on real time, with every client reaching every server through a
+    /// TCP proxy of its own, carries out the faults for real (a client pause freezes the client
+    /// and its network; a server pause is SIGSTOP/SIGCONT; a crash is kill -9; a restart starts
+    /// the server again on its port and directory; a partition blackholes the proxies across it;
+    /// a server's clock is moved by a small LD_PRELOAD library lockcheck compiles with cc),
+    /// checks the history with the simulator's checker, and stops every server it started, also
+    /// on Ctrl-C.
     ///
-    /// Supported so far: the Redis locks (single-redis, redlock, redis-reentrant, redis-fair);
-    /// pauses of clients and servers, crashes and restarts of servers, clock jumps and drifts of
-    /// clients and Redis servers. A real run is not byte-replayable (the machine decides the
-    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
+    /// Supported so far: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
+    /// zk-herd and zk-rwlock; pauses, crashes and restarts of clients and servers, partitions,
+    /// clock jumps and drifts of clients and Redis servers. A real run is not byte-replayable
+    /// (the machine decides the interleaving); its scenario is, here and in the simulation
+    /// (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
 lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \
 lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
 lockcheck real --scenario scenario.json\n\n\
 Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server binary missing \
-(apt-get install redis-server), a server that would not start or an endpoint that does not \
-answer, 130 = interrupted (every server started was stopped).")]
+(apt-get install redis-server / zookeeper), a server that would not start or an endpoint that \
+does not answer, 130 = interrupted (every server started was stopped).")]
     Real {
-        /// The algorithm (real mode runs the Redis locks so far).
+        /// The algorithm: a Redis or ZooKeeper lock (what real mode runs so far).
         #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
         algorithm: Option<String>,
         /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
-        /// first holder is paused at TTL/5 for 1.05 × TTL, inside its critical section, while
-        /// the others wait); `clock-jump` (a server holding the first holder's key jumps 2 × TTL
-        /// forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is killed
-        /// and restarted empty at once; Redlock: seed 002's story).
+        /// first holder is paused inside its critical section until its lease has surely ended,
+        /// while the others wait); `partition` (ZooKeeper locks: the first holder is cut off as
+        /// long, and keeps working); `clock-jump` (Redis locks: a server holding the first
+        /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters);
+        /// `restart` (that server is killed and restarted empty at once; Redlock: seed 002's).
         #[arg(
             long,
             value_name = "F",
@@ -190,7 +195,9 @@ answer, 130 = interrupted (every server started was stopped).")]
         /// Number of clients [profile default: 3].
         #[arg(long, value_name = "N")]
         clients: Option<u32>,
-        /// Lease length in ms [profile default: 2000, short so that a run takes seconds].
+        /// Lease length in ms: the TTL, or a ZooKeeper lock's session timeout [profile default:
+        /// 2000, ZooKeeper 4000 (two ticks, the shortest a server grants), short so that a run
+        /// takes seconds].
         #[arg(long, value_name = "MS")]
         ttl_ms: Option<u64>,
         /// Number of servers (redlock: an odd number ≥ 3, default 5).
@@ -222,7 +229,11 @@ fn main() -> ExitCode {
                 // madsim warns on every runtime after the first in a thread that std's HashMap
                 // seeds are not deterministic; lockcheck uses no std HashMap in simulated code.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,madsim::sim::rand=error")
+                    // The ZooKeeper client warns of every failed reconnection, which a real run
+                    // with pauses and partitions causes on purpose.
+                    tracing_subscriber::EnvFilter::new(
+                        "warn,madsim::sim::rand=error,zookeeper_client=error",
+                    )
                 }),
         )
         .with_writer(std::io::stderr)
@@ -365,7 +376,12 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                     }
                     s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
                     s.clients = clients.unwrap_or(s.clients);
-                    s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    if s.algorithm.is_zookeeper() {
+                        // A ZooKeeper lock's lease is its session.
+                        s.params.session_timeout_ms = ttl_ms.unwrap_or(s.params.session_timeout_ms);
+                    } else {
+                        s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    }
                     s.params.nodes = nodes.or(s.params.nodes);
                     s.validate().map_err(|e| usage(e.to_string()))?;
                     s
@@ -381,7 +397,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                             known.join(", ")
                         ))
                     })?;
-                    let defaults = Shape::default();
+                    let defaults = Shape::for_algorithm(algorithm);
                     let shape = Shape {
                         clients: clients.unwrap_or(defaults.clients),
                         ttl_ms: ttl_ms.unwrap_or(defaults.ttl_ms),
@@ -427,8 +443,13 @@ fn real_cmd(
     report_dir: Option<&Path>,
 ) -> anyhow::Result<u8> {
     lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
+    let kind = if scenario.algorithm.is_zookeeper() {
+        "ZooKeeper"
+    } else {
+        "redis-server"
+    };
     let against = match servers {
-        Servers::Launched => "servers lockcheck starts".to_string(),
+        Servers::Launched => format!("real {kind} lockcheck starts"),
         Servers::Endpoints(e) => e
             .iter()
             .map(SocketAddr::to_string)
@@ -436,10 +457,15 @@ fn real_cmd(
             .join(", "),
     };
     println!(
-        "real run: {} with {} client(s), lease {} ms, against {against}",
+        "real run: {} with {} client(s), {} {} ms, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
-        scenario.algorithm.lease_ms(&scenario.params)
+        if scenario.algorithm.is_zookeeper() {
+            "session timeout"
+        } else {
+            "TTL"
+        },
+        scenario.algorithm.lease_ms(&scenario.params),
     );
     for fault in &scenario.faults {
         println!("  {}", fault.describe());

@@ -320,9 +320,16 @@ fn lockcheck_real(args: &[&str], envs: &[(&str, &str)]) -> Output {
 #[test]
 fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
     // Refused before any server is needed: these pass without redis-server installed.
+    let scratch = Scratch::new("real-refuses");
+    let lossy = scratch.file(
+        "loss.json",
+        r#"{"algorithm": "single-redis",
+            "faults": [{"at_ms": 100, "fault": "loss", "node": "client-0", "rate": 0.5,
+                        "for_ms": 1000}]}"#,
+    );
     for (args, needle) in [
         (
-            vec!["--algorithm", "zk-sequential"],
+            vec!["--scenario", lossy.to_str().unwrap()],
             "not supported in real mode yet",
         ),
         (
@@ -356,6 +363,10 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         (
             vec!["--algorithm", "single-redis", "--endpoints", "127.0.0.1:1"],
             "nothing answers at 127.0.0.1:1",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--faults", "partition"],
+            "ZooKeeper locks",
         ),
         (
             vec![

@@ -6,11 +6,10 @@ use crate::env::RealEnv;
 use crate::gate::PauseGate;
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
+use crate::zk_store::RealZk;
 use lockcheck_algorithms::mysql::store::{Reply, SqlStore, Statement};
-use lockcheck_algorithms::zookeeper::store::{
-    CreateMode, SessionId, SessionState, Stat, ZkError, ZkNotice, ZkStore,
-};
-use lockcheck_algorithms::{Guard, LockError, LockEvent, StoreError};
+use lockcheck_algorithms::{Env, Guard, LockError, LockEvent, StoreError};
+use lockcheck_sim::client::ACCESS_TIMEOUT;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::lock::{AnyLock, Stores};
 use lockcheck_sim::net::AccessRequest;
@@ -21,16 +20,18 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// A real client's connections to the real servers, each frozen by the client's pause gate.
+/// A real client's connections to the real servers (through the client's proxies), each frozen
+/// by the client's pause gate.
 pub struct RealStores {
     servers: Vec<SocketAddr>,
     timeout: Duration,
+    session_timeout: Duration,
     gate: PauseGate,
 }
 
 impl Stores for RealStores {
     type Redis = RealRedis;
-    type Zk = NotYetReal;
+    type Zk = RealZk;
     type Sql = NotYetReal;
 
     fn redis_primary(&self) -> RealRedis {
@@ -44,8 +45,13 @@ impl Stores for RealStores {
             .collect()
     }
 
-    fn zookeeper(&self) -> NotYetReal {
-        unreachable!("support::check refuses the ZooKeeper algorithms before a run starts")
+    fn zookeeper(&self) -> RealZk {
+        RealZk::new(
+            self.servers[0],
+            self.session_timeout,
+            self.timeout,
+            self.gate.clone(),
+        )
     }
 
     fn mysql(&self) -> NotYetReal {
@@ -53,42 +59,9 @@ impl Stores for RealStores {
     }
 }
 
-/// The store of a backend real mode has no client for yet: a type with no values, so the
+/// The store of a backend real mode has no client for yet (MySQL): a type with no values, so the
 /// algorithms over it type-check and can never run ([`crate::support::check`] refuses them).
 pub enum NotYetReal {}
-
-impl ZkStore for NotYetReal {
-    async fn create(
-        &self,
-        _: &str,
-        _: Vec<u8>,
-        _: CreateMode,
-    ) -> Result<Result<(String, Stat), ZkError>, StoreError> {
-        match *self {}
-    }
-    async fn delete(&self, _: &str, _: i32) -> Result<Result<(), ZkError>, StoreError> {
-        match *self {}
-    }
-    async fn exists(&self, _: &str, _: bool) -> Result<Result<Option<Stat>, ZkError>, StoreError> {
-        match *self {}
-    }
-    async fn get_children(
-        &self,
-        _: &str,
-        _: bool,
-    ) -> Result<Result<Vec<String>, ZkError>, StoreError> {
-        match *self {}
-    }
-    async fn next_event(&self) -> ZkNotice {
-        match *self {}
-    }
-    fn state(&self) -> SessionState {
-        match *self {}
-    }
-    fn session_id(&self) -> Option<SessionId> {
-        match *self {}
-    }
-}
 
 impl SqlStore for NotYetReal {
     async fn execute(&self, _: Statement) -> Result<Reply, StoreError> {
@@ -142,9 +115,11 @@ impl Client {
         if let Some(clock) = world.clocks.get(me) {
             env = env.with_clock(clock.clone());
         }
+        let params = &world.scenario.params;
         let stores = RealStores {
-            servers: world.servers.clone(),
-            timeout: Duration::from_millis(world.scenario.params.request_timeout_ms),
+            servers: world.servers_for(me),
+            timeout: Duration::from_millis(params.request_timeout_ms),
+            session_timeout: Duration::from_millis(params.session_timeout_ms),
             gate: gate.clone(),
         };
         Client {
@@ -184,9 +159,15 @@ impl ClientSide for Client {
         self.lock.keep_alive(&self.env, guard, shared).await
     }
 
-    /// A paused client touches nothing: it passes its gate before and after.
+    /// A paused client touches nothing: it passes its gate before and after. A client cut off
+    /// from the resource by a partition hears nothing back: as in the simulation, its access is
+    /// lost and it gives up after the simulation's access timeout.
     async fn touch(&self, access: AccessRequest) -> Option<bool> {
         self.gate.pass().await;
+        if self.world.is_cut_from_resource(self.me) {
+            self.env.sleep(ACCESS_TIMEOUT).await;
+            return None;
+        }
         let accepted = self.world.resource.access(self.me, access);
         self.gate.pass().await;
         Some(accepted)

@@ -8,8 +8,8 @@ use thiserror::Error;
 /// is a verdict, in the run's outcome.)
 #[derive(Debug, Error)]
 pub enum RealError {
-    /// A server binary is not installed.
-    #[error("{binary} not found on PATH: install it with `{install}`")]
+    /// A server binary (or what else the server needs, a jar) is not installed.
+    #[error("{binary} not found: install it with `{install}`")]
     MissingBinary {
         /// The binary looked for.
         binary: &'static str,
@@ -54,6 +54,14 @@ pub enum RealError {
     /// The time-shift library (for clock faults) could not be built.
     #[error("clock faults: {0}")]
     TimeShift(String),
+    /// A client's proxy to a server could not be started.
+    #[error("proxy to {upstream}: {source}")]
+    Proxy {
+        /// The server it was to relay to.
+        upstream: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),

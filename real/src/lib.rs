@@ -2,16 +2,22 @@
 //!
 //! The simulator (`lockcheck-sim`) runs the algorithms of `lockcheck-algorithms` against simulated
 //! servers on simulated time. This crate runs the very same algorithm code against real
-//! `redis-server` processes that it starts itself, on the host's real clocks, with faults that
-//! really happen, and judges the result with the simulator's own pure checker. A verdict that
-//! agrees in both worlds is evidence that the simulation models the servers faithfully.
+//! `redis-server` and ZooKeeper processes that it starts itself, on the host's real clocks, with
+//! faults that really happen, and judges the result with the simulator's own pure checker. A
+//! verdict that agrees in both worlds is evidence that the simulation models the servers
+//! faithfully.
 //!
 //! The parts, in Jepsen's split:
 //! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues server processes
 //!   on loopback ports, each in a temp dir, in its own process group; stops them all on success,
 //!   error, drop and Ctrl-C. [`backend`] says which kind of server an algorithm runs against.
-//! - [`redis_store`] (the client): [`redis_store::RealRedis`] implements the algorithms'
-//!   `RedisStore` over the `redis` crate, reply for reply as the simulated Redis answers.
+//! - [`redis_store`] and [`zk_store`] (the clients): [`redis_store::RealRedis`] implements the
+//!   algorithms' `RedisStore` over the `redis` crate, reply for reply as the simulated Redis
+//!   answers; [`zk_store::RealZk`] their `ZkStore` over the `zookeeper-client` crate, a session
+//!   with its notices as the simulated ZooKeeper client has one.
+//! - [`proxy`] (the network): every client reaches every server through a TCP relay of its own
+//!   that can pass, blackhole, reset or delay its connections; partitions and client pauses act
+//!   on these.
 //! - [`env`]: [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
 //!   [`gate::PauseGate`] per client that freezes it, which is how a client pause is real here.
 //! - [`client`]: a real client for the simulation's own workload loop
@@ -24,9 +30,10 @@
 //!
 //! # What is real, and what is not
 //!
-//! Real: the servers (Debian's `redis-server`, its Lua, its expiry on its own wall clock), the
-//! TCP connections and their timeouts, `kill -9` and a restart from the same data dir,
-//! SIGSTOP/SIGCONT of a server, time itself.
+//! Real: the servers (Debian's `redis-server`, its Lua, its expiry on its own wall clock;
+//! Debian's ZooKeeper 3.8, its sessions expiring on its own clock), the TCP connections and
+//! their timeouts, `kill -9` and a restart from the same data dir, SIGSTOP/SIGCONT of a server,
+//! a partition (the proxies across it hold every byte), time itself.
 //!
 //! Not (yet) real, or different from the simulation:
 //! - A client pause is a gate the client's task waits at, at its next await point (every sleep,
@@ -34,15 +41,21 @@
 //!   and the workload run as tasks in this process. A frozen process also stops at exactly such
 //!   points from the outside world's view (it sends nothing, receives nothing), so a pause inside a
 //!   critical section is faithful; what a task does between two await points (pure computation) is
-//!   not interrupted.
+//!   not interrupted. The client's proxies are blackholed for the pause too, so what a client
+//!   library sends on its own (ZooKeeper pings) reaches nobody, as from a frozen process; the
+//!   library itself keeps running, so it notices the silence during the pause rather than on
+//!   waking (see [`gate`]).
+//! - A partition holds bytes (as TCP does across a partition that heals in time), where the
+//!   simulation loses messages: a request sent during a partition may be applied after the heal.
+//!   A client cut off from the resource gets no answer to its accesses, as in the simulation.
 //! - `kill -9` kills the process, not the machine: what Redis wrote to its append-only file is in
 //!   the page cache and survives, so `everysec` loses nothing acknowledged here, while the
 //!   simulation's `everysec` models a machine crash that loses the last second.
 //! - A crashed server refuses connections at once ([`lockcheck_algorithms::StoreError::Unreachable`]),
 //!   where the simulation's crashed node swallows messages until the timeout.
 //! - Server key changes are not observed (no `Key` entries), so foreign releases are not checked.
-//! - Clock faults, partitions, message loss and delay, failover and client crashes are refused with
-//!   a "not supported in real mode yet" error before anything starts.
+//! - Clock faults, message loss and delay, failover and client crashes are refused with a "not
+//!   supported in real mode yet" error before anything starts.
 //!
 //! A real run is not byte-replayable: scheduling, latencies and the interleaving of clients come
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`
@@ -56,6 +69,7 @@ pub mod gate;
 pub mod launcher;
 pub mod nemesis;
 pub mod profile;
+pub mod proxy;
 pub mod recorder;
 pub mod redis_store;
 pub mod resource;
@@ -63,6 +77,7 @@ pub mod runner;
 pub mod support;
 pub mod timeshift;
 pub mod world;
+pub mod zk_store;
 
 pub use error::RealError;
 pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

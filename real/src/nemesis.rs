@@ -10,11 +10,18 @@
 //!   critical sections it had left;
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
-//!   recorded once it answers `PING` (a real restart takes some milliseconds; the simulated one is
-//!   instantaneous);
+//!   recorded once it is ready (a real restart takes some milliseconds, a JVM's about a second;
+//!   the simulated one is instantaneous);
 //! - clock jump / drift of a server: its shift file ([`crate::timeshift::ClockFile`]) is
 //!   rewritten, and the server, which runs with the time-shift library preloaded, reads its
-//!   clocks moved from then on; of a client: its `Env`'s [`crate::timeshift::ClockShift`].
+//!   clocks moved from then on; of a client: its `Env`'s [`crate::timeshift::ClockShift`];
+//! - partition (cut / heal of a group): every link that crosses the group's border is cut or
+//!   healed, counted per link as the simulation counts them. A link between a client and a server
+//!   is that client's proxy to that server (a blackhole while cut: TCP holds the bytes, where the
+//!   simulation loses its messages); a link between a client and the resource makes the client's
+//!   accesses go unanswered, as lost messages do in the simulation. Nothing flows in real mode
+//!   between two servers, two clients, or a server and the resource, so cutting those changes
+//!   nothing, as in the simulation of independent servers.
 //!
 //! Every action is recorded as a `nemesis` entry, as in the simulation. [`crate::support::check`]
 //! has refused every other kind of fault before the run started.
@@ -117,6 +124,22 @@ impl Nemesis {
             | Action::ClockJump(n, _)
             | Action::ClockDrift(n, _)
             | Action::Skipped(n) => *n,
+            Action::Cut(_, group) | Action::Heal(_, group) => {
+                let cut = matches!(action, Action::Cut(..));
+                tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
+                self.partition(group, cut);
+                let target = group[0];
+                world.record(
+                    target,
+                    Kind::Observe,
+                    Op::Nemesis {
+                        kind: action.kind().to_string(),
+                        action: text,
+                        target: Some(topology.name(target).to_string()),
+                    },
+                );
+                return Ok(());
+            }
             other => {
                 return Err(RealError::Unsupported(format!(
                     "{} ({text}); support::check should have refused it",
@@ -167,5 +190,30 @@ impl Nemesis {
             },
         );
         Ok(())
+    }
+
+    /// Cuts (or heals) every link between `group` and the rest that carries anything in real
+    /// mode: a client's proxy to a server, a client's way to the resource.
+    fn partition(&self, group: &[usize], cut: bool) {
+        let world = &self.world;
+        let topology = world.topology();
+        let resource = topology.resource();
+        let servers = topology.with_role(Role::Server);
+        for client in topology.with_role(Role::Client) {
+            let inside = group.contains(&client);
+            let links = world.links.get(client).into_iter().flatten();
+            for (server, link) in servers.iter().zip(links) {
+                if inside != group.contains(server) {
+                    if cut {
+                        link.cut();
+                    } else {
+                        link.heal();
+                    }
+                }
+            }
+            if inside != group.contains(&resource) {
+                world.cut_from_resource(client, cut);
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@ use crate::client::run_probe;
 use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
+use crate::proxy::Proxy;
 use crate::support;
 use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
@@ -200,8 +201,28 @@ async fn execute(
         }
     };
 
+    // Every client reaches every server through a proxy of its own, so that a fault can act on
+    // one link (a partition) or on all of one client's links (its pause). The proxies live until
+    // the end of this function; dropping them ends their tasks.
+    let client_nodes = topology.with_role(Role::Client);
+    let mut proxies: Vec<Vec<Proxy>> = Vec::new();
+    for _ in &client_nodes {
+        let mut to_servers = Vec::new();
+        for &upstream in &addrs {
+            let proxy = Proxy::start(upstream)
+                .await
+                .map_err(|source| RealError::Proxy { upstream, source })?;
+            to_servers.push(proxy);
+        }
+        proxies.push(to_servers);
+    }
+    let routes = proxies
+        .iter()
+        .map(|to_servers| to_servers.iter().map(|p| (p.addr(), p.link())).collect())
+        .collect();
+
     // Time starts now.
-    let world = Rc::new(RealWorld::new(scenario.clone(), addrs));
+    let world = Rc::new(RealWorld::new(scenario.clone(), addrs, routes));
     let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
@@ -286,6 +307,7 @@ async fn execute(
         }
     }
 
+    drop(proxies);
     let history = world.recorder.history();
     Ok(Outcome {
         violations: checker::check(&history.entries),

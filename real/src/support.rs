@@ -11,10 +11,13 @@ pub const ALGORITHMS: &[Algorithm] = &[
     Algorithm::Redlock,
     Algorithm::RedisReentrant,
     Algorithm::RedisFair,
+    Algorithm::ZkSequential,
+    Algorithm::ZkHerd,
+    Algorithm::ZkRwLock,
 ];
 
 /// The faults real mode carries out so far, for messages and help.
-pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
+pub const FAULTS: &str = "pause, crash and restart (of a client or a server), partition, \
                           clock_jump and clock_drift (of a client, or of a Redis server)";
 
 /// Checks that real mode runs `algorithm`.
@@ -26,7 +29,7 @@ pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
     Err(RealError::Unsupported(format!(
         "algorithm {}: real mode runs {} so far",
         algorithm.name(),
-        names.join(" and ")
+        names.join(", ")
     )))
 }
 
@@ -61,6 +64,8 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles.iter().all(|r| {
                 *r == Role::Client || (*r == Role::Server && scenario.algorithm.is_redis())
             }),
+            // Through the clients' proxies and their way to the resource (see `nemesis`).
+            Fault::Partition { .. } => true,
             _ => false,
         };
         if !supported {
@@ -177,10 +182,18 @@ mod tests {
     }
 
     #[test]
-    fn zookeeper_is_not_real_yet() {
-        let e = check(&Scenario::new(Algorithm::ZkSequential))
+    fn zookeeper_locks_and_partitions_are_real() {
+        let mut s = Scenario::new(Algorithm::ZkSequential);
+        s.faults = vec![Fault::Partition {
+            at_ms: 10,
+            isolate: vec!["client-0".into()],
+            for_ms: 100,
+        }];
+        check(&s).expect("zk-sequential with a partition");
+        check(&Scenario::new(Algorithm::ZkRwLock)).expect("zk-rwlock");
+        let e = check(&Scenario::new(Algorithm::MysqlRow))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("zk-sequential"), "{e}");
+        assert!(e.contains("mysql-row") && e.contains("zk-herd"), "{e}");
     }
 }

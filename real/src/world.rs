@@ -1,9 +1,11 @@
 //! The state of one real run that lives outside the clients' tasks: the scenario, the servers'
-//! addresses and whether they are up, the clients' pause gates, the resource and the history.
+//! addresses and whether they are up, each client's routes to them (its proxies), the clients'
+//! pause gates, the links partitions cut, the resource and the history.
 //! The counterpart of the simulator's `World`, for a world whose clocks, disks and network are
 //! the real ones.
 
 use crate::gate::PauseGate;
+use crate::proxy::Link;
 use crate::recorder::Recorder;
 use crate::resource::Resource;
 use crate::timeshift::ClockShift;
@@ -26,10 +28,17 @@ pub struct RealWorld {
     pub resource: Resource,
     /// Server addresses, in server order (`redis-0`, `redis-1`, …).
     pub servers: Vec<SocketAddr>,
+    /// Per client, per server: the address of the proxy the client reaches that server through.
+    pub routes: Vec<Vec<SocketAddr>>,
+    /// Per client, per server: that proxy's link (cut by the client's pauses and by
+    /// partitions).
+    pub links: Vec<Vec<Link>>,
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
     /// Per client: its clocks, which its `Env` reads and the nemesis moves.
     pub clocks: Vec<Rc<RefCell<ClockShift>>>,
+    /// Per client: partitions in force between it and the resource.
+    resource_cuts: RefCell<Vec<u32>>,
     /// Per server: crashed and not restarted.
     down: RefCell<Vec<bool>>,
     /// Per client: critical sections still to do.
@@ -46,8 +55,15 @@ pub struct RealWorld {
 }
 
 impl RealWorld {
-    /// The world of `scenario`, whose servers listen on `servers`; time starts now.
-    pub fn new(scenario: Scenario, servers: Vec<SocketAddr>) -> RealWorld {
+    /// The world of `scenario`, whose servers listen on `servers`, each client reaching them
+    /// through its `routes` (per client, per server: a proxy's address and link; a client
+    /// without routes reaches the servers directly); time starts now. Each client's links are
+    /// attached to its pause gate.
+    pub fn new(
+        scenario: Scenario,
+        servers: Vec<SocketAddr>,
+        routes: Vec<Vec<(SocketAddr, Link)>>,
+    ) -> RealWorld {
         let topology: Topology = scenario.topology();
         let recorder = Rc::new(Recorder::new(topology.clone()));
         let resource = Resource::new(
@@ -57,11 +73,22 @@ impl RealWorld {
         );
         let clients = scenario.clients as usize;
         let per_client = scenario.workload.acquisitions_per_client;
+        let gates: Vec<PauseGate> = (0..clients).map(|_| PauseGate::new()).collect();
+        let (routes, links): (Vec<Vec<SocketAddr>>, Vec<Vec<Link>>) = routes
+            .into_iter()
+            .map(|to_servers| to_servers.into_iter().unzip())
+            .unzip();
+        for (gate, client_links) in gates.iter().zip(&links) {
+            client_links.iter().for_each(|l| gate.attach(l.clone()));
+        }
         RealWorld {
             recorder,
             resource,
-            gates: (0..clients).map(|_| PauseGate::new()).collect(),
+            gates,
             clocks: (0..clients).map(|_| Rc::default()).collect(),
+            routes,
+            links,
+            resource_cuts: RefCell::new(vec![0; clients]),
             down: RefCell::new(vec![false; servers.len()]),
             remaining: RefCell::new(vec![per_client; clients]),
             finished: RefCell::new(vec![false; clients]),
@@ -116,6 +143,35 @@ impl RealWorld {
             .filter(|(down, _)| **down)
             .map(|(_, n)| self.topology().name(n).to_string())
             .collect()
+    }
+
+    /// The servers as client `client` reaches them: its proxies, or the servers themselves for
+    /// a node without routes (the liveness probe).
+    pub fn servers_for(&self, client: usize) -> Vec<SocketAddr> {
+        self.routes
+            .get(client)
+            .filter(|routes| !routes.is_empty())
+            .cloned()
+            .unwrap_or_else(|| self.servers.clone())
+    }
+
+    /// Counts one partition more (`cut`) or fewer between client `client` and the resource.
+    pub fn cut_from_resource(&self, client: usize, cut: bool) {
+        if let Some(count) = self.resource_cuts.borrow_mut().get_mut(client) {
+            *count = if cut {
+                *count + 1
+            } else {
+                count.saturating_sub(1)
+            };
+        }
+    }
+
+    /// Whether a partition separates client `client` from the resource now.
+    pub fn is_cut_from_resource(&self, client: usize) -> bool {
+        self.resource_cuts
+            .borrow()
+            .get(client)
+            .is_some_and(|count| *count > 0)
     }
 
     /// Takes one critical section from client `client`'s allowance; false when none is left.

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a client waits for the resource to answer an access.
-const ACCESS_TIMEOUT: Duration = Duration::from_secs(1);
+pub const ACCESS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A simulated client's connections: over its node's RPC client, to the simulated servers.
 pub struct SimStores {

@@ -34,7 +34,7 @@ const MUTEX_NAME: &str = "lock-";
 const READ_NAME: &str = "__READ__";
 /// A write node's lock name (Curator's `WRITE_LOCK_NAME`).
 const WRITE_NAME: &str = "__WRIT__";
-/// The server appends the parent's `cversion` as ten zero-padded digits: this suffix alone orders
+/// The server appends the parent's count of child creations as ten zero-padded digits: this suffix alone orders
 /// the nodes, whatever their prefixes.
 const SEQUENCE_DIGITS: usize = 10;
 

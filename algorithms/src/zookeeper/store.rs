@@ -19,9 +19,10 @@ pub enum CreateMode {
     Persistent,
     /// Deleted when its owner's session ends (closed or expired).
     Ephemeral,
-    /// Persistent, with the parent's `cversion` appended to the name.
+    /// Persistent, with a sequence number appended to the name: the number of children ever
+    /// created under the parent.
     PersistentSequential,
-    /// Ephemeral, with the parent's `cversion` appended to the name: the lock recipes' node.
+    /// Ephemeral, with the sequence number appended to the name: the lock recipes' node.
     EphemeralSequential,
 }
 
@@ -34,7 +35,8 @@ impl CreateMode {
         )
     }
 
-    /// Whether the server appends a sequence number (the parent's `cversion`) to the name.
+    /// Whether the server appends a sequence number (the number of children ever created under
+    /// the parent) to the name.
     pub fn is_sequential(self) -> bool {
         matches!(
             self,
@@ -60,7 +62,8 @@ pub struct Stat {
     pub mtime_ms: u64,
     /// The number of `setData`s the node has seen.
     pub version: i32,
-    /// The number of children ever created under the node.
+    /// The number of changes to the node's children, creations and deletions (the server counts
+    /// creations and reports `2 × creations − children`).
     pub cversion: i32,
     /// The owning session of an ephemeral node, 0 otherwise.
     pub ephemeral_owner: SessionId,

@@ -4,7 +4,7 @@
 //! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
 //! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
 //! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
-//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`] so far.
+//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`] and [`zookeeper::ZooKeeper`].
 //!
 //! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
 //! binary again on the same port and directory (so what the server persisted is read back), a
@@ -17,6 +17,7 @@
 
 pub mod ledger;
 pub mod redis;
+pub mod zookeeper;
 
 use crate::error::RealError;
 use std::cell::RefCell;
@@ -32,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
+pub use self::zookeeper::{ZooKeeper, JAVA, ZOOKEEPER_INSTALL, ZOOKEEPER_JAR};
 
 /// A kind of server: how to start it and how to tell it is ready. The launcher does the rest
 /// (ports, directories, process groups, signals, stopping).

@@ -143,6 +143,9 @@ struct Node {
     ctime_ms: u64,
     mtime_ms: u64,
     version: i32,
+    /// The number of children ever created under the node: the server's internal `cversion`,
+    /// which names sequential children. The `cversion` a stat reports is derived from it (see
+    /// [`Node::stat`]).
     cversion: i32,
     ephemeral_owner: SessionId,
     children: BTreeSet<String>,
@@ -165,7 +168,13 @@ impl Node {
         }
     }
 
+    /// `DataNode.copyStat`. The server counts only child creations in its `cversion` but
+    /// reports the number of changes to the children (creations and deletions, "v3
+    /// semantics"): every child created is either still there or was deleted, so the reported
+    /// value is `2 × creations − children` (Java int arithmetic: it wraps). A node whose children
+    /// were added without a transaction (`/zookeeper` on a fresh server) reports a negative one.
     fn stat(&self) -> Stat {
+        let num_children = i32::try_from(self.children.len()).unwrap_or(i32::MAX);
         Stat {
             czxid: self.czxid,
             mzxid: self.mzxid,
@@ -173,17 +182,18 @@ impl Node {
             ctime_ms: self.ctime_ms,
             mtime_ms: self.mtime_ms,
             version: self.version,
-            cversion: self.cversion,
+            cversion: self.cversion.wrapping_mul(2).wrapping_sub(num_children),
             ephemeral_owner: self.ephemeral_owner,
             data_length: i32::try_from(self.data.len()).unwrap_or(i32::MAX),
-            num_children: i32::try_from(self.children.len()).unwrap_or(i32::MAX),
+            num_children,
         }
     }
 }
 
 /// The nodes a fresh server has (`DataTree`'s constructor): `/`, `/zookeeper`,
-/// `/zookeeper/quota` and `/zookeeper/config`, all with an all-zero stat (they are added without
-/// a transaction, so even the root's `cversion` stays 0).
+/// `/zookeeper/quota` and `/zookeeper/config`, all with all-zero stat fields (they are added
+/// without a transaction, so even the root's count of creations stays 0, and its reported
+/// `cversion` is -1, `/zookeeper`'s -2).
 fn initial_tree() -> BTreeMap<String, Node> {
     let with_children = |names: &[&str]| {
         let mut node = Node::new(Vec::new(), 0, 0, 0);
@@ -578,7 +588,8 @@ impl ZkModel {
         Ok(OpResult::Deleted)
     }
 
-    /// `DataTree.deleteNode`: the parent's `pzxid` moves (its `cversion` does not), then the
+    /// `DataTree.deleteNode`: the parent's `pzxid` moves (its count of creations does not, so
+    /// its reported `cversion` goes up by one), then the
     /// node's data watchers get `NodeDeleted`, its child watchers too unless they already got
     /// it from a data watch, and the parent's child watchers `NodeChildrenChanged`.
     fn remove_node(&mut self, path: &str, zxid: Zxid, events: &mut Vec<WatchEvent>) {
@@ -802,7 +813,9 @@ mod tests {
             OpResult::Children(vec!["zookeeper".into()])
         );
         let root = m.stat("/").unwrap();
-        assert_eq!((root.czxid, root.cversion, root.num_children), (0, 0, 1));
+        // 2 × 0 creations − 1 child, as a real 3.8 server reports it.
+        assert_eq!((root.czxid, root.cversion, root.num_children), (0, -1, 1));
+        assert_eq!(m.stat("/zookeeper").unwrap().cversion, -2);
         // The system nodes cannot be deleted; creating "/" finds it there already.
         for path in SPECIAL_PATHS {
             assert_eq!(
@@ -837,10 +850,11 @@ mod tests {
         assert_eq!(seq(&mut m, "/other"), "/other/n-0000000000");
         // A plain child also moves the counter.
         ok(&mut m, s, &create("/lock/plain", CreateMode::Persistent));
-        // Deleting does not give numbers back (nor does it move cversion).
+        // Deleting does not give numbers back, though the reported cversion counts deletions
+        // too (3 creations and 2 deletions).
         ok(&mut m, s, &delete("/lock/n-0000000001", -1));
         ok(&mut m, s, &delete("/lock/plain", -1));
-        assert_eq!(m.stat("/lock").unwrap().cversion, 3);
+        assert_eq!(m.stat("/lock").unwrap().cversion, 5);
         assert_eq!(seq(&mut m, "/lock"), "/lock/n-0000000003");
         // A sequential create of a bare "/parent/" prefix is valid: the name is just the number.
         assert_eq!(
@@ -1222,7 +1236,8 @@ mod tests {
             }
         );
         assert_eq!(m.stat("/").unwrap().pzxid, 2);
-        assert_eq!(m.stat("/").unwrap().cversion, 1);
+        // One creation, two children (with /zookeeper): 2 × 1 − 2.
+        assert_eq!(m.stat("/").unwrap().cversion, 0);
         // Reads take no zxid.
         ok(&mut m, s, &exists("/p", false));
         ok(&mut m, s, &children("/p", false));
@@ -1250,10 +1265,10 @@ mod tests {
         ok(&mut m, s, &create("/p/c", CreateMode::Ephemeral));
         let p = m.stat("/p").unwrap();
         assert_eq!((p.cversion, p.pzxid, p.mzxid, p.num_children), (1, 5, 3, 1));
-        // Child delete (6): pzxid moves, cversion does not.
+        // Child delete (6): pzxid moves, and the reported cversion (changes to the children).
         ok(&mut m, s, &delete("/p/c", -1));
         let p = m.stat("/p").unwrap();
-        assert_eq!((p.cversion, p.pzxid, p.num_children), (1, 6, 0));
+        assert_eq!((p.cversion, p.pzxid, p.num_children), (2, 6, 0));
         // closeSession is one transaction (8) for all its ephemerals.
         ok(&mut m, s, &create("/p/e1", CreateMode::Ephemeral)); // 7
         ok(&mut m, s, &create("/e2", CreateMode::Ephemeral)); // 8

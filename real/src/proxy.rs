@@ -1,0 +1,531 @@
+//! An in-process TCP relay in front of one server: how real mode cuts, freezes, resets and slows a
+//! client's network link without touching the host's firewall.
+//!
+//! Every real client reaches every server through a [`Proxy`] of its own (one per client and
+//! server), so a fault can act on exactly one link. The proxy listens on a loopback port the
+//! kernel picks, opens one upstream connection per accepted connection, and relays bytes both
+//! ways according to its [`Mode`], which can be changed at any time through a [`Link`]:
+//!
+//! - [`Mode::Pass`]: bytes flow as they come.
+//! - [`Mode::Blackhole`]: connections stay open and nothing is forwarded in either direction.
+//!   Bytes already read are held, the rest wait in the kernel's socket buffers, and all of it
+//!   flows, in order, once the link passes again: what TCP's retransmissions do across a
+//!   partition that heals before the connection gives up, and what a frozen peer looks like. A
+//!   connection accepted while blackholed is held too: its upstream connection is opened only
+//!   when the link passes again, and not at all if its client closed it meanwhile (across a
+//!   real partition, a handshake the client gave up on never reaches the server).
+//! - [`Mode::Reset`]: every open connection is closed with a TCP RST on both sides
+//!   (`SO_LINGER` 0), and every new one is accepted and reset at once.
+//! - [`Mode::Delay`]: each chunk is forwarded once the delay has passed since it was read, in
+//!   order.
+//!
+//! Causes of a blackhole are counted ([`Link::cut`] / [`Link::heal`]): a client's pause and any
+//! number of overlapping partitions can hold the same link, and it passes again only when the
+//! last of them ends. While cut, the link is a blackhole whatever [`Link::set_mode`] said; the
+//! mode set applies again after the last heal.
+//!
+//! An upstream that refuses the connection (a crashed server) is answered with a reset of the
+//! accepted connection, the nearest a relay can come to "connection refused" once the kernel
+//! has completed the client's handshake.
+//!
+//! Every task of a proxy (its accept loop and one task per connection) is aborted when the
+//! [`Proxy`] is dropped, which closes its sockets; dropping the runtime ends them too.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+/// What a proxy does with the bytes of its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Forward everything as it comes.
+    Pass,
+    /// Forward nothing in either direction; hold it until the link passes again.
+    Blackhole,
+    /// Reset every connection, open or new.
+    Reset,
+    /// Forward each chunk this long after it was read, in order.
+    Delay(Duration),
+}
+
+/// The state a proxy's tasks follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Control {
+    /// The mode set with [`Link::set_mode`].
+    mode: Mode,
+    /// Causes of a blackhole in force ([`Link::cut`] minus [`Link::heal`]).
+    cuts: u32,
+}
+
+impl Control {
+    /// The mode in force: a blackhole while cut, the mode set otherwise.
+    fn effective(self) -> Mode {
+        if self.cuts > 0 {
+            Mode::Blackhole
+        } else {
+            self.mode
+        }
+    }
+}
+
+/// A handle on a proxy's mode. Cloning gives another handle on the same proxy. A handle does not
+/// keep the proxy's tasks alive: once the [`Proxy`] is dropped, changing its mode does nothing.
+#[derive(Clone, Debug)]
+pub struct Link {
+    control: Arc<watch::Sender<Control>>,
+}
+
+impl Link {
+    /// Sets the mode; it takes effect at once on every connection (while the link is cut, after
+    /// the last heal).
+    pub fn set_mode(&self, mode: Mode) {
+        self.control.send_modify(|c| c.mode = mode);
+    }
+
+    /// The mode in force now.
+    pub fn mode(&self) -> Mode {
+        self.control.borrow().effective()
+    }
+
+    /// Adds one cause of a blackhole (a pause, a partition): nothing flows until each cut is
+    /// healed.
+    pub fn cut(&self) {
+        self.control.send_modify(|c| c.cuts += 1);
+    }
+
+    /// Ends one cause of a blackhole. A heal without a cut does nothing.
+    pub fn heal(&self) {
+        self.control
+            .send_modify(|c| c.cuts = c.cuts.saturating_sub(1));
+    }
+}
+
+/// A TCP relay from a loopback port to `upstream`. Dropping it ends its tasks and closes their
+/// sockets.
+#[derive(Debug)]
+pub struct Proxy {
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    link: Link,
+    accept: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// A proxy to `upstream`, listening on a free port of `127.0.0.1`, in [`Mode::Pass`]. Must be
+    /// called within a tokio runtime (its tasks are spawned on it).
+    pub async fn start(upstream: SocketAddr) -> io::Result<Proxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (control, watcher) = watch::channel(Control {
+            mode: Mode::Pass,
+            cuts: 0,
+        });
+        let accept = tokio::spawn(accept_loop(listener, upstream, watcher));
+        Ok(Proxy {
+            addr,
+            upstream,
+            link: Link {
+                control: Arc::new(control),
+            },
+            accept,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server it relays to.
+    pub fn upstream(&self) -> SocketAddr {
+        self.upstream
+    }
+
+    /// A handle on its mode.
+    pub fn link(&self) -> Link {
+        self.link.clone()
+    }
+
+    /// Sets its mode (see [`Link::set_mode`]).
+    pub fn set_mode(&self, mode: Mode) {
+        self.link.set_mode(mode);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        // The accept task owns the connection tasks (a `JoinSet`): dropping it aborts them.
+        self.accept.abort();
+    }
+}
+
+/// Accepts connections until aborted, each served by a task it owns.
+async fn accept_loop(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    control: watch::Receiver<Control>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(relay(stream, upstream, control.clone()));
+                }
+                Err(e) => {
+                    // Out of file descriptors or an aborted handshake: try again shortly.
+                    tracing::debug!(%upstream, "proxy accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            },
+            // Reaps finished connections, so the set does not grow with the run.
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// Closes `stream` with a reset rather than a FIN once it is dropped.
+fn reset(stream: &TcpStream) {
+    if let Err(e) = stream.set_zero_linger() {
+        tracing::debug!("proxy: SO_LINGER 0: {e}");
+    }
+}
+
+/// Waits until the link is not a blackhole and returns the mode in force then.
+async fn flowing(control: &mut watch::Receiver<Control>) -> io::Result<Mode> {
+    match control.wait_for(|c| c.effective() != Mode::Blackhole).await {
+        Ok(c) => Ok(c.effective()),
+        Err(_) => Err(io::Error::other("proxy dropped")),
+    }
+}
+
+/// Serves one accepted connection until either side closes it or the link resets it.
+async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::Receiver<Control>) {
+    // A connection made during a blackhole is held before anything reaches the server.
+    let held = control.borrow().effective() == Mode::Blackhole;
+    match flowing(&mut control).await {
+        Ok(Mode::Reset) | Err(_) => return reset(&client),
+        Ok(_) => {}
+    }
+    let mut early = Vec::new();
+    if held && abandoned(&client, &mut early) {
+        tracing::debug!(%upstream, "proxy: a connection given up while held is dropped");
+        return;
+    }
+    let mut server = match TcpStream::connect(upstream).await {
+        Ok(server) => server,
+        Err(e) => {
+            tracing::debug!(%upstream, "proxy: upstream refused: {e}");
+            return reset(&client);
+        }
+    };
+    if server.write_all(&early).await.is_err() {
+        reset(&client);
+        return reset(&server);
+    }
+    // The relay adds no batching of its own: small requests (pings, commands) go out at once.
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let reset_both = {
+        let (client_read, client_write) = client.split();
+        let (server_read, server_write) = server.split();
+        let mut resets = control.clone();
+        tokio::select! {
+            biased;
+            _ = resets.wait_for(|c| c.effective() == Mode::Reset) => true,
+            result = async {
+                tokio::try_join!(
+                    pump(client_read, server_write, control.clone()),
+                    pump(server_read, client_write, control.clone()),
+                )
+            } => {
+                // A side that failed (reset by its peer) is passed on as a reset of the other.
+                result.is_err()
+            }
+        }
+    };
+    if reset_both {
+        reset(&client);
+        reset(&server);
+    }
+}
+
+/// Whether the client of a held connection has closed it (or it broke); what it sent meanwhile is
+/// appended to `early`, to be forwarded first.
+fn abandoned(client: &TcpStream, early: &mut Vec<u8>) -> bool {
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        match client.try_read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => early.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+}
+
+/// Forwards one direction until its end of stream (passed on as a FIN) or an error. Reading and
+/// writing run concurrently, joined by a queue, so a delayed chunk does not hold up the reading
+/// of the next one and order is kept.
+async fn pump(
+    mut from: ReadHalf<'_>,
+    mut to: WriteHalf<'_>,
+    control: watch::Receiver<Control>,
+) -> io::Result<()> {
+    // An empty chunk marks the end of the stream.
+    let (queue, mut chunks) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+    let mut read_control = control.clone();
+    let read = async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            flowing(&mut read_control).await?;
+            let n = from.read(&mut buf).await?;
+            // The writer ends only after the end marker, so it is still there to receive.
+            let _ = queue.send((Instant::now(), buf[..n].to_vec()));
+            if n == 0 {
+                return Ok::<(), io::Error>(());
+            }
+        }
+    };
+    let mut write_control = control;
+    let write = async move {
+        while let Some((read_at, chunk)) = chunks.recv().await {
+            loop {
+                match flowing(&mut write_control).await? {
+                    Mode::Delay(delay) if Instant::now() < read_at + delay => {
+                        tokio::time::sleep_until(read_at + delay).await;
+                        // Look again: the link may have been cut meanwhile.
+                    }
+                    _ => break,
+                }
+            }
+            if chunk.is_empty() {
+                to.shutdown().await?;
+                return Ok(());
+            }
+            to.write_all(&chunk).await?;
+        }
+        Ok(())
+    };
+    tokio::try_join!(read, write).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loopback server that echoes every connection's bytes back until its end of stream.
+    async fn echo_server() -> (SocketAddr, JoinHandle<()>) {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut connections = JoinSet::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                connections.spawn(async move {
+                    let (mut r, mut w) = stream.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        (addr, task)
+    }
+
+    /// Generous bound for what must happen: only a hang fails on it, never slowness.
+    const EVENTUALLY: Duration = Duration::from_secs(10);
+
+    async fn read_exactly(stream: &mut TcpStream, n: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; n];
+        tokio::time::timeout(EVENTUALLY, stream.read_exact(&mut buf))
+            .await
+            .expect("the bytes arrive")
+            .expect("the connection stays up");
+        buf
+    }
+
+    /// Whether anything arrives on `stream` within `wait`: used only to show that nothing is
+    /// forwarded (a slow machine can only make it pass, never fail).
+    async fn arrives_within(stream: &mut TcpStream, wait: Duration) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(wait, stream.read(&mut buf)).await,
+            Ok(Ok(n)) if n > 0
+        )
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn pass_relays_both_ways_to_the_upstream() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        assert_eq!(proxy.upstream(), echo);
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        stream.write_all(b"hello").await.unwrap();
+        assert_eq!(read_exactly(&mut stream, 5).await, b"hello");
+        assert_eq!(proxy.link().mode(), Mode::Pass);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn blackhole_holds_bytes_of_open_and_new_connections_until_the_link_passes() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
+        open.write_all(b"up").await.unwrap();
+        assert_eq!(read_exactly(&mut open, 2).await, b"up");
+
+        proxy.set_mode(Mode::Blackhole);
+        open.write_all(b"held").await.unwrap();
+        let mut new = TcpStream::connect(proxy.addr()).await.unwrap();
+        new.write_all(b"new").await.unwrap();
+        assert!(!arrives_within(&mut open, Duration::from_millis(300)).await);
+        assert!(!arrives_within(&mut new, Duration::from_millis(50)).await);
+
+        proxy.set_mode(Mode::Pass);
+        assert_eq!(read_exactly(&mut open, 4).await, b"held");
+        assert_eq!(read_exactly(&mut new, 3).await, b"new");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_connection_given_up_during_a_blackhole_never_reaches_the_upstream() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let upstream = listener.local_addr().unwrap();
+        let proxy = Proxy::start(upstream).await.unwrap();
+        proxy.set_mode(Mode::Blackhole);
+        let mut abandoned = TcpStream::connect(proxy.addr()).await.unwrap();
+        abandoned.write_all(b"stale").await.unwrap();
+        drop(abandoned);
+        let mut kept = TcpStream::connect(proxy.addr()).await.unwrap();
+        kept.write_all(b"fresh").await.unwrap();
+        // Let the proxy see the first connection's end before the link passes.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        proxy.set_mode(Mode::Pass);
+        let (mut accepted, _) = tokio::time::timeout(EVENTUALLY, listener.accept())
+            .await
+            .expect("the kept connection reaches the upstream")
+            .unwrap();
+        assert_eq!(read_exactly(&mut accepted, 5).await, b"fresh");
+        // The abandoned one never comes (a slow machine can only make this pass).
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), listener.accept())
+                .await
+                .is_err()
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn cuts_are_counted_and_outrank_the_mode_set() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        let link = proxy.link();
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        link.cut();
+        link.cut();
+        link.set_mode(Mode::Delay(Duration::from_millis(1)));
+        assert_eq!(link.mode(), Mode::Blackhole);
+        stream.write_all(b"x").await.unwrap();
+        link.heal();
+        assert_eq!(link.mode(), Mode::Blackhole, "one cut is still in force");
+        assert!(!arrives_within(&mut stream, Duration::from_millis(200)).await);
+        link.heal();
+        link.heal(); // one too many: does nothing
+        assert_eq!(link.mode(), Mode::Delay(Duration::from_millis(1)));
+        assert_eq!(read_exactly(&mut stream, 1).await, b"x");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn reset_closes_open_connections_and_resets_new_ones() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
+        open.write_all(b"a").await.unwrap();
+        assert_eq!(read_exactly(&mut open, 1).await, b"a");
+
+        proxy.set_mode(Mode::Reset);
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(EVENTUALLY, open.read(&mut buf))
+            .await
+            .expect("the reset arrives");
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(io::ErrorKind::ConnectionReset)
+        );
+
+        let mut new = TcpStream::connect(proxy.addr()).await.unwrap();
+        let read = tokio::time::timeout(EVENTUALLY, new.read(&mut buf))
+            .await
+            .expect("the reset arrives");
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(io::ErrorKind::ConnectionReset)
+        );
+
+        proxy.set_mode(Mode::Pass);
+        let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
+        again.write_all(b"b").await.unwrap();
+        assert_eq!(read_exactly(&mut again, 1).await, b"b");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn delay_forwards_each_chunk_after_the_delay_in_order() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        let delay = Duration::from_millis(150);
+        proxy.set_mode(Mode::Delay(delay));
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        let sent = Instant::now();
+        for chunk in [&b"one,"[..], b"two,", b"three"] {
+            stream.write_all(chunk).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(read_exactly(&mut stream, 4).await, b"one,");
+        // Delayed on the way there and on the way back.
+        assert!(sent.elapsed() >= 2 * delay, "{:?}", sent.elapsed());
+        assert_eq!(read_exactly(&mut stream, 9).await, b"two,three");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_refused_upstream_resets_the_client() {
+        // A port nobody listens on (the kernel's pick, released).
+        let dead = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let proxy = Proxy::start(dead).await.unwrap();
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
+            .await
+            .expect("the reset arrives");
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(io::ErrorKind::ConnectionReset)
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn dropping_the_proxy_closes_its_connections_and_its_port() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo).await.unwrap();
+        let addr = proxy.addr();
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream.write_all(b"a").await.unwrap();
+        assert_eq!(read_exactly(&mut stream, 1).await, b"a");
+        let link = proxy.link();
+        drop(proxy);
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
+            .await
+            .expect("the connection is closed");
+        assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+        // The listener is gone with the accept task.
+        assert!(TcpStream::connect(addr).await.is_err());
+        // A handle that outlived its proxy changes nothing and does not panic.
+        link.set_mode(Mode::Reset);
+    }
+}

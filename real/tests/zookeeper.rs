@@ -1,0 +1,324 @@
+//! The ZooKeeper locks against a real ZooKeeper server (Debian's `zookeeper` package, started by
+//! lockcheck itself), each test a story with the verdict it must reach, which is also the
+//! simulation's verdict for the same scenario (every run is checked against it). Only verdicts
+//! are asserted, never timings: the stories are timed from the session timeout and the server's
+//! tick with margins of a second, so the machine's speed does not decide them.
+//!
+//! Without ZooKeeper (java and its jar) these tests print one line saying how to install it and
+//! pass, except under CI (`CI=true`), where they fail: CI must install it.
+
+use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper, ZOOKEEPER_INSTALL};
+use lockcheck_real::profile::{self, Profile, Shape};
+use lockcheck_real::{run, RealRun};
+use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::history::{Op, Phase};
+use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, Workload};
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard, Once};
+
+/// The session timeout of every story: the shortest the server grants (two ticks), so that a
+/// story takes seconds.
+const SESSION_MS: u64 = 4_000;
+
+/// Whether ZooKeeper is installed. Says once, on the real stderr (not captured), that the tests
+/// are skipped when it is not; fails under CI.
+fn zookeeper_installed() -> bool {
+    let kind = ZooKeeper {
+        session_timeout_ms: SESSION_MS,
+    };
+    if kind.installed() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("ZooKeeper is not installed under CI=true: .ci/run must `{ZOOKEEPER_INSTALL}`");
+    }
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "skipping real ZooKeeper tests: {ZOOKEEPER_INSTALL}"
+        );
+    });
+    false
+}
+
+/// Real runs one at a time: they share two cores, and a verdict should never depend on a
+/// neighbour's load.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `pid` is a live ZooKeeper server (a reaped PID has no /proc entry; a reused one runs
+/// something else).
+fn zookeeper_alive(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("ZooKeeperServerMain"))
+}
+
+/// The kinds of violation found, in order, without repeats.
+fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
+    let mut kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
+    kinds.dedup();
+    kinds
+}
+
+/// Runs `scenario` for real, checks that every server it started is gone, and that the
+/// simulation of the same scenario reaches the same verdict.
+fn run_real(scenario: &Scenario) -> RealRun {
+    let real = run(scenario).unwrap_or_else(|e| panic!("the real run failed: {e}"));
+    assert!(!real.server_pids.is_empty(), "no server was started");
+    let alive: Vec<u32> = real
+        .server_pids
+        .iter()
+        .copied()
+        .filter(|&pid| zookeeper_alive(pid))
+        .collect();
+    assert!(alive.is_empty(), "servers left running: {alive:?}");
+    let simulated = lockcheck_sim::run(scenario);
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        kinds(&simulated.violations),
+        "real and simulated verdicts differ:\nreal: {:#?}\nsimulated: {:#?}\nreal history: {:#?}",
+        real.outcome.violations,
+        simulated.violations,
+        real.outcome.history.entries
+    );
+    real
+}
+
+fn shape(algorithm: Algorithm, clients: u32) -> Shape {
+    Shape {
+        clients,
+        ttl_ms: SESSION_MS,
+        ..Shape::for_algorithm(algorithm)
+    }
+}
+
+/// Accepted entries into the critical section, per the resource.
+fn sections(real: &RealRun) -> usize {
+    real.outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.op,
+                Op::Resource {
+                    phase: Phase::Enter,
+                    accepted: true,
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+fn assert_safe(real: &RealRun) {
+    assert!(
+        real.outcome.violations.is_empty(),
+        "{:#?}",
+        real.outcome.violations
+    );
+}
+
+/// Three clients take the lock three times each, with no fault: nobody shares it, and every
+/// section is done.
+fn three_clients_without_faults(algorithm: Algorithm) {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(algorithm, Profile::None, &shape(algorithm, 3)).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(real.server_pids.len(), 1);
+    assert_eq!(
+        sections(&real),
+        9,
+        "every client did its 3 critical sections"
+    );
+}
+
+#[test]
+fn three_clients_without_faults_never_share_zk_sequential() {
+    three_clients_without_faults(Algorithm::ZkSequential);
+}
+
+#[test]
+fn three_clients_without_faults_never_share_zk_herd() {
+    three_clients_without_faults(Algorithm::ZkHerd);
+}
+
+#[test]
+fn three_clients_without_faults_never_share_zk_rwlock() {
+    three_clients_without_faults(Algorithm::ZkRwLock);
+}
+
+#[test]
+fn a_holder_paused_longer_than_its_session_breaks_zk_sequential_as_in_the_simulation() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let algorithm = Algorithm::ZkSequential;
+    let s = profile::scenario(algorithm, Profile::Pause, &shape(algorithm, 2)).unwrap();
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn czxid_fencing_turns_the_paused_zk_holder_away_at_the_real_resource() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let algorithm = Algorithm::ZkSequential;
+    let mut s = profile::scenario(algorithm, Profile::Pause, &shape(algorithm, 2)).unwrap();
+    s.params.fencing = true;
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert!(
+        real.outcome
+            .stale_accesses
+            .iter()
+            .any(|a| a.client == "client-0"),
+        "the stale holder was rejected: {:?}",
+        real.outcome.stale_accesses
+    );
+}
+
+#[test]
+fn a_holder_cut_off_longer_than_its_session_through_the_proxy_breaks_zk_sequential() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let algorithm = Algorithm::ZkSequential;
+    let s = profile::scenario(algorithm, Profile::Partition, &shape(algorithm, 2)).unwrap();
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn a_holder_cut_off_for_less_than_its_session_keeps_zk_sequential_safe() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds for 4 s and is cut off from the server for 2 s of it: long enough for the
+    // crate to declare the connection lost (after 2/5 of the timeout), short enough for the
+    // session to survive (the held reconnection goes through at the heal), so client-1 waits
+    // its turn.
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.params.session_timeout_ms = SESSION_MS;
+    s.clients = 2;
+    s.duration_ms = 20_000;
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 4_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Partition {
+            at_ms: 1_000,
+            isolate: vec!["client-0".into(), "resource".into()],
+            for_ms: 2_000,
+        },
+    ];
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 2);
+}
+
+#[test]
+fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds for 3 s; the server is killed at 1 s and started again on the same data
+    // dir: its session and node come back with it (every transaction is logged first), the
+    // crate reconnects, and client-1 waits its turn.
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.params.session_timeout_ms = SESSION_MS;
+    s.clients = 2;
+    s.duration_ms = 20_000;
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 3_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Crash {
+            at_ms: 1_000,
+            node: "zk-0".into(),
+        },
+        Fault::Restart {
+            at_ms: 1_000,
+            node: "zk-0".into(),
+        },
+    ];
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_eq!(sections(&real), 2);
+}
+
+#[test]
+fn a_dropped_launcher_leaves_no_zookeeper_running() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut launcher = Launcher::new().unwrap();
+    let kind = ZooKeeper {
+        session_timeout_ms: SESSION_MS,
+    };
+    launcher.add("zk-0", Box::new(kind), Vec::new()).unwrap();
+    let pids = launcher.started_pids();
+    assert_eq!(pids.len(), 1);
+    assert!(zookeeper_alive(pids[0]), "started");
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
+}
+
+#[test]
+fn a_session_timeout_the_server_would_not_grant_is_refused_before_it_starts() {
+    let kind = ZooKeeper {
+        session_timeout_ms: 100_000,
+    };
+    let dir = std::env::temp_dir().join(format!("lockcheck-zk-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let e = kind.prepare(&dir, 2181).unwrap_err();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(e.contains("100000") && e.contains("4000..=40000"), "{e}");
+}
