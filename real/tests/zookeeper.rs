@@ -322,3 +322,186 @@ fn a_session_timeout_the_server_would_not_grant_is_refused_before_it_starts() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(e.contains("100000") && e.contains("4000..=40000"), "{e}");
 }
+
+/// Runs `body` against one real ZooKeeper server reached through a proxy, on a current-thread
+/// runtime with a `LocalSet` (the store's tasks are local), and stops the server after.
+fn with_server<F, Fut>(body: F)
+where
+    F: FnOnce(std::net::SocketAddr, lockcheck_real::proxy::Link) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let launcher = std::cell::RefCell::new(Launcher::new().unwrap());
+    let kind = ZooKeeper {
+        session_timeout_ms: SESSION_MS,
+    };
+    let server = launcher
+        .borrow_mut()
+        .add("zk-0", Box::new(kind), Vec::new())
+        .unwrap();
+    local.block_on(&runtime, async {
+        Launcher::until_ready(&launcher, server).await.unwrap();
+        let upstream = launcher.borrow().addr(server);
+        let proxy = lockcheck_real::proxy::Proxy::start(upstream).await.unwrap();
+        body(proxy.addr(), proxy.link()).await;
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(local);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
+}
+
+/// The next notice of `store`, failing the test if none comes in a generous while.
+async fn next_notice(
+    store: &lockcheck_real::zk_store::RealZk,
+) -> lockcheck_algorithms::zookeeper::store::ZkNotice {
+    use lockcheck_algorithms::zookeeper::store::ZkStore;
+    tokio::time::timeout(std::time::Duration::from_secs(30), store.next_event())
+        .await
+        .expect("a notice comes")
+}
+
+#[test]
+fn a_session_cut_off_past_its_timeout_expires_and_the_next_request_opens_a_fresh_one() {
+    use lockcheck_algorithms::zookeeper::store::{CreateMode, SessionState, ZkNotice, ZkStore};
+    use lockcheck_real::gate::PauseGate;
+    use lockcheck_real::zk_store::RealZk;
+    use std::time::Duration;
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    with_server(|addr, link| async move {
+        let timeout = Duration::from_secs(5);
+        let session = Duration::from_millis(SESSION_MS);
+        let store = RealZk::new(addr, session, timeout, PauseGate::new());
+        assert_eq!(
+            store.session_id(),
+            None,
+            "nothing is opened before a request"
+        );
+        let (node, stat) = store
+            .create("/held", Vec::new(), CreateMode::Ephemeral)
+            .await
+            .unwrap()
+            .unwrap();
+        let first = store.session_id().expect("a session");
+        assert_eq!(stat.ephemeral_owner, first);
+        assert_eq!(
+            next_notice(&store).await,
+            ZkNotice::State(SessionState::Connected)
+        );
+
+        // Cut off: the crate declares the connection lost, then gives the session up; the
+        // server, hearing nothing, expires it and deletes its node.
+        link.cut();
+        assert_eq!(
+            next_notice(&store).await,
+            ZkNotice::State(SessionState::Disconnected)
+        );
+        assert_eq!(
+            next_notice(&store).await,
+            ZkNotice::State(SessionState::Expired)
+        );
+        assert_eq!(store.state(), SessionState::Expired);
+        assert_eq!(store.session_id(), None);
+        // Past the server's own expiry too (at most its timeout plus a tick after the last ping,
+        // 6 s; the crate gave up after 5.6 s).
+        tokio::time::sleep(Duration::from_millis(2_000)).await;
+        link.heal();
+
+        // The next request opens a fresh session, in which the old node is gone.
+        assert_eq!(store.exists(&node, false).await.unwrap().unwrap(), None);
+        let second = store.session_id().expect("a fresh session");
+        assert_ne!(first, second);
+        assert_eq!(
+            next_notice(&store).await,
+            ZkNotice::State(SessionState::Connected)
+        );
+    });
+}
+
+#[test]
+fn watches_fire_as_notices_of_the_session_that_left_them() {
+    use lockcheck_algorithms::zookeeper::store::{
+        CreateMode, EventType, SessionState, WatchEvent, ZkNotice, ZkStore,
+    };
+    use lockcheck_real::gate::PauseGate;
+    use lockcheck_real::zk_store::RealZk;
+    use std::time::Duration;
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    with_server(|addr, _link| async move {
+        let timeout = Duration::from_secs(5);
+        let session = Duration::from_millis(SESSION_MS);
+        let watcher = RealZk::new(addr, session, timeout, PauseGate::new());
+        let writer = RealZk::new(addr, session, timeout, PauseGate::new());
+        assert_eq!(watcher.exists("/w", true).await.unwrap().unwrap(), None);
+        assert_eq!(
+            next_notice(&watcher).await,
+            ZkNotice::State(SessionState::Connected)
+        );
+        writer
+            .create("/w", Vec::new(), CreateMode::Persistent)
+            .await
+            .unwrap()
+            .unwrap();
+        let event = |path: &str, kind| {
+            ZkNotice::Watch(WatchEvent {
+                path: path.into(),
+                kind,
+            })
+        };
+        assert_eq!(
+            next_notice(&watcher).await,
+            event("/w", EventType::NodeCreated)
+        );
+        assert_eq!(
+            watcher.get_children("/w", true).await.unwrap().unwrap(),
+            Vec::<String>::new()
+        );
+        let (child, _) = writer
+            .create("/w/c-", Vec::new(), CreateMode::EphemeralSequential)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(child, "/w/c-0000000000");
+        assert_eq!(
+            next_notice(&watcher).await,
+            event("/w", EventType::NodeChildrenChanged)
+        );
+        // One-shot: a second child fires nothing; a new exists watch fires on deletion.
+        writer
+            .create("/w/d", Vec::new(), CreateMode::Persistent)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(watcher
+            .exists(&child, true)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_some());
+        writer.delete(&child, -1).await.unwrap().unwrap();
+        assert_eq!(
+            next_notice(&watcher).await,
+            event(&child, EventType::NodeDeleted)
+        );
+        // The writer never watched anything: it heard only of its session.
+        assert_eq!(
+            next_notice(&writer).await,
+            ZkNotice::State(SessionState::Connected)
+        );
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), writer.next_event())
+                .await
+                .is_err()
+        );
+    });
+}
