@@ -375,6 +375,6 @@ mod tests {
             assert_eq!(Profile::from_name(name), Some(p));
             assert_eq!(p.name(), name);
         }
-        assert_eq!(Profile::from_name("clock-jump"), None);
+        assert_eq!(Profile::from_name("clock-drift"), None);
     }
 }
