@@ -21,7 +21,7 @@
 //! - `create("/")`: the Rust client refuses it before sending (`BadArguments`), where the Java
 //!   client, which the model follows, lets the server answer `NodeExists`.
 //! - Watches: their events come asynchronously from the real server; they are covered by the
-//!   lock stories (`tests/zookeeper.rs`) rather than compared reply for reply here.
+//!   lock stories (`tests/zookeeper_servers.rs`) rather than compared reply for reply here.
 //!
 //! The count of sequences is asserted: at least 1,000 run every time.
 //!
