@@ -6,78 +6,32 @@
 //! Without `redis-server` on PATH these tests print one line saying how to install it and pass,
 //! except under CI (`CI=true`), where they fail: CI must install it (`.ci/run` does).
 
-use lockcheck_real::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERVER};
+use lockcheck_real::launcher::{Launcher, Redis, REDIS_SERVER};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run, RealError, RealRun};
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::history::{KeyChange, Op, Phase};
 use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
-use std::io::Write;
-use std::sync::{Mutex, MutexGuard, Once};
 
-/// Whether the real servers are installed. Says once, on the real stderr (not captured), that
-/// the tests are skipped when they are not; fails under CI.
+mod common;
+
+use common::{assert_safe, kinds, one_at_a_time, sections};
+
+/// Whether redis-server is installed; see [`common::installed`].
 fn servers_installed() -> bool {
-    if find_on_path(REDIS_SERVER).is_some() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{REDIS_SERVER} is not on PATH under CI=true: .ci/run must `{REDIS_INSTALL}`");
-    }
-    static SAID: Once = Once::new();
-    SAID.call_once(|| {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "skipping real-server tests: {REDIS_INSTALL}"
-        );
-    });
-    false
+    common::installed(&Redis {
+        persistence: Persistence::None,
+    })
 }
 
-/// Real runs one at a time: they share two cores, and a verdict should never depend on a
-/// neighbour's load.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Whether `pid` is a live redis-server (a reaped PID has no /proc entry; a reused one runs
-/// something else).
+/// Whether `pid` is a live redis-server.
 fn redis_alive(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(REDIS_SERVER))
+    common::alive(pid, REDIS_SERVER)
 }
 
-/// The kinds of violation found, in order, without repeats.
-fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
-    let mut kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
-    kinds.dedup();
-    kinds
-}
-
-/// Runs `scenario` for real, checks that every server it started is gone, and that the
-/// simulation of the same scenario reaches the same verdict.
+/// [`common::run_real`] for redis-server.
 fn run_real(scenario: &Scenario) -> RealRun {
-    let real = run(scenario).unwrap_or_else(|e| panic!("the real run failed: {e}"));
-    assert!(!real.server_pids.is_empty(), "no server was started");
-    let alive: Vec<u32> = real
-        .server_pids
-        .iter()
-        .copied()
-        .filter(|&pid| redis_alive(pid))
-        .collect();
-    assert!(alive.is_empty(), "servers left running: {alive:?}");
-    let simulated = lockcheck_sim::run(scenario);
-    assert_eq!(
-        kinds(&real.outcome.violations),
-        kinds(&simulated.violations),
-        "real and simulated verdicts differ:\nreal: {:#?}\nsimulated: {:#?}",
-        real.outcome.violations,
-        simulated.violations
-    );
-    real
+    common::run_real(scenario, REDIS_SERVER)
 }
 
 fn shape(clients: u32, ttl_ms: u64) -> Shape {
@@ -86,33 +40,6 @@ fn shape(clients: u32, ttl_ms: u64) -> Shape {
         ttl_ms,
         ..Shape::default()
     }
-}
-
-/// Accepted entries into the critical section, per the resource.
-fn sections(real: &RealRun) -> usize {
-    real.outcome
-        .history
-        .entries
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.op,
-                Op::Resource {
-                    phase: Phase::Enter,
-                    accepted: true,
-                    ..
-                }
-            )
-        })
-        .count()
-}
-
-fn assert_safe(real: &RealRun) {
-    assert!(
-        real.outcome.violations.is_empty(),
-        "{:#?}",
-        real.outcome.violations
-    );
 }
 
 #[test]

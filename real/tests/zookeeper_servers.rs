@@ -7,86 +7,35 @@
 //! Without ZooKeeper (java and its jar) these tests print one line saying how to install it and
 //! pass, except under CI (`CI=true`), where they fail: CI must install it.
 
-use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper, ZOOKEEPER_INSTALL};
+use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
-use lockcheck_real::{run, RealRun};
+use lockcheck_real::RealRun;
 use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::history::{Op, Phase};
 use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, Workload};
-use std::io::Write;
-use std::sync::{Mutex, MutexGuard, Once};
 
 /// The session timeout of every story: the shortest the server grants (two ticks), so that a
 /// story takes seconds.
 const SESSION_MS: u64 = 4_000;
 
-/// Whether ZooKeeper is installed. Says once, on the real stderr (not captured), that the tests
-/// are skipped when it is not; fails under CI.
+mod common;
+
+use common::{assert_safe, one_at_a_time, sections};
+
+/// Whether ZooKeeper (java and its jar) is installed; see [`common::installed`].
 fn zookeeper_installed() -> bool {
-    let kind = ZooKeeper {
+    common::installed(&ZooKeeper {
         session_timeout_ms: SESSION_MS,
-    };
-    if kind.installed() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("ZooKeeper is not installed under CI=true: .ci/run must `{ZOOKEEPER_INSTALL}`");
-    }
-    static SAID: Once = Once::new();
-    SAID.call_once(|| {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "skipping real ZooKeeper tests: {ZOOKEEPER_INSTALL}"
-        );
-    });
-    false
+    })
 }
 
-/// Real runs one at a time: they share two cores, and a verdict should never depend on a
-/// neighbour's load.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// Whether `pid` is a live ZooKeeper server (a reaped PID has no /proc entry; a reused one runs
-/// something else).
+/// Whether `pid` is a live ZooKeeper server.
 fn zookeeper_alive(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains("ZooKeeperServerMain"))
+    common::alive(pid, "ZooKeeperServerMain")
 }
 
-/// The kinds of violation found, in order, without repeats.
-fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
-    let mut kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
-    kinds.dedup();
-    kinds
-}
-
-/// Runs `scenario` for real, checks that every server it started is gone, and that the
-/// simulation of the same scenario reaches the same verdict.
+/// [`common::run_real`] for ZooKeeper servers.
 fn run_real(scenario: &Scenario) -> RealRun {
-    let real = run(scenario).unwrap_or_else(|e| panic!("the real run failed: {e}"));
-    assert!(!real.server_pids.is_empty(), "no server was started");
-    let alive: Vec<u32> = real
-        .server_pids
-        .iter()
-        .copied()
-        .filter(|&pid| zookeeper_alive(pid))
-        .collect();
-    assert!(alive.is_empty(), "servers left running: {alive:?}");
-    let simulated = lockcheck_sim::run(scenario);
-    assert_eq!(
-        kinds(&real.outcome.violations),
-        kinds(&simulated.violations),
-        "real and simulated verdicts differ:\nreal: {:#?}\nsimulated: {:#?}\nreal history: {:#?}",
-        real.outcome.violations,
-        simulated.violations,
-        real.outcome.history.entries
-    );
-    real
+    common::run_real(scenario, "ZooKeeperServerMain")
 }
 
 fn shape(algorithm: Algorithm, clients: u32) -> Shape {
@@ -95,33 +44,6 @@ fn shape(algorithm: Algorithm, clients: u32) -> Shape {
         ttl_ms: SESSION_MS,
         ..Shape::for_algorithm(algorithm)
     }
-}
-
-/// Accepted entries into the critical section, per the resource.
-fn sections(real: &RealRun) -> usize {
-    real.outcome
-        .history
-        .entries
-        .iter()
-        .filter(|e| {
-            matches!(
-                e.op,
-                Op::Resource {
-                    phase: Phase::Enter,
-                    accepted: true,
-                    ..
-                }
-            )
-        })
-        .count()
-}
-
-fn assert_safe(real: &RealRun) {
-    assert!(
-        real.outcome.violations.is_empty(),
-        "{:#?}",
-        real.outcome.violations
-    );
 }
 
 /// Three clients take the lock three times each, with no fault: nobody shares it, and every

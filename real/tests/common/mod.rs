@@ -1,0 +1,108 @@
+//! What every real-server test file needs: skipping (or, under CI, failing) when a server is not
+//! installed, one run at a time, and a real run checked against the simulation of the same
+//! scenario with every server it started gone.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use lockcheck_real::launcher::ServerKind;
+use lockcheck_real::{run, RealRun};
+use lockcheck_sim::checker::{Violation, ViolationKind};
+use lockcheck_sim::history::{Op, Phase};
+use lockcheck_sim::scenario::Scenario;
+use std::io::Write;
+use std::sync::{Mutex, MutexGuard};
+
+/// Whether `kind`'s server is installed. Says so on the real stderr (not captured) when it is
+/// not, with the command that installs it; under CI (`CI=true`) a missing server fails instead.
+pub fn installed(kind: &dyn ServerKind) -> bool {
+    if kind.installed() {
+        return true;
+    }
+    let install = kind.install();
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "{} is not installed under CI=true: .ci/run must `{install}`",
+            kind.binary()
+        );
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping a real-server test: {install}"
+    );
+    false
+}
+
+/// Real runs one at a time: they share two cores, and a verdict should never depend on a
+/// neighbour's load.
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether `pid` is alive and runs something whose command line contains `marker` (a reaped PID
+/// has no /proc entry; a reused one runs something else).
+pub fn alive(pid: u32, marker: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
+}
+
+/// The kinds of violation found, in order, without repeats.
+pub fn kinds(violations: &[Violation]) -> Vec<ViolationKind> {
+    let mut kinds: Vec<ViolationKind> = violations.iter().map(|v| v.kind).collect();
+    kinds.dedup();
+    kinds
+}
+
+/// Runs `scenario` for real, checks that every server it started (whose command line contains
+/// `marker`) is gone, and that the simulation of the same scenario reaches the same verdict.
+pub fn run_real(scenario: &Scenario, marker: &str) -> RealRun {
+    let real = run(scenario).unwrap_or_else(|e| panic!("the real run failed: {e}"));
+    assert!(!real.server_pids.is_empty(), "no server was started");
+    let left: Vec<u32> = real
+        .server_pids
+        .iter()
+        .copied()
+        .filter(|&pid| alive(pid, marker))
+        .collect();
+    assert!(left.is_empty(), "servers left running: {left:?}");
+    let simulated = lockcheck_sim::run(scenario);
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        kinds(&simulated.violations),
+        "real and simulated verdicts differ:\nreal: {:#?}\nsimulated: {:#?}\nreal history: {:#?}",
+        real.outcome.violations,
+        simulated.violations,
+        real.outcome.history.entries
+    );
+    real
+}
+
+/// Accepted entries into the critical section, per the resource.
+pub fn sections(real: &RealRun) -> usize {
+    real.outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.op,
+                Op::Resource {
+                    phase: Phase::Enter,
+                    accepted: true,
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+/// No violation.
+pub fn assert_safe(real: &RealRun) {
+    assert!(
+        real.outcome.violations.is_empty(),
+        "{:#?}",
+        real.outcome.violations
+    );
+}
