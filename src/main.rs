@@ -5,12 +5,13 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lockcheck_real::profile::{Profile, Shape};
-use lockcheck_real::RealError;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::report::{replay, Report};
+use lockcheck_real::{RealError, Servers};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Shard};
+use lockcheck_sim::report::{replay, Report, RunWorld};
 use lockcheck_sim::scenario::{Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Outcome, Scenario};
 use std::io::IsTerminal;
+use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -127,6 +128,14 @@ enum Command {
         /// deadlocks or order: search for what breaks mutual exclusion.
         #[arg(long)]
         safety_only: bool,
+        /// Threads running cases at once [default: all cores]. The result is the same whatever
+        /// the number: each case has its own seed and runtime, and the lowest failing case wins.
+        #[arg(long, value_name = "J")]
+        jobs: Option<usize>,
+        /// Run only slice I of N of the case space (1-based: 1/2 and 2/2), e.g. one per CI job;
+        /// the failing case of lowest index across the slices is the unsharded search's.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -135,33 +144,41 @@ enum Command {
     },
     /// Run the same algorithm code against real servers, with real faults.
     ///
-    /// lockcheck starts redis-server or ZooKeeper processes itself (on 127.0.0.1 ports, each in a
-    /// temp dir), runs the clients and the protected resource in this process on real time,
-    /// with every client reaching every server through a TCP proxy of its own, carries out the
-    /// faults for real (a client pause freezes the client and its network; a server pause is
-    /// SIGSTOP/SIGCONT; a crash is kill -9; a restart starts the server again on its port and
-    /// directory; a partition blackholes the proxies across it), checks the history with the
-    /// simulator's checker, and stops every server it started, also on Ctrl-C.
+    /// lockcheck starts the servers itself (redis-server from PATH, ZooKeeper from Debian's jars,
+    /// on 127.0.0.1 ports, each in a temp dir), or connects to yours (--endpoints), runs the
+    /// clients and the protected resource in this process on real time, with every client
+    /// reaching every server through a TCP proxy of its own, carries out the faults for real (a
+    /// client pause freezes the client and its network; a server pause is SIGSTOP/SIGCONT; a
+    /// crash is kill -9; a restart starts the server again on its port and directory; a
+    /// partition blackholes the proxies across it; a server's clock is moved by a small
+    /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
+    /// checker, and stops every server it started, also on Ctrl-C.
     ///
-    /// Supported so far: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
-    /// zk-herd and zk-rwlock; pauses of clients and servers, crashes and restarts of servers,
-    /// partitions. A real run is not byte-replayable (the machine decides the interleaving); its
-    /// scenario is, here and in the simulation (`lockcheck run FILE`).
+    /// Supported so far: the Redis locks (single-redis, redlock, redis-reentrant, redis-fair)
+    /// and the ZooKeeper locks (zk-sequential, zk-herd, zk-rwlock); pauses of clients and
+    /// servers, crashes and restarts of servers, partitions, clock jumps and drifts of clients
+    /// and Redis servers. A real run is not byte-replayable (the machine decides the
+    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
+lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \
 lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
 lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
 Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
-(apt-get install redis-server / zookeeper) or a server that would not start.")]
+(apt-get install redis-server / zookeeper), a server that would not start or an endpoint that \
+does not answer, 130 = interrupted (every server started was stopped).")]
     Real {
         /// The algorithm: a Redis or ZooKeeper lock (what real mode runs so far).
         #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
         algorithm: Option<String>,
-        /// The fault profile: `none` (clients contend, no fault), `pause` (the first holder is
-        /// paused inside its critical section until its lease has surely ended, while the others
-        /// wait) or `partition` (ZooKeeper locks: the first holder is cut off as long, and keeps
-        /// working).
+        /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
+        /// first holder is paused inside its critical section until its lease has surely ended,
+        /// while the others wait); `partition` (ZooKeeper locks: the first holder is cut off as
+        /// long, and keeps working); `clock-jump` (a server holding the first holder's key jumps
+        /// 2 × TTL forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is
+        /// killed and restarted empty at once; Redlock: seed 002's story).
         #[arg(
             long,
             value_name = "F",
@@ -186,6 +203,17 @@ Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server miss
         /// Number of servers (redlock: an odd number ≥ 3, default 5).
         #[arg(long, value_name = "N")]
         nodes: Option<u32>,
+        /// Use servers you already run (containers included) instead of starting them:
+        /// HOST:PORT, comma-separated, one per server in order (redlock: one per master).
+        /// lockcheck only connects to them, so faults that need a server's process (crash,
+        /// restart, server pause, server clock) are refused; client faults stay real. The lock
+        /// uses the key `lock` (Redis).
+        #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
+        endpoints: Option<Vec<String>>,
+        /// Write a report (JSON with the full history, marked as a real run, and its scenario
+        /// beside it) into this directory.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
     },
 }
 
@@ -243,6 +271,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             wait_timeout_ms,
             lock_wait_timeout_ms,
             safety_only,
+            jobs,
+            shard,
         } => {
             let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
                 let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -291,11 +321,22 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             let mut check = Scenario::new(algorithm);
             check.params = params.clone();
             check.validate().map_err(|e| usage(e.to_string()))?;
+            let jobs = match jobs {
+                Some(0) => return Err(usage("--jobs must be at least 1")),
+                Some(j) => j,
+                None => std::thread::available_parallelism().map_or(1, usize::from),
+            };
+            let shard = match shard {
+                Some(text) => Shard::parse(&text).map_err(usage)?,
+                None => Shard::default(),
+            };
             let options = ExploreOptions {
                 params,
                 max_drift,
                 max_partition_ms,
                 safety_only,
+                jobs,
+                shard,
                 ..ExploreOptions::new(algorithm, profiles, cases, seed)
             };
             explore_cmd(&options, &faults, &out)
@@ -309,7 +350,17 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             clients,
             ttl_ms,
             nodes,
+            endpoints,
+            report,
         } => {
+            let servers = match endpoints {
+                None => Servers::Launched,
+                Some(list) => Servers::Endpoints(
+                    list.iter()
+                        .map(|e| resolve(e))
+                        .collect::<anyhow::Result<_>>()?,
+                ),
+            };
             let scenario = match scenario {
                 Some(file) => {
                     let text = std::fs::read_to_string(&file)
@@ -358,7 +409,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                         .map_err(|e| usage(e.to_string()))?
                 }
             };
-            real_cmd(&scenario)
+            real_cmd(&scenario, &servers, report.as_deref())
         }
     }
 }
@@ -373,10 +424,35 @@ fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
     })
 }
 
-fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
-    lockcheck_real::preflight(scenario).map_err(|e| usage(e.to_string()))?;
+/// `HOST:PORT` as one socket address (a name is resolved; its first address is taken).
+fn resolve(endpoint: &str) -> anyhow::Result<SocketAddr> {
+    endpoint
+        .to_socket_addrs()
+        .map_err(|e| {
+            usage(format!(
+                "--endpoints: '{endpoint}': {e} (expected HOST:PORT)"
+            ))
+        })?
+        .next()
+        .ok_or_else(|| usage(format!("--endpoints: '{endpoint}' resolves to no address")))
+}
+
+fn real_cmd(
+    scenario: &Scenario,
+    servers: &Servers,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<u8> {
+    lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
+    let against = match servers {
+        Servers::Launched => "servers lockcheck starts".to_string(),
+        Servers::Endpoints(e) => e
+            .iter()
+            .map(SocketAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
     println!(
-        "real run: {} with {} client(s), {} {} ms, against real {}",
+        "real run: {} with {} client(s), {} {} ms, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
         if scenario.algorithm.is_zookeeper() {
@@ -385,16 +461,11 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
             "TTL"
         },
         scenario.algorithm.lease_ms(&scenario.params),
-        if scenario.algorithm.is_zookeeper() {
-            "ZooKeeper"
-        } else {
-            "redis-server"
-        }
     );
     for fault in &scenario.faults {
         println!("  {}", fault.describe());
     }
-    let real = match lockcheck_real::run(scenario) {
+    let real = match lockcheck_real::run_on(scenario, servers) {
         Ok(real) => real,
         Err(e @ RealError::Interrupted) => {
             eprintln!("lockcheck: {e}");
@@ -403,8 +474,13 @@ fn real_cmd(scenario: &Scenario) -> anyhow::Result<u8> {
         Err(e) => return Err(usage(e.to_string())),
     };
     let outcome = &real.outcome;
-    let report = Report::of_run(scenario, outcome);
+    let mut report = Report::of_real_run(scenario, outcome);
     print_outcome(&report, outcome);
+    if let Some(dir) = report_dir {
+        let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
+        println!("report: {}", path.display());
+        println!("rerun: {}", report.replay_command);
+    }
     println!(
         "{} history entries in {:.1} s; {} server process(es) started and stopped",
         outcome.history.entries.len(),
@@ -522,9 +598,11 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
             let name = format!("{}-{}", options.algorithm.name(), faults.replace(',', "+"));
             let path = report.write(out, &name)?;
             println!(
-                "UNSAFE: {} × [{faults}]: found after {} cases, shrunk in {} runs",
+                "UNSAFE: {} × [{faults}]: found at case {} after {} cases ({:.0} cases/s), shrunk in {} runs",
                 options.algorithm.name(),
+                finding.case_index,
                 finding.cases,
+                f64::from(finding.cases) / secs.max(1e-9),
                 finding.shrink_runs
             );
             println!("  {}", report.summary);
@@ -541,6 +619,14 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
 
 fn replay_cmd(path: &Path) -> anyhow::Result<u8> {
     let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
+    if report.world == RunWorld::Real {
+        return Err(usage(format!(
+            "{}: a run against real servers is not byte-replayable (the machine decided its \
+             interleaving); rerun its scenario: {}",
+            path.display(),
+            report.replay_command
+        )));
+    }
     let replayed = replay(&report);
     if replayed.identical() {
         println!(

@@ -337,8 +337,36 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "ZooKeeper locks",
         ),
         (
-            vec!["--algorithm", "single-redis", "--faults", "clock-jump"],
-            "clock-jump",
+            vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
+            "unknown fault profile 'clock-drift'",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--endpoints",
+                "127.0.0.1:1,127.0.0.1:2",
+            ],
+            "2 endpoint(s) given; single-redis runs on 1 server(s): redis-0",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--endpoints", "no-port-here"],
+            "expected HOST:PORT",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--faults",
+                "restart",
+                "--endpoints",
+                "127.0.0.1:1",
+            ],
+            "needs the server's process",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--endpoints", "127.0.0.1:1"],
+            "nothing answers at 127.0.0.1:1",
         ),
         (
             vec![
@@ -377,9 +405,8 @@ fn real_without_redis_server_says_how_to_install_it_and_exits_2() {
     );
 }
 
-#[test]
-fn real_pause_finds_the_violation_against_a_real_redis_server() {
-    // The README's command. Needs redis-server (CI installs it; elsewhere this is skipped).
+/// Whether redis-server is on PATH; under CI it must be.
+fn redis_installed() -> bool {
     let installed = std::env::var_os("PATH").is_some_and(|path| {
         std::env::split_paths(&path).any(|dir| dir.join("redis-server").is_file())
     });
@@ -388,9 +415,126 @@ fn real_pause_finds_the_violation_against_a_real_redis_server() {
             std::env::var("CI").map_or(true, |v| v != "true"),
             "CI=true and redis-server is not on PATH: .ci/run must install it"
         );
+    }
+    installed
+}
+
+#[test]
+fn real_pause_finds_the_violation_and_reports_it_as_not_byte_replayable() {
+    // The README's command. Needs redis-server (CI installs it; elsewhere this is skipped).
+    if !redis_installed() {
         return;
     }
-    let o = lockcheck_real(&["--algorithm", "single-redis", "--faults", "pause"], &[]);
+    let dir = Scratch::new("real-report");
+    let reports = dir.0.to_str().unwrap();
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--faults",
+            "pause",
+            "--report",
+            reports,
+        ],
+        &[],
+    );
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("two holders at once"), "{}", stdout(&o));
+
+    // The report says where it came from; replay refuses it and names the rerun instead.
+    let report = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.to_string_lossy().ends_with(".json")
+                && !p.to_string_lossy().ends_with(".scenario.json")
+        })
+        .expect("a report was written");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["world"], "real");
+    let o = lockcheck(&["replay", report.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not byte-replayable"), "{}", stderr(&o));
+
+    // Its scenario, written beside it, runs in the simulator with the same verdict.
+    let scenario = report.with_extension("scenario.json");
+    let o = lockcheck(&["run", scenario.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+}
+
+/// A redis-server on a free port, killed by PID when dropped: a server the user runs.
+struct UsersRedis {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl UsersRedis {
+    fn start() -> UsersRedis {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let server = UsersRedis { child, port };
+        // Ready when it answers PING.
+        for _ in 0..500 {
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let mut reply = [0u8; 7];
+                if s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut reply).is_ok() {
+                    return server;
+                }
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("redis-server on port {port} did not answer");
+    }
+}
+
+impl Drop for UsersRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn real_runs_against_a_server_the_user_already_runs() {
+    if !redis_installed() {
+        return;
+    }
+    let server = UsersRedis::start();
+    let endpoint = format!("127.0.0.1:{}", server.port);
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--faults",
+            "pause",
+            "--endpoints",
+            &endpoint,
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains(&endpoint), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("0 server process(es) started"),
+        "{}",
+        stdout(&o)
+    );
+    drop(server);
 }

@@ -106,7 +106,15 @@ impl Client {
                 );
             })
         };
-        let env = RealEnv::new(world.scenario.seed, me, gate.clone()).with_observer(observer);
+        // A restarted client is a new process: new randomness, so new tokens and owner ids.
+        let seed = match world.incarnation_of(me) {
+            0 | 1 => world.scenario.seed,
+            n => world.scenario.seed ^ n.wrapping_mul(0xd1b5_4a32_d192_ed03),
+        };
+        let mut env = RealEnv::new(seed, me, gate.clone()).with_observer(observer);
+        if let Some(clock) = world.clocks.get(me) {
+            env = env.with_clock(clock.clone());
+        }
         let params = &world.scenario.params;
         let stores = RealStores {
             servers: world.servers_for(me),

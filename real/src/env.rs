@@ -2,37 +2,42 @@
 //! client's [`PauseGate`].
 
 use crate::gate::PauseGate;
+use crate::timeshift::ClockShift;
 use lockcheck_algorithms::{Env, LockEvent};
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 /// What a client's env does with the events its lock reports (the runner records them).
 pub type Observer = Rc<dyn Fn(LockEvent)>;
 
 /// The world as a real client sees it.
 ///
-/// - `wall_now` is the host's wall clock ([`SystemTime`]); `mono_now` is [`Instant`], measured from
-///   a process-wide origin. Every client shares both: the host has one clock.
-/// - `sleep` is [`tokio::time::sleep`], with the client's gate passed before and after: a paused
-///   client is frozen at its next await point, and a sleep that ends during the pause goes on only
-///   when the pause is over (as a timer that fires in a stopped process is acted upon after
-///   `SIGCONT`).
+/// - `wall_now` and `mono_now` are the host's clocks (`CLOCK_REALTIME`, and `CLOCK_MONOTONIC`
+///   measured from a process-wide origin) as the client's [`ClockShift`] moves them: untouched
+///   until the nemesis jumps or drifts this client's clock, which it does as the simulator does.
+/// - `sleep` is [`tokio::time::sleep`] for the duration as the client's clock measures it (a clock
+///   running at rate 2 measures a second in half a real one), with the client's gate passed
+///   before and after: a paused client is frozen at its next await point, and a sleep that ends
+///   during the pause goes on only when the pause is over (as a timer that fires in a stopped
+///   process is acted upon after `SIGCONT`).
 /// - `random_u64` draws from a [`StdRng`] seeded from the scenario's seed and the client's index,
 ///   so tokens and retry jitter are the same from run to run (the interleaving is not).
 pub struct RealEnv {
     rng: RefCell<StdRng>,
     gate: PauseGate,
+    clock: Rc<RefCell<ClockShift>>,
     observer: Option<Observer>,
 }
 
-/// The origin of every [`RealEnv::mono_now`] reading in this process.
-fn mono_origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
+/// The origin of every [`RealEnv::mono_now`] reading in this process, on the host's monotonic
+/// clock in ns.
+fn mono_origin_ns() -> i64 {
+    static ORIGIN: OnceLock<i64> = OnceLock::new();
+    *ORIGIN.get_or_init(|| ClockShift::default().mono_ns())
 }
 
 impl RealEnv {
@@ -43,8 +48,15 @@ impl RealEnv {
         RealEnv {
             rng: RefCell::new(StdRng::seed_from_u64(stream)),
             gate,
+            clock: Rc::default(),
             observer: None,
         }
+    }
+
+    /// Reads the client's clocks from `clock` (which the nemesis moves).
+    pub fn with_clock(mut self, clock: Rc<RefCell<ClockShift>>) -> RealEnv {
+        self.clock = clock;
+        self
     }
 
     /// Reports the lock's events to `observer`.
@@ -61,18 +73,19 @@ impl RealEnv {
 
 impl Env for RealEnv {
     fn wall_now(&self) -> Duration {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
+        Duration::from_nanos(self.clock.borrow().wall_ns().max(0) as u64)
     }
 
     fn mono_now(&self) -> Duration {
-        mono_origin().elapsed()
+        let origin = mono_origin_ns();
+        Duration::from_nanos((self.clock.borrow().mono_ns() - origin).max(0) as u64)
     }
 
+    /// A rate change during the sleep is not followed: the sleep keeps the rate it began with.
     async fn sleep(&self, duration: Duration) {
         self.gate.pass().await;
-        tokio::time::sleep(duration).await;
+        let rate = self.clock.borrow().rate();
+        tokio::time::sleep(duration.div_f64(rate)).await;
         self.gate.pass().await;
     }
 
@@ -90,6 +103,7 @@ impl Env for RealEnv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn clients_of_one_seed_draw_different_tokens_and_the_same_ones_every_run() {
@@ -99,6 +113,22 @@ mod tests {
         let token = a.new_token();
         assert_ne!(token, b.new_token());
         assert_eq!(token, again.new_token());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_fast_clock_sleeps_shorter_and_a_jump_moves_wall_time_only() {
+        let clock = Rc::new(RefCell::new(ClockShift::default()));
+        let env = RealEnv::new(0, 0, PauseGate::new()).with_clock(clock.clone());
+        let (wall, mono) = (env.wall_now(), env.mono_now());
+        clock.borrow_mut().jump(3_600_000_000_000);
+        assert!(env.wall_now() >= wall + Duration::from_secs(3_599));
+        assert!(env.mono_now() < mono + Duration::from_secs(60));
+        // At rate 1000 a client-clock minute is 60 real ms: the sleep ends, and the client's
+        // monotonic clock has moved on by at least that minute.
+        clock.borrow_mut().drift(1000.0);
+        let before = env.mono_now();
+        env.sleep(Duration::from_secs(60)).await;
+        assert!(env.mono_now() >= before + Duration::from_secs(60));
     }
 
     #[tokio::test(flavor = "current_thread")]

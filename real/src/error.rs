@@ -30,6 +30,19 @@ pub enum RealError {
         /// What went wrong, with the server's log where there is one.
         reason: String,
     },
+    /// The servers given with `--endpoints` do not fit the scenario.
+    #[error("--endpoints: {0}")]
+    Endpoints(String),
+    /// A server given with `--endpoints` did not answer.
+    #[error(
+        "{server}: nothing answers at {addr} (is the server running, and is it the right kind?)"
+    )]
+    Unreachable {
+        /// The server's node name.
+        server: String,
+        /// The address given for it.
+        addr: std::net::SocketAddr,
+    },
     /// A file or directory the run needs could not be made.
     #[error("{path}: {source}")]
     Io {
@@ -46,6 +59,9 @@ pub enum RealError {
         /// Why.
         source: std::io::Error,
     },
+    /// The time-shift library (for clock faults) could not be built.
+    #[error("clock faults: {0}")]
+    TimeShift(String),
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),

@@ -75,8 +75,9 @@ pub mod redis_store;
 pub mod resource;
 pub mod runner;
 pub mod support;
+pub mod timeshift;
 pub mod world;
 pub mod zk_store;
 
 pub use error::RealError;
-pub use runner::{preflight, run, RealRun};
+pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

@@ -5,10 +5,16 @@
 //! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
 //! skipped. Then each action is applied when the run's clock reaches it:
 //! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens;
+//! - crash of a client: its task is dropped at once, with its connections (a killed client
+//!   process); restart: a new task for it, a new process with new randomness, going on with the
+//!   critical sections it had left;
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
 //!   recorded once it is ready (a real restart takes some milliseconds, a JVM's about a second;
 //!   the simulated one is instantaneous);
+//! - clock jump / drift of a server: its shift file ([`crate::timeshift::ClockFile`]) is
+//!   rewritten, and the server, which runs with the time-shift library preloaded, reads its
+//!   clocks moved from then on; of a client: its `Env`'s [`crate::timeshift::ClockShift`];
 //! - partition (cut / heal of a group): every link that crosses the group's border is cut or
 //!   healed, counted per link as the simulation counts them. A link between a client and a server
 //!   is that client's proxy to that server (a blackhole while cut: TCP holds the bytes, where the
@@ -22,11 +28,13 @@
 
 use crate::error::RealError;
 use crate::launcher::Launcher;
+use crate::timeshift::ClockFile;
 use crate::world::RealWorld;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::nemesis::{timeline, Action, Timeline};
 use lockcheck_sim::topology::Role;
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -34,18 +42,26 @@ use std::time::Duration;
 pub struct Nemesis {
     world: Rc<RealWorld>,
     launcher: Rc<RefCell<Launcher>>,
+    /// Per server (in server order) whose clock the scenario moves: its shift file.
+    server_clocks: RefCell<BTreeMap<usize, ClockFile>>,
     /// Actions not yet applied, in order.
     pending: std::collections::VecDeque<(u64, Action, String)>,
 }
 
 impl Nemesis {
     /// The nemesis of `world`'s scenario, acting on the servers of `launcher` (started in server
-    /// order).
-    pub fn new(world: Rc<RealWorld>, launcher: Rc<RefCell<Launcher>>) -> Nemesis {
+    /// order) and on the clocks of the servers in `server_clocks` (by server order), which run
+    /// with the time-shift library.
+    pub fn new(
+        world: Rc<RealWorld>,
+        launcher: Rc<RefCell<Launcher>>,
+        server_clocks: BTreeMap<usize, ClockFile>,
+    ) -> Nemesis {
         let schedule: Timeline = timeline(&world.scenario);
         Nemesis {
             world,
             launcher,
+            server_clocks: RefCell::new(server_clocks),
             pending: schedule.into(),
         }
     }
@@ -82,6 +98,21 @@ impl Nemesis {
         Ok(())
     }
 
+    /// Server `server`'s shift file; the runner made one for every server whose clock the
+    /// scenario moves.
+    fn server_clock(
+        &self,
+        server: usize,
+        text: &str,
+    ) -> Result<std::cell::RefMut<'_, ClockFile>, RealError> {
+        std::cell::RefMut::filter_map(self.server_clocks.borrow_mut(), |c| c.get_mut(&server))
+            .map_err(|_| {
+                RealError::Unsupported(format!(
+                    "{text}: server {server} was started without the time-shift library"
+                ))
+            })
+    }
+
     async fn apply(&self, action: Action, text: String) -> Result<(), RealError> {
         let world = &self.world;
         let topology = world.topology();
@@ -90,6 +121,8 @@ impl Nemesis {
             | Action::Resume(n)
             | Action::Crash(n)
             | Action::Restart(n)
+            | Action::ClockJump(n, _)
+            | Action::ClockDrift(n, _)
             | Action::Skipped(n) => *n,
             Action::Cut(_, group) | Action::Heal(_, group) => {
                 let cut = matches!(action, Action::Cut(..));
@@ -120,6 +153,8 @@ impl Nemesis {
         tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
         match (action, client, server) {
             (Action::Skipped(_), _, _) => {}
+            (Action::Crash(_), Some(c), _) => world.crash_client(c),
+            (Action::Restart(_), Some(c), _) => world.start_client(c),
             (Action::Pause(_), Some(c), _) => world.gates[c].close(),
             (Action::Resume(_), Some(c), _) => world.gates[c].open(),
             (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,
@@ -133,6 +168,10 @@ impl Nemesis {
                 Launcher::until_ready(&self.launcher, s).await?;
                 world.set_down(s, false);
             }
+            (Action::ClockJump(_, by_ns), Some(c), _) => world.clocks[c].borrow_mut().jump(by_ns),
+            (Action::ClockDrift(_, rate), Some(c), _) => world.clocks[c].borrow_mut().drift(rate),
+            (Action::ClockJump(_, by_ns), _, Some(s)) => self.server_clock(s, &text)?.jump(by_ns),
+            (Action::ClockDrift(_, rate), _, Some(s)) => self.server_clock(s, &text)?.drift(rate),
             (action, _, _) => {
                 return Err(RealError::Unsupported(format!(
                     "{} of {} ({text})",

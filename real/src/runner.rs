@@ -5,18 +5,22 @@
 //! thread: a tokio current-thread runtime with a `LocalSet`, every client a local task.
 
 use crate::backend::server_kind;
-use crate::client::{run_client, run_probe};
+use crate::client::run_probe;
 use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::proxy::Proxy;
 use crate::support;
+use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
 use lockcheck_sim::checker;
 use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::scenario::Fault;
 use lockcheck_sim::topology::Role;
 use lockcheck_sim::{Outcome, Scenario};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::task::{JoinHandle, LocalSet};
@@ -37,14 +41,31 @@ pub struct RealRun {
 /// How often the runner looks whether the clients are done.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Runs `scenario` against real servers and checks it.
+/// Where a real run's servers come from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Servers {
+    /// lockcheck starts them itself, one process per server node, and stops them at the end.
+    #[default]
+    Launched,
+    /// Servers the user runs (containers included), one address per server node in server
+    /// order. lockcheck only connects to them: faults that need the server's process are refused.
+    Endpoints(Vec<SocketAddr>),
+}
+
+/// Runs `scenario` against servers lockcheck starts itself, and checks it.
 ///
 /// Refuses, before starting anything, a scenario that is invalid or asks for what real mode cannot
-/// do yet ([`support::check`]), and fails when `redis-server` is not on PATH. Every server it
+/// do yet ([`support::check`]), and fails when a server binary is not installed. Every server it
 /// started is stopped before it returns, whatever the outcome, and on Ctrl-C
 /// ([`RealError::Interrupted`]).
 pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
-    preflight(scenario)?;
+    run_on(scenario, &Servers::Launched)
+}
+
+/// Runs `scenario` against `servers` and checks it; [`run`] when they are [`Servers::Launched`].
+/// Endpoints must all answer before the run starts ([`RealError::Unreachable`]).
+pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealError> {
+    preflight_on(scenario, servers)?;
     let launcher = Rc::new(RefCell::new(Launcher::new()?));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -54,7 +75,7 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
     let started = Instant::now();
     let result = local.block_on(&runtime, async {
         tokio::select! {
-            result = execute(scenario, launcher.clone()) => result,
+            result = execute(scenario, servers, launcher.clone()) => result,
             () = interrupted() => Err(RealError::Interrupted),
         }
     });
@@ -75,7 +96,17 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 /// What [`run`] checks before it starts anything: that the scenario is valid and supported in
 /// real mode ([`support::check`]) and that its servers' binaries are on PATH.
 pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
+    preflight_on(scenario, &Servers::Launched)
+}
+
+/// What [`run_on`] checks before it starts anything: [`preflight`] for launched servers; for
+/// endpoints, one per server node and no fault that needs a server's process
+/// ([`support::check_endpoints`]).
+pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealError> {
     support::check(scenario)?;
+    if let Servers::Endpoints(endpoints) = servers {
+        return support::check_endpoints(scenario, endpoints.len());
+    }
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
         let kind = server_kind(scenario, topology.name(node));
@@ -89,32 +120,34 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
     Ok(())
 }
 
-/// Completes on Ctrl-C; never, if the handler cannot be installed.
-async fn interrupted() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-async fn execute(
+/// Starts `scenario`'s servers with `launcher` and waits until they are ready: their addresses,
+/// and the shift files of those whose clock the scenario moves (by server order).
+async fn launch(
     scenario: &Scenario,
-    launcher: Rc<RefCell<Launcher>>,
-) -> Result<Outcome, RealError> {
+    launcher: &Rc<RefCell<Launcher>>,
+) -> Result<(Vec<SocketAddr>, BTreeMap<usize, ClockFile>), RealError> {
     let topology = scenario.topology();
-    let params = &scenario.params;
-
-    // The servers, all started at once, then each waited for.
     let server_nodes = topology.with_role(Role::Server);
+    // The servers, all started at once, then each waited for. A server whose clock the
+    // scenario moves runs with the time-shift library, from the start (a preload cannot be added
+    // later).
     let mut servers = Vec::new();
-    for &node in &server_nodes {
+    let mut server_clocks = BTreeMap::new();
+    for (order, &node) in server_nodes.iter().enumerate() {
         let name = topology.name(node);
+        let mut env = Vec::new();
+        if moves_clock(scenario, name) {
+            let file = ClockFile::create(&launcher.borrow().root().join(format!("{name}.clock")))?;
+            env = file.env(&timeshift::library()?);
+            server_clocks.insert(order, file);
+        }
         let index = launcher
             .borrow_mut()
-            .add(name, server_kind(scenario, name), Vec::new())?;
+            .add(name, server_kind(scenario, name), env)?;
         servers.push(index);
     }
     for &index in &servers {
-        Launcher::until_ready(&launcher, index).await?;
+        Launcher::until_ready(launcher, index).await?;
     }
     let addrs: Vec<_> = servers.iter().map(|&i| launcher.borrow().addr(i)).collect();
     tracing::info!(
@@ -126,6 +159,47 @@ async fn execute(
             .collect::<Vec<_>>()
             .join(", ")
     );
+
+    Ok((addrs, server_clocks))
+}
+
+/// Whether `scenario` jumps or drifts the clock of node `name`.
+fn moves_clock(scenario: &Scenario, name: &str) -> bool {
+    scenario.faults.iter().any(|f| {
+        matches!(f, Fault::ClockJump { .. } | Fault::ClockDrift { .. }) && f.nodes().contains(&name)
+    })
+}
+
+/// Completes on Ctrl-C; never, if the handler cannot be installed.
+async fn interrupted() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+async fn execute(
+    scenario: &Scenario,
+    servers: &Servers,
+    launcher: Rc<RefCell<Launcher>>,
+) -> Result<Outcome, RealError> {
+    let topology = scenario.topology();
+    let params = &scenario.params;
+    let server_nodes = topology.with_role(Role::Server);
+    let (addrs, server_clocks) = match servers {
+        Servers::Launched => launch(scenario, &launcher).await?,
+        Servers::Endpoints(endpoints) => {
+            for (&node, &addr) in server_nodes.iter().zip(endpoints) {
+                let name = topology.name(node);
+                if !server_kind(scenario, name).ready(addr).await {
+                    return Err(RealError::Unreachable {
+                        server: name.to_string(),
+                        addr,
+                    });
+                }
+            }
+            (endpoints.clone(), BTreeMap::new())
+        }
+    };
 
     // Every client reaches every server through a proxy of its own, so that a fault can act on
     // one link (a partition) or on all of one client's links (its pause). The proxies live until
@@ -149,13 +223,15 @@ async fn execute(
 
     // Time starts now.
     let world = Rc::new(RealWorld::new(scenario.clone(), addrs, routes));
-    let mut nemesis = Nemesis::new(world.clone(), launcher.clone());
+    let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
-    let tasks: Vec<JoinHandle<()>> = clients
-        .iter()
-        .map(|&c| tokio::task::spawn_local(run_client(world.clone(), c)))
-        .collect();
+    for &c in &clients {
+        // A client crashed at 0 ms (by `strike_due`) starts only when the nemesis restarts it.
+        if !world.is_client_down(c) {
+            world.start_client(c);
+        }
+    }
     let mut nemesis = Some(tokio::task::spawn_local(nemesis.run()));
 
     // As in the simulation: the run ends when every client is done and the nemesis is through,
@@ -172,7 +248,9 @@ async fn execute(
                 Err(e) => panic!("the nemesis task was cancelled: {e}"),
             }
         }
-        let settled = clients.iter().all(|&c| world.is_finished(c));
+        let settled = clients
+            .iter()
+            .all(|&c| world.is_finished(c) || world.is_client_down(c));
         if (settled && nemesis.is_none()) || world.true_ns() >= limit_ns {
             break;
         }
@@ -181,8 +259,8 @@ async fn execute(
     if let Some(nemesis) = nemesis {
         nemesis.abort();
     }
-    for (&c, task) in clients.iter().zip(&tasks) {
-        if !world.is_finished(c) {
+    for &c in &clients {
+        if !world.is_finished(c) && !world.is_client_down(c) {
             let left = world.remaining(c);
             world.record(
                 c,
@@ -194,8 +272,8 @@ async fn execute(
                 },
             );
         }
-        task.abort();
     }
+    world.stop_clients();
 
     // Liveness: with every fault over and every client stopped, the lock must come free within
     // twice the TTL. Without the lock service (a majority of its servers down), there is none.

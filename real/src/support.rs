@@ -17,8 +17,9 @@ pub const ALGORITHMS: &[Algorithm] = &[
 ];
 
 /// The faults real mode carries out so far, for messages and help.
-pub const FAULTS: &str =
-    "pause (of a client or a server), crash and restart (of a server), partition";
+pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
+                          clock_jump and clock_drift (of a client, or of a Redis server), \
+                          partition";
 
 /// Checks that real mode runs `algorithm`.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
@@ -57,7 +58,13 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Pause { .. } => roles
                 .iter()
                 .all(|r| matches!(r, Role::Client | Role::Server)),
-            Fault::Crash { .. } | Fault::Restart { .. } => roles.iter().all(|r| *r == Role::Server),
+            Fault::Crash { .. } | Fault::Restart { .. } => roles
+                .iter()
+                .all(|r| matches!(r, Role::Client | Role::Server)),
+            // A server's clock is moved by the time-shift library, tried on redis-server only.
+            Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles.iter().all(|r| {
+                *r == Role::Client || (*r == Role::Server && scenario.algorithm.is_redis())
+            }),
             // Through the clients' proxies and their way to the resource (see `nemesis`).
             Fault::Partition { .. } => true,
             _ => false,
@@ -73,34 +80,106 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
     Ok(())
 }
 
+/// Checks that `scenario` can run against `endpoints` servers the user runs: one per server
+/// node, and no fault that needs the server's process (crash, restart, pause, clock), which
+/// lockcheck does not control there. Client faults stay real.
+pub fn check_endpoints(scenario: &Scenario, endpoints: usize) -> Result<(), RealError> {
+    let topology = scenario.topology();
+    let servers = topology.with_role(Role::Server);
+    if endpoints != servers.len() {
+        let names: Vec<&str> = servers.iter().map(|&n| topology.name(n)).collect();
+        return Err(RealError::Endpoints(format!(
+            "{endpoints} endpoint(s) given; {} runs on {} server(s): {}",
+            scenario.algorithm.name(),
+            servers.len(),
+            names.join(", ")
+        )));
+    }
+    for (i, fault) in scenario.faults.iter().enumerate() {
+        let on_server = fault
+            .nodes()
+            .iter()
+            .filter_map(|n| topology.index_of(n))
+            .any(|n| topology.role(n) == Role::Server);
+        let needs_process = matches!(
+            fault,
+            Fault::Crash { .. }
+                | Fault::Restart { .. }
+                | Fault::Pause { .. }
+                | Fault::ClockJump { .. }
+                | Fault::ClockDrift { .. }
+        );
+        if on_server && needs_process {
+            return Err(RealError::Endpoints(format!(
+                "faults[{i}] ({}: {}) needs the server's process, and lockcheck only connects to \
+                 servers given with --endpoints; drop the fault or let lockcheck start the servers",
+                fault.kind(),
+                fault.describe()
+            )));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn clock_jumps_and_client_crashes_are_refused_with_the_fault_named() {
+    fn message_delays_are_refused_with_the_fault_named() {
         let mut s = Scenario::new(Algorithm::SingleRedis);
         s.faults = vec![Fault::ClockJump {
             at_ms: 10,
             node: "redis-0".into(),
             by_ms: 5_000,
         }];
-        let e = check(&s).unwrap_err().to_string();
-        assert!(
-            e.contains("not supported in real mode yet") && e.contains("clock_jump"),
-            "{e}"
-        );
+        check(&s).expect("a Redis server's clock jump is real");
         s.faults = vec![Fault::Crash {
             at_ms: 10,
             node: "client-0".into(),
         }];
-        assert!(check(&s).is_err());
+        check(&s).expect("a client crash is real");
+        s.faults = vec![Fault::Delay {
+            at_ms: 10,
+            node: "client-0".into(),
+            extra_ms: 50,
+            for_ms: 100,
+        }];
+        let e = check(&s).unwrap_err().to_string();
+        assert!(
+            e.contains("not supported in real mode yet") && e.contains("delay"),
+            "{e}"
+        );
         s.faults = vec![Fault::Pause {
             at_ms: 10,
             node: "redis-0".into(),
             for_ms: 100,
         }];
         check(&s).expect("a server pause is real");
+    }
+
+    #[test]
+    fn endpoints_take_one_address_per_server_and_no_server_process_fault() {
+        let mut s = Scenario::new(Algorithm::Redlock);
+        s.params.nodes = Some(3);
+        let e = check_endpoints(&s, 1).unwrap_err().to_string();
+        assert!(e.contains("3 server(s): redis-0, redis-1, redis-2"), "{e}");
+        check_endpoints(&s, 3).expect("no faults");
+        s.faults = vec![Fault::Pause {
+            at_ms: 10,
+            node: "client-0".into(),
+            for_ms: 100,
+        }];
+        check_endpoints(&s, 3).expect("a client pause is the client's");
+        s.faults.push(Fault::Crash {
+            at_ms: 10,
+            node: "redis-1".into(),
+        });
+        let e = check_endpoints(&s, 3).unwrap_err().to_string();
+        assert!(
+            e.contains("faults[1] (crash") && e.contains("--endpoints"),
+            "{e}"
+        );
     }
 
     #[test]

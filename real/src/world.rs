@@ -8,12 +8,14 @@ use crate::gate::PauseGate;
 use crate::proxy::Link;
 use crate::recorder::Recorder;
 use crate::resource::Resource;
+use crate::timeshift::ClockShift;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::topology::{Role, Topology};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use tokio::task::JoinHandle;
 
 /// A run's shared state. One per run, shared by the client tasks, the nemesis and the runner
 /// (all on one thread).
@@ -35,12 +37,21 @@ pub struct RealWorld {
     pub gates: Vec<PauseGate>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<u32>>,
+    /// Per client: its clocks, which its `Env` reads and the nemesis moves.
+    pub clocks: Vec<Rc<RefCell<ClockShift>>>,
     /// Per server: crashed and not restarted.
     down: RefCell<Vec<bool>>,
     /// Per client: critical sections still to do.
     remaining: RefCell<Vec<u32>>,
     /// Per client: finished its workload.
     finished: RefCell<Vec<bool>>,
+    /// Per client: its running task (none while crashed, and before it starts).
+    tasks: RefCell<Vec<Option<JoinHandle<()>>>>,
+    /// Per client: crashed and not restarted.
+    clients_down: RefCell<Vec<bool>>,
+    /// Per client: how many times it was started; a restarted client is a new process, with new
+    /// randomness (new tokens, a new owner id).
+    incarnations: RefCell<Vec<u64>>,
 }
 
 impl RealWorld {
@@ -77,9 +88,13 @@ impl RealWorld {
             routes,
             links,
             resource_cuts: RefCell::new(vec![0; clients]),
+            clocks: (0..clients).map(|_| Rc::default()).collect(),
             down: RefCell::new(vec![false; servers.len()]),
             remaining: RefCell::new(vec![per_client; clients]),
             finished: RefCell::new(vec![false; clients]),
+            tasks: RefCell::new((0..clients).map(|_| None).collect()),
+            clients_down: RefCell::new(vec![false; clients]),
+            incarnations: RefCell::new(vec![0; clients]),
             servers,
             scenario,
         }
@@ -182,5 +197,44 @@ impl RealWorld {
     /// Whether client `client` finished its workload.
     pub fn is_finished(&self, client: usize) -> bool {
         self.finished.borrow()[client]
+    }
+
+    /// Starts client `client`'s workload as a new task (a new process: the next incarnation),
+    /// going on with the critical sections it has left.
+    pub fn start_client(self: &Rc<Self>, client: usize) {
+        self.incarnations.borrow_mut()[client] += 1;
+        self.clients_down.borrow_mut()[client] = false;
+        let task = tokio::task::spawn_local(crate::client::run_client(self.clone(), client));
+        self.tasks.borrow_mut()[client] = Some(task);
+    }
+
+    /// Kills client `client` (`kill -9` of a client process): its task is dropped at once, with
+    /// its connections, which the servers see closed; whatever it held, it holds no more in its
+    /// own view, and the servers keep until they notice.
+    pub fn crash_client(&self, client: usize) {
+        self.clients_down.borrow_mut()[client] = true;
+        if let Some(task) = self.tasks.borrow_mut()[client].take() {
+            task.abort();
+        }
+    }
+
+    /// Whether client `client` is crashed (and not restarted).
+    pub fn is_client_down(&self, client: usize) -> bool {
+        self.clients_down.borrow()[client]
+    }
+
+    /// Node `node`'s incarnation if it is a client: 1 for its first start, one more for each
+    /// restart; 0 for other nodes (the probe).
+    pub fn incarnation_of(&self, node: usize) -> u64 {
+        self.incarnations.borrow().get(node).copied().unwrap_or(0)
+    }
+
+    /// Stops every client task (at the end of the run).
+    pub fn stop_clients(&self) {
+        for task in self.tasks.borrow_mut().iter_mut() {
+            if let Some(task) = task.take() {
+                task.abort();
+            }
+        }
     }
 }

@@ -10,7 +10,7 @@ use lockcheck_real::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERV
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run, RealError, RealRun};
 use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::history::{Op, Phase};
+use lockcheck_sim::history::{KeyChange, Op, Phase};
 use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard, Once};
@@ -268,15 +268,166 @@ fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
 #[test]
 fn unsupported_faults_are_refused_before_anything_starts() {
     let mut s = Scenario::new(Algorithm::SingleRedis);
-    s.faults = vec![Fault::ClockJump {
+    s.faults = vec![Fault::Delay {
         at_ms: 100,
-        node: "redis-0".into(),
-        by_ms: 20_000,
+        node: "client-1".into(),
+        extra_ms: 50,
+        for_ms: 1_000,
     }];
     match run(&s) {
-        Err(RealError::Unsupported(why)) => assert!(why.contains("clock_jump"), "{why}"),
+        Err(RealError::Unsupported(why)) => assert!(why.contains("delay"), "{why}"),
         other => panic!("expected a refusal, got {other:?}"),
     }
+}
+
+/// The masters on which `token` was written, per the simulation's history of the same scenario
+/// (real mode does not observe the servers' keys).
+fn simulated_quorum(s: &Scenario, holder: &str) -> Vec<String> {
+    let outcome = lockcheck_sim::run(s);
+    let acquired = outcome.history.entries.iter().find_map(|e| match &e.op {
+        Op::Acquire {
+            token: Some(token), ..
+        } if e.node == holder => Some(token.clone()),
+        _ => None,
+    });
+    let token = acquired.expect("the holder acquired in the simulation");
+    outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.op, Op::Key { change: KeyChange::Set, value: Some(v), .. } if *v == token)
+        })
+        .map(|e| e.node.clone())
+        .collect()
+}
+
+fn redlock_story(profile: Profile) -> Scenario {
+    profile::scenario(Algorithm::Redlock, profile, &shape(3, 2_000)).unwrap()
+}
+
+#[test]
+fn a_forward_clock_jump_on_a_real_master_of_the_holders_quorum_breaks_redlock() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = redlock_story(Profile::ClockJump);
+    let Some(Fault::ClockJump { node, by_ms, .. }) = s.faults.last() else {
+        panic!("the story ends with a clock jump: {:?}", s.faults);
+    };
+    assert!(*by_ms > 0);
+    assert!(
+        simulated_quorum(&s, "client-0").contains(node),
+        "{node} is in client-0's quorum"
+    );
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn the_same_jump_backwards_leaves_redlock_safe() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = redlock_story(Profile::ClockJump);
+    if let Some(Fault::ClockJump { by_ms, .. }) = s.faults.last_mut() {
+        *by_ms = -*by_ms;
+    }
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 3, "every client had its section");
+}
+
+#[test]
+fn seed_002s_immediate_restart_without_persistence_breaks_real_redlock() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = redlock_story(Profile::Restart);
+    let real = run_real(&s);
+    assert_eq!(
+        real.server_pids.len(),
+        5,
+        "3 masters, 2 of them started again"
+    );
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        vec![ViolationKind::MutualExclusion]
+    );
+}
+
+#[test]
+fn seed_002s_restart_with_appendfsync_always_is_safe_for_real() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = redlock_story(Profile::Restart);
+    s.params.persistence = Some(Persistence::Always);
+    let real = run_real(&s);
+    assert_safe(&real);
+}
+
+#[test]
+fn a_holder_killed_inside_its_section_leaves_the_lock_to_expire_and_comes_back_as_a_new_process() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds the lock from ~0 ms for 1 s; it is killed at 400 ms (its key stays until
+    // the 2 s lease ends) and restarted at 600 ms. Two sections each: the one client-0 was in
+    // when it died counts as done (as in the simulation), so it comes back for its second.
+    let mut s = crash_while_held(Persistence::None);
+    s.workload.acquisitions_per_client = 2;
+    s.faults.truncate(1);
+    s.faults.push(Fault::Crash {
+        at_ms: 400,
+        node: "client-0".into(),
+    });
+    s.faults.push(Fault::Restart {
+        at_ms: 600,
+        node: "client-0".into(),
+    });
+    let real = run_real(&s);
+    assert_safe(&real);
+    let entries = &real.outcome.history.entries;
+    let entered: Vec<(&str, &str, u64)> = entries
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                client,
+                phase: Phase::Enter,
+                accepted: true,
+                token,
+                ..
+            } => Some((client.as_str(), token.as_str(), e.true_ns)),
+            _ => None,
+        })
+        .collect();
+    let by = |who: &str| entered.iter().filter(|(c, ..)| *c == who).count();
+    assert_eq!((by("client-0"), by("client-1")), (2, 2), "{entered:?}");
+    // Nobody entered between the kill and the end of the dead holder's 2 s lease.
+    assert!(
+        entered[1].2 >= 2_000_000_000,
+        "the next holder entered at {} ns, inside the dead holder's lease",
+        entered[1].2
+    );
+    // The restarted client is a new process with a new token, not mistaken for its former self.
+    let tokens: Vec<&str> = entered
+        .iter()
+        .filter(|(c, ..)| *c == "client-0")
+        .map(|(_, t, _)| *t)
+        .collect();
+    assert_ne!(tokens[0], tokens[1]);
 }
 
 #[test]

@@ -1,18 +1,24 @@
 //! Searching for violations: proptest generates fault schedules and workloads, runs each in the
 //! simulator, and shrinks the first failing case to a minimal one.
 //!
-//! The search is itself deterministic: proptest's generator is seeded from `--seed`, and each
-//! case carries its own madsim seed (which shrinking leaves alone), so the same command finds the
-//! same minimal counterexample on any machine. Nothing is read from the environment (proptest's
-//! `PROPTEST_*` variables are overridden).
+//! The search is itself deterministic: case `i` is drawn by proptest from a generator seeded with
+//! `--seed` and `i` alone, and carries its own madsim seed (which shrinking leaves alone), so the
+//! same command finds the same minimal counterexample on any machine. Because no case depends on
+//! another, cases run on parallel threads (`jobs`, each case in its own madsim runtime) and on
+//! separate machines (`shard`) without changing the result: the search reports the failing case
+//! of lowest index, and shrinks it alone, in order. Nothing is read from the environment
+//! (proptest's `PROPTEST_*` variables are overridden).
 
 use crate::runner::{run, Outcome};
 use crate::scenario::{Algorithm, Fault, Params, Scenario, Workload};
 use crate::topology::Role;
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use serde::{Deserialize, Serialize};
-use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// A family of faults to search over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -112,6 +118,62 @@ pub struct ExploreOptions {
     /// Count only safety violations (two holders, a lock freed under its holder): a search for
     /// what breaks mutual exclusion, past the liveness failures it would otherwise stop at.
     pub safety_only: bool,
+    /// Threads running cases at once (at least 1). Never changes the result.
+    pub jobs: usize,
+    /// This search's slice of the case space: shard `index` (0-based) of `count` takes the cases
+    /// whose index is `index` modulo `count`. Joined by lowest failing case, the shards' results
+    /// are the unsharded search's.
+    pub shard: Shard,
+}
+
+/// A slice of a search's case space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    /// Which slice, from 0.
+    pub index: u32,
+    /// How many slices.
+    pub count: u32,
+}
+
+impl Default for Shard {
+    /// The whole case space.
+    fn default() -> Self {
+        Shard { index: 0, count: 1 }
+    }
+}
+
+impl Shard {
+    /// Parses `I/N` (1-based, as people count: `1/2` and `2/2`).
+    pub fn parse(text: &str) -> Result<Shard, String> {
+        let bad = || format!("--shard '{text}': expected I/N with 1 ≤ I ≤ N, e.g. 1/4");
+        let (i, n) = text.split_once('/').ok_or_else(bad)?;
+        let (i, n): (u32, u32) = (
+            i.trim().parse().map_err(|_| bad())?,
+            n.trim().parse().map_err(|_| bad())?,
+        );
+        if n == 0 || i == 0 || i > n {
+            return Err(bad());
+        }
+        Ok(Shard {
+            index: i - 1,
+            count: n,
+        })
+    }
+
+    /// The global index of this shard's `slot`-th case.
+    fn case(self, slot: u32) -> u64 {
+        u64::from(slot) * u64::from(self.count) + u64::from(self.index)
+    }
+
+    /// How many of the first `cases` cases are this shard's.
+    fn slots(self, cases: u32) -> u32 {
+        let (cases, index, count) = (
+            u64::from(cases),
+            u64::from(self.index),
+            u64::from(self.count),
+        );
+        (cases.saturating_sub(index).div_ceil(count)) as u32
+    }
 }
 
 impl ExploreOptions {
@@ -126,6 +188,8 @@ impl ExploreOptions {
             max_drift: DEFAULT_MAX_DRIFT,
             max_partition_ms: None,
             safety_only: false,
+            jobs: 1,
+            shard: Shard::default(),
         }
     }
 }
@@ -156,7 +220,11 @@ pub struct Finding {
     pub outcome: Outcome,
     /// The first failing case, before shrinking.
     pub original: Scenario,
-    /// Cases run before the first failure (it included).
+    /// Its index in the case space (the same in every shard).
+    pub case_index: u64,
+    /// Simulated time covered by this search's cases up to the first failure (it included), in ns.
+    pub simulated_ns: u64,
+    /// Cases this search ran before the first failure (it included).
     pub cases: u32,
     /// Runs spent shrinking.
     pub shrink_runs: u32,
@@ -389,12 +457,6 @@ fn config(cases: u32) -> Config {
     }
 }
 
-fn rng(seed: u64) -> TestRng {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
-}
-
 /// Why a search could not be carried out.
 #[derive(Debug, thiserror::Error)]
 pub enum ExploreError {
@@ -407,10 +469,10 @@ pub enum ExploreError {
 }
 
 /// Searches for a violation; `progress(cases_run)` is called after every case until the first
-/// failure (shrinking runs are not counted as cases).
+/// failure (shrinking runs are not counted as cases), from the threads that run them.
 pub fn explore(
     options: &ExploreOptions,
-    progress: &dyn Fn(u32),
+    progress: &(dyn Fn(u32) + Sync),
 ) -> Result<Exploration, ExploreError> {
     if options.max_partition_ms == Some(0) {
         return Err(ExploreError::Invalid(
@@ -424,52 +486,141 @@ pub fn explore(
                 .into(),
         ));
     }
-    let mut runner = TestRunner::new_with_rng(config(options.cases), rng(options.seed));
-    let strategy = scenarios(options);
-    let cases = Cell::new(0u32);
-    let runs_at_failure = Cell::new(None::<u32>);
-    let simulated = Cell::new(0u64);
-    let first_failure = std::cell::RefCell::new(None::<Scenario>);
-    let result = runner.run(&strategy, |scenario| {
-        let outcome = run(&scenario);
-        let runs = cases.get() + 1;
-        cases.set(runs);
-        if runs_at_failure.get().is_none() {
-            progress(runs);
-            simulated
-                .set(simulated.get() + outcome.history.entries.last().map_or(0, |e| e.true_ns));
-        }
-        let counted = outcome
-            .violations
-            .iter()
-            .find(|v| !options.safety_only || v.kind.is_safety());
-        if let Some(violation) = counted {
-            if runs_at_failure.get().is_none() {
-                runs_at_failure.set(Some(runs));
-                *first_failure.borrow_mut() = Some(scenario.clone());
-            }
-            return Err(TestCaseError::fail(violation.story.clone()));
-        }
-        Ok(())
-    });
-    match result {
-        Ok(()) => Ok(Exploration::NotFound {
-            cases: cases.get(),
-            simulated_ns: simulated.get(),
-        }),
-        Err(TestError::Fail(_, scenario)) => {
-            let outcome = run(&scenario);
-            let found_at = runs_at_failure.get().unwrap_or(cases.get());
-            Ok(Exploration::Found(Box::new(Finding {
-                original: first_failure
-                    .into_inner()
-                    .unwrap_or_else(|| scenario.clone()),
-                scenario,
-                outcome,
-                cases: found_at,
-                shrink_runs: cases.get() - found_at,
-            })))
-        }
-        Err(TestError::Abort(reason)) => Err(ExploreError::Aborted(reason.to_string())),
+    if options.jobs == 0 {
+        return Err(ExploreError::Invalid("--jobs must be at least 1".into()));
     }
+    let shard = options.shard;
+    if shard.count == 0 || shard.index >= shard.count {
+        return Err(ExploreError::Invalid(format!(
+            "shard {} of {} does not exist",
+            shard.index + 1,
+            shard.count
+        )));
+    }
+    let slots = shard.slots(options.cases);
+    let next = AtomicU32::new(0);
+    let first_failure = AtomicU64::new(u64::MAX);
+    let done = AtomicU32::new(0);
+    let results: Mutex<BTreeMap<u64, (bool, u64)>> = Mutex::new(BTreeMap::new());
+    let aborted: Mutex<Option<String>> = Mutex::new(None);
+    let worker = || {
+        let strategy = scenarios(options);
+        loop {
+            let slot = next.fetch_add(1, Ordering::Relaxed);
+            if slot >= slots {
+                return;
+            }
+            let case = shard.case(slot);
+            // Slots are handed out in order: past the lowest failure, nothing can matter.
+            if case > first_failure.load(Ordering::Relaxed) {
+                return;
+            }
+            let scenario = match case_tree(&strategy, options.seed, case) {
+                Ok(tree) => tree.current(),
+                Err(reason) => {
+                    *aborted.lock().expect("no worker panics holding it") = Some(reason);
+                    first_failure.fetch_min(0, Ordering::Relaxed);
+                    return;
+                }
+            };
+            let outcome = run(&scenario);
+            let failed = counts(options, &outcome);
+            if failed {
+                first_failure.fetch_min(case, Ordering::Relaxed);
+            }
+            let simulated = outcome.history.entries.last().map_or(0, |e| e.true_ns);
+            results
+                .lock()
+                .expect("no worker panics holding it")
+                .insert(case, (failed, simulated));
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1);
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..options.jobs {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    if let Some(reason) = aborted.into_inner().expect("the workers are done") {
+        return Err(ExploreError::Aborted(reason));
+    }
+    let results = results.into_inner().expect("the workers are done");
+    let failure = results
+        .iter()
+        .find(|(_, (failed, _))| *failed)
+        .map(|(&c, _)| c);
+    let upto = failure.unwrap_or(u64::MAX);
+    let covered = results.range(..=upto);
+    let cases = covered.clone().count() as u32;
+    let simulated_ns = covered.map(|(_, (_, ns))| ns).sum();
+    let Some(case) = failure else {
+        return Ok(Exploration::NotFound {
+            cases,
+            simulated_ns,
+        });
+    };
+    let (original, scenario, shrink_runs) = shrink(options, case)?;
+    let outcome = run(&scenario);
+    Ok(Exploration::Found(Box::new(Finding {
+        original,
+        scenario,
+        outcome,
+        case_index: case,
+        simulated_ns,
+        cases,
+        shrink_runs,
+    })))
 }
+
+/// Whether `outcome` fails the search (with `safety_only`, only safety violations do).
+fn counts(options: &ExploreOptions, outcome: &Outcome) -> bool {
+    outcome
+        .violations
+        .iter()
+        .any(|v| !options.safety_only || v.kind.is_safety())
+}
+
+/// Case `case` of the search seeded `seed`: its value tree, drawn from a generator seeded with
+/// the two alone.
+fn case_tree(
+    strategy: &BoxedStrategy<Scenario>,
+    seed: u64,
+    case: u64,
+) -> Result<Box<dyn ValueTree<Value = Scenario>>, String> {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    bytes[8..16].copy_from_slice(&case.to_le_bytes());
+    let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &bytes);
+    let mut runner = TestRunner::new_with_rng(config(1), rng);
+    strategy.new_tree(&mut runner).map_err(|r| r.to_string())
+}
+
+/// Shrinks failing case `case` as proptest does (simplify while it fails, complicate when it
+/// passes, at most `MAX_SHRINK_RUNS` runs): the case as drawn, the smallest failing case found,
+/// and the runs spent.
+fn shrink(options: &ExploreOptions, case: u64) -> Result<(Scenario, Scenario, u32), ExploreError> {
+    let strategy = scenarios(options);
+    let mut tree = case_tree(&strategy, options.seed, case).map_err(ExploreError::Aborted)?;
+    let original = tree.current();
+    let mut smallest = original.clone();
+    let mut runs = 0;
+    if tree.simplify() {
+        while runs < MAX_SHRINK_RUNS {
+            runs += 1;
+            let candidate = tree.current();
+            if counts(options, &run(&candidate)) {
+                smallest = candidate;
+                if !tree.simplify() {
+                    break;
+                }
+            } else if !tree.complicate() {
+                break;
+            }
+        }
+    }
+    Ok((original, smallest, runs))
+}
+
+/// The most runs spent shrinking one failure.
+const MAX_SHRINK_RUNS: u32 = 2_048;

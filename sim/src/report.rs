@@ -66,6 +66,24 @@ pub struct Search {
     pub original: Scenario,
 }
 
+/// Where the reported run happened, which decides what replaying it means.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunWorld {
+    /// The simulator: the report replays byte for byte (`lockcheck replay`).
+    #[default]
+    Simulation,
+    /// Real servers (`lockcheck real`): the machine decided the interleaving, so the history is
+    /// not byte-replayable; the scenario is, in both worlds.
+    Real,
+}
+
+impl RunWorld {
+    fn is_simulation(&self) -> bool {
+        *self == RunWorld::Simulation
+    }
+}
+
 /// A report. Written as JSON; `scenario` is runnable as is (`lockcheck run`), and
 /// `lockcheck replay` checks that it still yields `history_hash`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -77,8 +95,11 @@ pub struct Report {
     pub verdict: Verdict,
     /// The verdict in one sentence.
     pub summary: String,
-    /// The command that replays this report.
+    /// The command that replays this report (for a real run: that reruns its scenario).
     pub replay_command: String,
+    /// Where the run happened; absent for the simulation.
+    #[serde(default, skip_serializing_if = "RunWorld::is_simulation")]
+    pub world: RunWorld,
     /// The simulator seed.
     pub seed: u64,
     /// The (minimal) fault schedule, for people.
@@ -126,6 +147,7 @@ impl Report {
             },
             summary,
             replay_command: String::new(),
+            world: RunWorld::Simulation,
             seed: scenario.seed,
             schedule: scenario.faults.iter().map(|f| f.describe()).collect(),
             violations: outcome.violations.clone(),
@@ -151,15 +173,39 @@ impl Report {
         report
     }
 
+    /// A report of one run against real servers: not byte-replayable, its scenario is.
+    pub fn of_real_run(scenario: &Scenario, outcome: &Outcome) -> Report {
+        Report {
+            world: RunWorld::Real,
+            ..Report::of_run(scenario, outcome)
+        }
+    }
+
     /// Writes the report as `DIR/NAME-HASH.json` and returns the path; sets `replay_command`.
+    /// A real run's scenario is written beside it (`DIR/NAME-HASH.scenario.json`), and its
+    /// command reruns that scenario against real servers.
     pub fn write(&mut self, dir: &Path, name: &str) -> Result<PathBuf, ReportError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
             move |source| ReportError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let path = dir.join(format!("{name}-{}.json", &self.history_hash[..8]));
-        self.replay_command = format!("lockcheck replay {}", path.display());
+        let stem = format!("{name}-{}", &self.history_hash[..8]);
+        let path = dir.join(format!("{stem}.json"));
+        self.replay_command = match self.world {
+            RunWorld::Simulation => format!("lockcheck replay {}", path.display()),
+            RunWorld::Real => {
+                let scenario = dir.join(format!("{stem}.scenario.json"));
+                let json =
+                    serde_json::to_string_pretty(&self.scenario).expect("a scenario serializes");
+                std::fs::write(&scenario, json + "\n").map_err(io(&scenario))?;
+                format!(
+                    "lockcheck real --scenario {} (a real run is not byte-replayable: this reruns \
+                     its scenario; `lockcheck run` simulates it)",
+                    scenario.display()
+                )
+            }
+        };
         let json = serde_json::to_string_pretty(self).expect("a report always serializes");
         std::fs::write(&path, json + "\n").map_err(io(&path))?;
         Ok(path)

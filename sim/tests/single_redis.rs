@@ -87,11 +87,18 @@ fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
         !released_before_pause,
         "the paused client still held the lock"
     );
+    // The pause pushed the holder's critical section past its validity: the section ends after
+    // acquired + validity, and the same case without the pause is safe.
     let remaining_ns = (acquired_ns + valid_ns).saturating_sub(pause_ns);
+    let work_left_ns =
+        (acquired_ns + finding.scenario.workload.hold_ms * 1_000_000).saturating_sub(pause_ns);
     assert!(
-        for_ms * 1_000_000 > remaining_ns,
-        "pause {for_ms} ms, validity left {remaining_ns} ns"
+        for_ms * 1_000_000 + work_left_ns > remaining_ns,
+        "pause {for_ms} ms + work left {work_left_ns} ns, validity left {remaining_ns} ns"
     );
+    let mut unpaused = finding.scenario.clone();
+    unpaused.faults.clear();
+    assert!(!run(&unpaused).violated(), "the pause is what breaks it");
     assert_eq!(&v.clients[0], node, "the paused client is the stale holder");
 
     // The report round-trips through JSON and replays to the identical history.

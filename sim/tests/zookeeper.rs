@@ -60,15 +60,19 @@ fn a_holder_paused_past_its_session_breaks_every_zookeeper_lock() {
         };
         let violation = &f.outcome.violations[0];
         assert_eq!(violation.kind, ViolationKind::MutualExclusion);
-        let [Fault::Pause {
-            at_ms,
-            node,
-            for_ms,
-        }] = f.scenario.faults.as_slice()
-        else {
-            panic!("not a single pause: {:?}", f.scenario.faults);
+        // Shrunk to pauses only, one of them the stale holder's (another client's pause may
+        // remain when it is what lets the holder in first).
+        assert!(f.scenario.faults.len() <= 2, "{:?}", f.scenario.faults);
+        let Some((at_ms, for_ms)) = f.scenario.faults.iter().find_map(|fault| match fault {
+            Fault::Pause {
+                at_ms,
+                node,
+                for_ms,
+            } if node == &violation.clients[0] => Some((at_ms, for_ms)),
+            _ => None,
+        }) else {
+            panic!("the stale holder was not paused: {:?}", f.scenario.faults);
         };
-        assert_eq!(node, &violation.clients[0], "the paused client held it");
         // The session timeout counts from the client's last ping, up to a third of the timeout
         // before the pause: the shrunk pause is at least the other two thirds.
         assert!(*for_ms >= timeout * 2 / 3, "{for_ms} ms");

@@ -15,6 +15,7 @@
 //! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
 //! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
 
+pub mod ledger;
 pub mod redis;
 pub mod zookeeper;
 
@@ -41,6 +42,11 @@ pub trait ServerKind {
     fn binary(&self) -> &'static str;
     /// The command that installs it.
     fn install(&self) -> &'static str;
+    /// A word of the server process's command line that tells it is this server (for the PID
+    /// ledger's check that none is left running). By default, the binary.
+    fn process_marker(&self) -> &'static str {
+        self.binary()
+    }
     /// Whether the server can be started here: its binary (and whatever else it needs, a jar)
     /// is installed. By default, the binary is on PATH.
     fn installed(&self) -> bool {
@@ -194,6 +200,11 @@ impl Launcher {
         }
     }
 
+    /// The run's temp dir (each server's directory is in it); removed when the launcher drops.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// The address of server `index`.
     pub fn addr(&self, index: usize) -> SocketAddr {
         SocketAddr::from(([127, 0, 0, 1], self.servers[index].port))
@@ -260,6 +271,7 @@ impl Launcher {
             )
         })?;
         tracing::debug!(server = %server.name, pid = child.id(), port = server.port, "started");
+        ledger::record(child.id(), server.kind.process_marker());
         let server = &mut self.servers[index];
         server.pids.push(child.id());
         server.child = Some(child);

@@ -416,6 +416,11 @@ impl Keyspace {
         now_ms: u64,
         effects: &mut Vec<KeyEffect>,
     ) -> Reply {
+        // Redis's parseExtendedStringArgumentsOrReply refuses NX with XX before anything else
+        // (found by the conformance test against redis-server).
+        if options.nx && options.xx {
+            return Reply::Error("ERR syntax error".into());
+        }
         let expires_at_ms = match options.px {
             None => None,
             Some(px) => match deadline_after(now_ms, px) {

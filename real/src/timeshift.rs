@@ -1,0 +1,373 @@
+//! Real clock faults: a server's clocks moved by a small library preloaded into it.
+//!
+//! `timeshift/timeshift.c` (in this crate) overrides `clock_gettime`, `gettimeofday` and `time`
+//! for the server it is preloaded into (`LD_PRELOAD`), reading the real clocks with raw syscalls
+//! and a shift from a file that [`ClockFile`] rewrites while the server runs. The model is the
+//! simulator's (`lockcheck_sim::clock`): a jump moves the wall clock only, a drift changes the rate
+//! of every clock, each change rebased at the moment it is made so that a rate change never moves
+//! a clock. libfaketime is not used: it deadlocks Debian's jemalloc-linked `redis-server` at
+//! start-up (its `dlsym` allocates, jemalloc's initialisation reads the clock); the library here
+//! allocates nothing and resolves nothing.
+//!
+//! The library is compiled once per process, with the system C compiler (`cc`, which building
+//! lockcheck needs anyway), into the temp dir under a name that carries the source's hash, so a
+//! changed source is never mistaken for an old build.
+//!
+//! The shift lives in a file, not in the server's memory, so it outlives a crash: a restarted
+//! server still runs on the wrong clock, as it would on a real machine whose clock is wrong.
+
+use crate::error::RealError;
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::OnceLock;
+
+/// The library's source.
+pub const SOURCE: &str = include_str!("../timeshift/timeshift.c");
+/// The C compiler that builds it.
+const COMPILER: &str = "cc";
+/// The variable that names the shift file to the library.
+pub const FILE_VAR: &str = "LOCKCHECK_TIMESHIFT";
+
+/// The compiled library's path, compiling it on first use.
+pub fn library() -> Result<PathBuf, RealError> {
+    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BUILT
+        .get_or_init(compile)
+        .clone()
+        .map_err(RealError::TimeShift)
+}
+
+fn compile() -> Result<PathBuf, String> {
+    // A stable hash of the source: the same build for the same source, across processes.
+    let mut hasher = DefaultHasher::new();
+    SOURCE.hash(&mut hasher);
+    let dir = std::env::temp_dir();
+    let lib = dir.join(format!("lockcheck-timeshift-{:016x}.so", hasher.finish()));
+    if lib.exists() {
+        return Ok(lib);
+    }
+    let pid = std::process::id();
+    let source = dir.join(format!("lockcheck-timeshift-{pid}.c"));
+    let partial = dir.join(format!("lockcheck-timeshift-{pid}.so.partial"));
+    std::fs::write(&source, SOURCE).map_err(|e| format!("{}: {e}", source.display()))?;
+    let output = Command::new(COMPILER)
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
+        .arg(&partial)
+        .arg(&source)
+        .output();
+    let _ = std::fs::remove_file(&source);
+    let output = output.map_err(|e| {
+        format!("cannot run the C compiler `{COMPILER}` to build the time-shift library: {e}")
+    })?;
+    if !output.status.success() {
+        let _ = std::fs::remove_file(&partial);
+        return Err(format!(
+            "`{COMPILER}` failed to build the time-shift library ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    // Another process may have built it meanwhile: a rename over it is atomic and harmless.
+    std::fs::rename(&partial, &lib).map_err(|e| format!("{}: {e}", lib.display()))?;
+    Ok(lib)
+}
+
+/// The shift file's layout, shared with `struct shift` in the C source.
+#[repr(C)]
+struct Shift {
+    seq: AtomicU64,
+    active: u64,
+    base_true_ns: i64,
+    wall_base_ns: i64,
+    mono_base_ns: i64,
+    rate: f64,
+}
+
+/// Clocks where they stood at the last change, and their rate since.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Clocks {
+    base_true_ns: i64,
+    wall_base_ns: i64,
+    mono_base_ns: i64,
+    rate: f64,
+}
+
+impl Clocks {
+    /// The shifted wall and monotonic clocks at true time `true_ns`.
+    fn at(&self, true_ns: i64) -> (i64, i64) {
+        let elapsed = ((true_ns - self.base_true_ns) as f64 * self.rate) as i64;
+        (self.wall_base_ns + elapsed, self.mono_base_ns + elapsed)
+    }
+
+    /// The same clocks, rebased at `true_ns`.
+    fn rebased(&self, true_ns: i64) -> Clocks {
+        let (wall, mono) = self.at(true_ns);
+        Clocks {
+            base_true_ns: true_ns,
+            wall_base_ns: wall,
+            mono_base_ns: mono,
+            rate: self.rate,
+        }
+    }
+}
+
+/// One node's clocks: the host's until the first change, then moved as the simulator moves a
+/// node's clocks. Servers read theirs through a [`ClockFile`]; a real client's `Env` reads its own
+/// directly.
+#[derive(Clone, Debug, Default)]
+pub struct ClockShift {
+    /// `None` until the first change: the host's clocks.
+    clocks: Option<Clocks>,
+}
+
+impl ClockShift {
+    /// Steps the wall clock by `by_ns` (negative: backwards) from now on.
+    pub fn jump(&mut self, by_ns: i64) {
+        let mut clocks = self.current(true_ns());
+        clocks.wall_base_ns += by_ns;
+        self.clocks = Some(clocks);
+    }
+
+    /// From now on every clock runs at `rate` × true time.
+    pub fn drift(&mut self, rate: f64) {
+        let mut clocks = self.current(true_ns());
+        clocks.rate = rate;
+        self.clocks = Some(clocks);
+    }
+
+    /// The wall clock now, in ns since the Unix epoch.
+    pub fn wall_ns(&self) -> i64 {
+        match self.clocks {
+            None => real_ns(libc::CLOCK_REALTIME),
+            Some(c) => c.at(true_ns()).0,
+        }
+    }
+
+    /// The monotonic clock now (`CLOCK_MONOTONIC`'s scale), in ns.
+    pub fn mono_ns(&self) -> i64 {
+        match self.clocks {
+            None => true_ns(),
+            Some(c) => c.at(true_ns()).1,
+        }
+    }
+
+    /// How fast the clocks run against true time.
+    pub fn rate(&self) -> f64 {
+        self.clocks.map_or(1.0, |c| c.rate)
+    }
+
+    /// How far the wall clock is from the host's now, in ns.
+    pub fn wall_offset_ns(&self) -> i64 {
+        self.wall_ns() - real_ns(libc::CLOCK_REALTIME)
+    }
+
+    /// The clocks as they read at `now`, rebased there.
+    fn current(&self, now: i64) -> Clocks {
+        match self.clocks {
+            Some(c) => c.rebased(now),
+            None => Clocks {
+                base_true_ns: now,
+                wall_base_ns: real_ns(libc::CLOCK_REALTIME),
+                mono_base_ns: now,
+                rate: 1.0,
+            },
+        }
+    }
+}
+
+/// The shift file of one server, mapped into memory for writing. The server maps it for
+/// reading and sees every change at once, under a sequence lock.
+pub struct ClockFile {
+    path: PathBuf,
+    map: *mut Shift,
+    shift: ClockShift,
+}
+
+impl ClockFile {
+    /// A new shift file at `path` that leaves the clocks alone until the first change.
+    pub fn create(path: &Path) -> Result<ClockFile, RealError> {
+        let io = |source| RealError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io)?;
+        let size = std::mem::size_of::<Shift>();
+        file.set_len(size as u64).map_err(io)?;
+        // SAFETY: a fresh shared mapping of a file of exactly `size` bytes, which we own; it is
+        // unmapped in Drop and never handed out.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        Ok(ClockFile {
+            path: path.to_path_buf(),
+            map: map.cast(),
+            shift: ClockShift::default(),
+        })
+    }
+
+    /// The environment a server needs to run on these clocks: the library preloaded, and told
+    /// where the file is.
+    pub fn env(&self, library: &Path) -> Vec<(OsString, OsString)> {
+        vec![
+            ("LD_PRELOAD".into(), library.into()),
+            (FILE_VAR.into(), self.path.clone().into()),
+        ]
+    }
+
+    /// Steps the server's wall clock by `by_ns` (negative: backwards) from now on.
+    pub fn jump(&mut self, by_ns: i64) {
+        self.shift.jump(by_ns);
+        self.publish();
+    }
+
+    /// From now on every clock of the server runs at `rate` × true time.
+    pub fn drift(&mut self, rate: f64) {
+        self.shift.drift(rate);
+        self.publish();
+    }
+
+    /// The server's clocks, as it reads them.
+    pub fn shift(&self) -> &ClockShift {
+        &self.shift
+    }
+
+    fn publish(&mut self) {
+        let Some(clocks) = self.shift.clocks else {
+            return;
+        };
+        // SAFETY: `map` is our live mapping of a whole `Shift`; the only other party reads it
+        // under the sequence lock below (odd `seq`: being written).
+        unsafe {
+            let shift = &*self.map;
+            let seq = shift.seq.load(Ordering::Relaxed);
+            shift.seq.store(seq + 1, Ordering::Relaxed);
+            fence(Ordering::Release);
+            std::ptr::write_volatile(&raw mut (*self.map).active, 1);
+            std::ptr::write_volatile(&raw mut (*self.map).base_true_ns, clocks.base_true_ns);
+            std::ptr::write_volatile(&raw mut (*self.map).wall_base_ns, clocks.wall_base_ns);
+            std::ptr::write_volatile(&raw mut (*self.map).mono_base_ns, clocks.mono_base_ns);
+            std::ptr::write_volatile(&raw mut (*self.map).rate, clocks.rate);
+            shift.seq.store(seq + 2, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for ClockFile {
+    fn drop(&mut self) {
+        // SAFETY: unmaps the mapping made in `create`, exactly once.
+        unsafe {
+            libc::munmap(self.map.cast(), std::mem::size_of::<Shift>());
+        }
+    }
+}
+
+/// True time: this process's (unshifted) `CLOCK_MONOTONIC`, the library's reference.
+fn true_ns() -> i64 {
+    real_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn real_ns(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small C program that prints its wall and monotonic clocks in ns, run with the library.
+    fn probe(dir: &Path, file: &ClockFile) -> (i64, i64) {
+        let probe = dir.join("probe");
+        if !probe.exists() {
+            let source = dir.join("probe.c");
+            std::fs::write(
+                &source,
+                "#include <stdio.h>\n#include <time.h>\n#include <sys/time.h>\n\
+                 int main(void){struct timeval tv; struct timespec m;\n\
+                 gettimeofday(&tv, 0); clock_gettime(CLOCK_MONOTONIC, &m);\n\
+                 printf(\"%lld %lld\\n\", (long long)tv.tv_sec*1000000000LL+tv.tv_usec*1000LL,\n\
+                 (long long)m.tv_sec*1000000000LL+m.tv_nsec); return 0;}\n",
+            )
+            .unwrap();
+            let status = Command::new(COMPILER)
+                .arg("-o")
+                .arg(&probe)
+                .arg(&source)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let out = Command::new(&probe)
+            .envs(file.env(&library().unwrap()))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let v: Vec<i64> = text
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        (v[0], v[1])
+    }
+
+    #[test]
+    fn a_jump_moves_the_wall_clock_only_and_a_drift_changes_the_rate() {
+        let dir =
+            std::env::temp_dir().join(format!("lockcheck-timeshift-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut file = ClockFile::create(&dir.join("clock")).unwrap();
+        const HOUR: i64 = 3_600_000_000_000;
+
+        // Untouched: the real clocks (the probe's wall clock within an hour of ours).
+        let (wall, _) = probe(&dir, &file);
+        assert!((wall - real_ns(libc::CLOCK_REALTIME)).abs() < HOUR);
+
+        // Ten hours forward: the wall clock is ahead by about that, the monotonic one is not.
+        file.jump(10 * HOUR);
+        let (wall, mono) = probe(&dir, &file);
+        let ahead = wall - real_ns(libc::CLOCK_REALTIME);
+        assert!(ahead > 9 * HOUR && ahead < 11 * HOUR, "{ahead}");
+        assert!(
+            (mono - true_ns()).abs() < HOUR,
+            "the monotonic clock jumped"
+        );
+        assert_eq!(
+            (file.shift().wall_offset_ns() as f64 / HOUR as f64).round(),
+            10.0
+        );
+
+        // A rate of 1000: after a real 20 ms, the monotonic clock has moved on by 20 s or so,
+        // at least 10 s (the rate only speeds it up, whatever the machine's pace).
+        file.drift(1000.0);
+        let (_, before) = probe(&dir, &file);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let (_, after) = probe(&dir, &file);
+        assert!(after - before >= 10_000_000_000, "{}", after - before);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
