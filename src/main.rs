@@ -144,29 +144,29 @@ enum Command {
     },
     /// Run the same algorithm code against real servers, with real faults.
     ///
-    /// lockcheck starts the servers itself (redis-server or ZooKeeper, on 127.0.0.1 ports, each in
-    /// a temp dir), or connects to yours (--endpoints), runs the clients and the protected
-    /// resource in this process on real time, with every client reaching every server through a
-    /// TCP proxy of its own, carries out the faults for real (a client pause freezes the client
-    /// and its network; a server pause is SIGSTOP/SIGCONT; a crash is kill -9; a restart starts
-    /// the server again on its port and directory; a partition blackholes the proxies across it;
-    /// a server's clock is moved by a small LD_PRELOAD library lockcheck compiles with cc),
-    /// checks the history with the simulator's checker, and stops every server it started, also
-    /// on Ctrl-C.
+    /// lockcheck starts the servers itself (redis-server from PATH, ZooKeeper from Debian's jars,
+    /// on 127.0.0.1 ports, each in a temp dir), or connects to yours (--endpoints), runs the
+    /// clients and the protected resource in this process on real time, with every client
+    /// reaching every server through a TCP proxy of its own, carries out the faults for real (a
+    /// client pause freezes the client and its network; a server pause is SIGSTOP/SIGCONT; a
+    /// crash is kill -9; a restart starts the server again on its port and directory; a
+    /// partition blackholes the proxies across it; a server's clock is moved by a small
+    /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
+    /// checker, and stops every server it started, also on Ctrl-C.
     ///
-    /// Supported so far: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
-    /// zk-herd and zk-rwlock; pauses, crashes and restarts of clients and servers, partitions,
-    /// clock jumps and drifts of clients and Redis servers. A real run is not byte-replayable
-    /// (the machine decides the interleaving); its scenario is, here and in the simulation
-    /// (`lockcheck run FILE`).
+    /// Supported so far: the Redis locks (single-redis, redlock, redis-reentrant, redis-fair)
+    /// and the ZooKeeper locks (zk-sequential, zk-herd, zk-rwlock); pauses of clients and
+    /// servers, crashes and restarts of servers, partitions, clock jumps and drifts of clients
+    /// and Redis servers. A real run is not byte-replayable (the machine decides the
+    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
 lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \
 lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
-lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
+lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
-Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server binary missing \
+Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
 (apt-get install redis-server / zookeeper), a server that would not start or an endpoint that \
 does not answer, 130 = interrupted (every server started was stopped).")]
     Real {
@@ -176,9 +176,9 @@ does not answer, 130 = interrupted (every server started was stopped).")]
         /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
         /// first holder is paused inside its critical section until its lease has surely ended,
         /// while the others wait); `partition` (ZooKeeper locks: the first holder is cut off as
-        /// long, and keeps working); `clock-jump` (Redis locks: a server holding the first
-        /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters);
-        /// `restart` (that server is killed and restarted empty at once; Redlock: seed 002's).
+        /// long, and keeps working); `clock-jump` (a server holding the first holder's key jumps
+        /// 2 × TTL forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is
+        /// killed and restarted empty at once; Redlock: seed 002's story).
         #[arg(
             long,
             value_name = "F",
@@ -443,13 +443,8 @@ fn real_cmd(
     report_dir: Option<&Path>,
 ) -> anyhow::Result<u8> {
     lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
-    let kind = if scenario.algorithm.is_zookeeper() {
-        "ZooKeeper"
-    } else {
-        "redis-server"
-    };
     let against = match servers {
-        Servers::Launched => format!("real {kind} lockcheck starts"),
+        Servers::Launched => "servers lockcheck starts".to_string(),
         Servers::Endpoints(e) => e
             .iter()
             .map(SocketAddr::to_string)

@@ -333,6 +333,10 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "not supported in real mode yet",
         ),
         (
+            vec!["--algorithm", "single-redis", "--faults", "partition"],
+            "ZooKeeper locks",
+        ),
+        (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
             "unknown fault profile 'clock-drift'",
         ),
@@ -363,10 +367,6 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         (
             vec!["--algorithm", "single-redis", "--endpoints", "127.0.0.1:1"],
             "nothing answers at 127.0.0.1:1",
-        ),
-        (
-            vec!["--algorithm", "single-redis", "--faults", "partition"],
-            "ZooKeeper locks",
         ),
         (
             vec![

@@ -51,9 +51,6 @@ pub enum RealError {
         /// Why.
         source: std::io::Error,
     },
-    /// The time-shift library (for clock faults) could not be built.
-    #[error("clock faults: {0}")]
-    TimeShift(String),
     /// A client's proxy to a server could not be started.
     #[error("proxy to {upstream}: {source}")]
     Proxy {
@@ -62,6 +59,9 @@ pub enum RealError {
         /// Why.
         source: std::io::Error,
     },
+    /// The time-shift library (for clock faults) could not be built.
+    #[error("clock faults: {0}")]
+    TimeShift(String),
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),

@@ -1,43 +1,46 @@
 //! Ready-made scenarios for `lockcheck real --faults F`: a fault profile as one concrete story,
 //! timed from the lease so that its verdict does not hang on the machine's timing.
 //!
-//! The lease `L` is the TTL of a Redis lock and the session timeout of a ZooKeeper lock (which
-//! has no TTL: its node lives as long as the holder's session).
+//! The lease (TTL below) is the TTL of a Redis lock and the session timeout of a ZooKeeper lock
+//! (which has no TTL: its node lives as long as the holder's session).
 //!
 //! A real run cannot search fault schedules the way `explore` does (each case takes real seconds),
-//! so each profile is the one schedule that tells its story. In each, `client-0` gets the lock
-//! first: every other client is held back (paused) for the first L/10.
+//! so each profile is the one schedule that tells its story:
 //!
-//! - `none`: the clients contend for the lock, each holding it for L/4, with no fault. Any
-//!   violation is a bug.
-//! - `pause`: the holder is paused past its lease. Redis: at L/5, inside its critical section
-//!   (it works for L/2), `client-0` is paused until 1.25 × L: the lease ends at L on the server,
-//!   another client takes the lock and enters, and `client-0` wakes up and touches the resource
-//!   while that client is still inside (it works for L/2 as well). The retry delay is L/10 at
-//!   most, so the next client is in well before `client-0` wakes.
-//!   ZooKeeper: the server ends a silent session between L and L plus one tick (2 s) after it
-//!   last heard from the client, which was at L/5 at the latest; the next client in the queue is
-//!   woken by its watch on the holder's node at once. So `client-0` is paused from L/5 until
-//!   `free + L/4`, where `free = L/5 + L + tick` is the latest the lock can come free, and
-//!   everyone works for as long as it takes the next holder (in from L on) to still be inside
-//!   when `client-0` wakes: `free + L/4 − L + L/4`.
+//! - `none`: the clients contend for the lock, each holding it for a quarter of the TTL, with no
+//!   fault. Any violation is a bug.
+//! - `pause`: the holder is paused past its lease. `client-0` gets the lock first: every other
+//!   client is held back (paused) for the first TTL/10. At TTL/5, inside its critical section
+//!   (it works for TTL/2), `client-0` is paused for 1.05 × TTL, until 1.25 × TTL: the lease ends at
+//!   TTL on the server, another client takes the lock and enters, and `client-0` wakes up and
+//!   touches the resource while that client is still inside (it works for TTL/2 as well).
+//!   The retry delay is TTL/10 at most, so the next client is in well before `client-0` wakes.
+//!   ZooKeeper: the server ends a silent session between its timeout and a tick (2 s) later,
+//!   counted from when it last heard from the client, which was at TTL/5 at the latest; the next
+//!   client in the queue is woken by its watch on the holder's node at once. So `client-0` is
+//!   paused from TTL/5 until `free + TTL/4`, where `free = TTL/5 + TTL + tick` is the latest the
+//!   lock can come free, and everyone works for as long as it takes the next holder (in from TTL
+//!   on) to still be inside when `client-0` wakes: `free + TTL/4 − TTL + TTL/4`.
 //! - `partition` (ZooKeeper locks): the holder is cut off from everything (its server and the
-//!   resource) at L/5 until `free + L/4`, and keeps working without knowing: it works L/4 past
-//!   the heal, so its last access reaches the resource after the heal, while the next holder, in
-//!   since the session expired, is still inside. A Redis lock has no such story: its holder must
-//!   finish within its TTL, so a holder cut off past its lease has no access left that could
-//!   arrive after the heal (a scenario file can still cut any link).
+//!   resource) at TTL/5 until `free + TTL/4`, and keeps working without knowing: it works TTL/4
+//!   past the heal, so its last access reaches the resource after the heal, while the next
+//!   holder, in since the session expired, is still inside. A Redis lock has no such story: its
+//!   holder must finish within its TTL, so a holder cut off past its lease has no access left
+//!   that could arrive after the heal (a scenario file can still cut any link).
 //! - `clock-jump` (Redis locks): the wall clock of a server that holds `client-0`'s key jumps
-//!   forward by 2 × L at 3 L/10, while `client-0` works (until 3 L/4); the server expires the
-//!   key at once, and another client takes the lock. For Redlock (3 masters) this is
+//!   forward by 2 × TTL at 3 TTL/10, while `client-0` works (until 3 TTL/4); the server expires
+//!   the key at once, and another client takes the lock. For Redlock (3 masters) this is
 //!   Kleppmann's story: `redis-2` is down while `client-0` acquires (crashed at 0, restarted
-//!   empty at L/5), so `client-0`'s quorum is `redis-0` + `redis-1`; `redis-1`'s clock jumps,
+//!   empty at TTL/5), so `client-0`'s quorum is `redis-0` + `redis-1`; `redis-1`'s clock jumps,
 //!   and the next client's quorum is `redis-1` + `redis-2`.
 //! - `restart` (Redis locks, no persistence): a server that holds `client-0`'s key is killed and
-//!   started again at once, empty, at 3 L/10. For Redlock (3 masters) this is seed 002's story:
-//!   `redis-0` is down while `client-0` acquires (crashed at 0, restarted at L/5), so its quorum
-//!   is `redis-1` + `redis-2`; `redis-1` restarts empty, and the next client's quorum is
+//!   started again at once, empty, at 3 TTL/10. For Redlock (3 masters) this is seed 002's
+//!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its
+//!   quorum is `redis-1` + `redis-2`; `redis-1` restarts empty, and the next client's quorum is
 //!   `redis-0` + `redis-1`.
+//!
+//! In each story but `none`, `client-0` takes the lock first: every other client is held back
+//! (paused) for the first TTL/10.
 
 use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
 use lockcheck_sim::zookeeper::model::DEFAULT_TICK_TIME_MS;
@@ -85,9 +88,9 @@ impl Profile {
 /// The size of a run built from a profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Shape {
-    /// Clients, `client-0` … (the pause and partition stories need at least 2).
+    /// Clients, `client-0` … (the pause story needs at least 2).
     pub clients: u32,
-    /// The lock's lease in ms: its TTL, or for ZooKeeper the session timeout.
+    /// The lock's TTL in ms.
     pub ttl_ms: u64,
     /// Clients stop acquiring after this long, in ms.
     pub duration_ms: u64,
@@ -122,14 +125,42 @@ impl Shape {
     }
 }
 
-/// The latest time after the start at which the lock of a holder that went silent at L/5 comes
-/// free (before the next holder enters), in ms.
+/// The latest time after the start at which the lock of a holder that went silent at TTL/5
+/// comes free (before the next holder enters), in ms.
 fn free_by(algorithm: Algorithm, lease: u64, retry_delay: u64) -> u64 {
     if algorithm.is_zookeeper() {
         lease / 5 + lease + DEFAULT_TICK_TIME_MS
     } else {
         lease + retry_delay
     }
+}
+
+/// One critical section per client, `hold_ms` long.
+fn story_workload(hold_ms: u64) -> Workload {
+    Workload {
+        acquisitions_per_client: 1,
+        hold_ms,
+        think_ms: 100,
+        ..Workload::default()
+    }
+}
+
+/// Every client but `client-0` paused for the first TTL/10, so that `client-0` holds the lock
+/// first; a story needs at least one other client to take the lock meanwhile.
+fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioError> {
+    if shape.clients < 2 {
+        return Err(ScenarioError::Invalid(format!(
+            "clients: the {story} story needs at least 2 clients (one to hold the lock, one to \
+             take it meanwhile)"
+        )));
+    }
+    Ok((1..shape.clients)
+        .map(|c| Fault::Pause {
+            at_ms: 0,
+            node: format!("client-{c}"),
+            for_ms: (shape.ttl_ms / 10).max(1),
+        })
+        .collect())
 }
 
 /// The scenario telling `profile`'s story for `algorithm` at `shape`, validated.
@@ -150,24 +181,6 @@ pub fn scenario(
     }
     s.params.nodes = shape.nodes;
     s.params.retry_delay_ms = (ttl / 10).clamp(1, 200);
-    let held_back = |s: &mut Scenario| {
-        s.faults = (1..shape.clients)
-            .map(|c| Fault::Pause {
-                at_ms: 0,
-                node: format!("client-{c}"),
-                for_ms: (ttl / 10).max(1),
-            })
-            .collect();
-    };
-    let needs_two = |story: &str| {
-        if shape.clients < 2 {
-            return Err(ScenarioError::Invalid(format!(
-                "clients: the {story} story needs at least 2 clients (one to {story}, one to take \
-                 the lock meanwhile)"
-            )));
-        }
-        Ok(())
-    };
     let free = free_by(algorithm, ttl, s.params.retry_delay_ms);
     match profile {
         Profile::None => {
@@ -179,20 +192,14 @@ pub fn scenario(
             };
         }
         Profile::Pause => {
-            needs_two("pause")?;
             let (wake, hold) = if algorithm.is_zookeeper() {
                 let wake = free + ttl / 4;
                 (wake, wake - ttl + ttl / 4)
             } else {
                 (ttl * 5 / 4, ttl / 2)
             };
-            s.workload = Workload {
-                acquisitions_per_client: 1,
-                hold_ms: hold,
-                think_ms: 100,
-                ..Workload::default()
-            };
-            held_back(&mut s);
+            s.workload = story_workload(hold);
+            s.faults = hold_back_others(shape, "pause")?;
             s.faults.push(Fault::Pause {
                 at_ms: ttl / 5,
                 node: "client-0".into(),
@@ -200,7 +207,6 @@ pub fn scenario(
             });
         }
         Profile::Partition => {
-            needs_two("partition")?;
             if !algorithm.is_zookeeper() {
                 return Err(ScenarioError::Invalid(format!(
                     "the partition story is told for the ZooKeeper locks: a {} holder works \
@@ -210,13 +216,8 @@ pub fn scenario(
                 )));
             }
             let heal = free + ttl / 4;
-            s.workload = Workload {
-                acquisitions_per_client: 1,
-                hold_ms: heal + ttl / 4,
-                think_ms: 100,
-                ..Workload::default()
-            };
-            held_back(&mut s);
+            s.workload = story_workload(heal + ttl / 4);
+            s.faults = hold_back_others(shape, "partition")?;
             s.faults.push(Fault::Partition {
                 at_ms: ttl / 5,
                 isolate: vec!["client-0".into()],
@@ -225,20 +226,14 @@ pub fn scenario(
         }
         Profile::ClockJump | Profile::Restart => {
             let story = profile.name();
-            needs_two(story)?;
             if !algorithm.is_redis() {
                 return Err(ScenarioError::Invalid(format!(
                     "the {story} story is told for the Redis locks (not {})",
                     algorithm.name()
                 )));
             }
-            s.workload = Workload {
-                acquisitions_per_client: 1,
-                hold_ms: ttl * 3 / 4,
-                think_ms: 100,
-                ..Workload::default()
-            };
-            held_back(&mut s);
+            s.workload = story_workload(ttl * 3 / 4);
+            s.faults = hold_back_others(shape, story)?;
             // The server that loses client-0's key, and for Redlock the one that is down while
             // client-0 acquires (so that it is empty for the next client).
             let (victim, absent) = if algorithm == Algorithm::Redlock {
@@ -311,6 +306,17 @@ mod tests {
     }
 
     #[test]
+    fn the_redlock_stories_need_three_masters_and_a_redis_lock() {
+        let mut shape = Shape::default();
+        let s = scenario(Algorithm::Redlock, Profile::ClockJump, &shape).unwrap();
+        assert_eq!(s.params.nodes, Some(3));
+        shape.nodes = Some(5);
+        assert!(scenario(Algorithm::Redlock, Profile::Restart, &shape).is_err());
+        let e = scenario(Algorithm::MysqlRow, Profile::ClockJump, &Shape::default()).unwrap_err();
+        assert!(e.to_string().contains("Redis"), "{e}");
+    }
+
+    #[test]
     fn a_zookeeper_holder_wakes_after_its_session_can_have_ended_and_inside_the_next_section() {
         let shape = Shape::for_algorithm(Algorithm::ZkSequential);
         let s = scenario(Algorithm::ZkSequential, Profile::Pause, &shape).unwrap();
@@ -356,17 +362,6 @@ mod tests {
             // …while the next holder (in between the lease and `free`) is still inside.
             assert!(free < s.workload.hold_ms && s.workload.hold_ms < lease + s.workload.hold_ms);
         }
-    }
-
-    #[test]
-    fn the_redlock_stories_need_three_masters_and_a_redis_lock() {
-        let mut shape = Shape::default();
-        let s = scenario(Algorithm::Redlock, Profile::ClockJump, &shape).unwrap();
-        assert_eq!(s.params.nodes, Some(3));
-        shape.nodes = Some(5);
-        assert!(scenario(Algorithm::Redlock, Profile::Restart, &shape).is_err());
-        let e = scenario(Algorithm::MysqlRow, Profile::ClockJump, &Shape::default()).unwrap_err();
-        assert!(e.to_string().contains("Redis"), "{e}");
     }
 
     #[test]

@@ -204,9 +204,9 @@ async fn execute(
     // Every client reaches every server through a proxy of its own, so that a fault can act on
     // one link (a partition) or on all of one client's links (its pause). The proxies live until
     // the end of this function; dropping them ends their tasks.
-    let client_nodes = topology.with_role(Role::Client);
+    let clients = topology.with_role(Role::Client);
     let mut proxies: Vec<Vec<Proxy>> = Vec::new();
-    for _ in &client_nodes {
+    for _ in &clients {
         let mut to_servers = Vec::new();
         for &upstream in &addrs {
             let proxy = Proxy::start(upstream)
@@ -226,7 +226,6 @@ async fn execute(
     let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
-    let clients = topology.with_role(Role::Client);
     for &c in &clients {
         // A client crashed at 0 ms (by `strike_due`) starts only when the nemesis restarts it.
         if !world.is_client_down(c) {

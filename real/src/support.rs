@@ -17,8 +17,9 @@ pub const ALGORITHMS: &[Algorithm] = &[
 ];
 
 /// The faults real mode carries out so far, for messages and help.
-pub const FAULTS: &str = "pause, crash and restart (of a client or a server), partition, \
-                          clock_jump and clock_drift (of a client, or of a Redis server)";
+pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
+                          clock_jump and clock_drift (of a client, or of a Redis server), \
+                          partition";
 
 /// Checks that real mode runs `algorithm`.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {

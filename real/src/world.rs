@@ -35,10 +35,10 @@ pub struct RealWorld {
     pub links: Vec<Vec<Link>>,
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
-    /// Per client: its clocks, which its `Env` reads and the nemesis moves.
-    pub clocks: Vec<Rc<RefCell<ClockShift>>>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<u32>>,
+    /// Per client: its clocks, which its `Env` reads and the nemesis moves.
+    pub clocks: Vec<Rc<RefCell<ClockShift>>>,
     /// Per server: crashed and not restarted.
     down: RefCell<Vec<bool>>,
     /// Per client: critical sections still to do.
@@ -85,10 +85,10 @@ impl RealWorld {
             recorder,
             resource,
             gates,
-            clocks: (0..clients).map(|_| Rc::default()).collect(),
             routes,
             links,
             resource_cuts: RefCell::new(vec![0; clients]),
+            clocks: (0..clients).map(|_| Rc::default()).collect(),
             down: RefCell::new(vec![false; servers.len()]),
             remaining: RefCell::new(vec![per_client; clients]),
             finished: RefCell::new(vec![false; clients]),

@@ -25,7 +25,8 @@
 //!   is handed out only while the gate is open. The crate's own task (its pings) does not pass the
 //!   gate: a paused client's network is frozen by its proxies instead (see [`crate::gate`]).
 //!
-//! Every task of the store ends when it is dropped, and dropping it closes its session.
+//! Every task of the store ends when it is dropped, and dropping it closes its connection; the
+//! session is left to expire on the server, as a killed client process leaves it.
 
 use crate::gate::PauseGate;
 use lockcheck_algorithms::zookeeper::store::{
@@ -155,7 +156,11 @@ impl RealZk {
         let connector = zk::Client::connector()
             .with_session_timeout(self.session_timeout)
             // One try, not a cycle until the session timeout: the next request tries again.
-            .with_fail_eagerly();
+            .with_fail_eagerly()
+            // Dropping the store closes its connection but not its session, which the server
+            // then expires: what a killed client process leaves behind (a client crash drops
+            // its store), and what the simulated client, which never closes its session, does.
+            .with_detached();
         let addr = self.addr.to_string();
         self.shared.spawn(async move {
             match connector.connect(&addr).await {
@@ -301,6 +306,8 @@ impl Drop for RealZk {
         for task in self.shared.tasks.borrow_mut().drain(..) {
             task.abort();
         }
+        // The crate's session is detached: its connection closes, the session stays until the
+        // server expires it.
         *self.shared.link.borrow_mut() = Link::Closed;
     }
 }

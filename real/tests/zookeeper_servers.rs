@@ -427,3 +427,62 @@ fn watches_fire_as_notices_of_the_session_that_left_them() {
         );
     });
 }
+
+#[test]
+fn a_crashed_holder_keeps_its_zk_lock_until_the_server_expires_its_session() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 takes the lock and is killed a second later: its process is gone without
+    // closing its session, so its node stays until the server expires the session, at least a
+    // session timeout after the crash; only then does client-1 get in.
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.params.session_timeout_ms = SESSION_MS;
+    s.clients = 2;
+    s.duration_ms = 20_000;
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 3_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    let crash_ms = 1_000;
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Crash {
+            at_ms: crash_ms,
+            node: "client-0".into(),
+        },
+    ];
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    let entered: Vec<(String, u64)> = real
+        .outcome
+        .history
+        .entries
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                phase: Phase::Enter,
+                accepted: true,
+                client,
+                ..
+            } => Some((client.clone(), e.true_ns)),
+            _ => None,
+        })
+        .collect();
+    let client_1 = entered
+        .iter()
+        .find(|(c, _)| c == "client-1")
+        .unwrap_or_else(|| panic!("client-1 got the lock in the end: {entered:?}"));
+    assert!(
+        client_1.1 >= (crash_ms + SESSION_MS) * 1_000_000,
+        "client-1 entered before the crashed holder's session could expire: {entered:?}"
+    );
+}

@@ -42,6 +42,11 @@ pub trait ServerKind {
     fn binary(&self) -> &'static str;
     /// The command that installs it.
     fn install(&self) -> &'static str;
+    /// A word of the server process's command line that tells it is this server (for the PID
+    /// ledger's check that none is left running). By default, the binary.
+    fn process_marker(&self) -> &'static str {
+        self.binary()
+    }
     /// Whether the server can be started here: its binary (and whatever else it needs, a jar)
     /// is installed. By default, the binary is on PATH.
     fn installed(&self) -> bool {
@@ -266,7 +271,7 @@ impl Launcher {
             )
         })?;
         tracing::debug!(server = %server.name, pid = child.id(), port = server.port, "started");
-        ledger::record(child.id(), server.kind.binary());
+        ledger::record(child.id(), server.kind.process_marker());
         let server = &mut self.servers[index];
         server.pids.push(child.id());
         server.child = Some(child);

@@ -24,6 +24,8 @@ const LOGGING_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-log4j12.jar",
     "/usr/share/java/log4j-1.2.jar",
 ];
+/// The class the JVM runs: a standalone server.
+pub const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 /// The server's log, in its directory.
 const LOG_FILE: &str = "zookeeper.log";
 
@@ -82,6 +84,11 @@ impl ServerKind for ZooKeeper {
         ZOOKEEPER_INSTALL
     }
 
+    /// The JVM's command line names the server's main class.
+    fn process_marker(&self) -> &'static str {
+        MAIN_CLASS
+    }
+
     /// Java on PATH and the server's jar where Debian puts it.
     fn installed(&self) -> bool {
         find_on_path(JAVA).is_some() && Path::new(ZOOKEEPER_JAR).is_file()
@@ -135,7 +142,7 @@ impl ServerKind for ZooKeeper {
             ))
             .arg("-cp")
             .arg(Self::classpath())
-            .arg("org.apache.zookeeper.server.ZooKeeperServerMain")
+            .arg(MAIN_CLASS)
             .arg(dir.join("zoo.cfg"));
         command
     }
