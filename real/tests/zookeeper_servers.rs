@@ -11,6 +11,7 @@ use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::RealRun;
 use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::history::{Op, Phase};
 use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, Workload};
 
 /// The session timeout of every story: the shortest the server grants (two ticks), so that a
