@@ -1,12 +1,17 @@
 //! Which real server each algorithm runs against.
 
-use crate::launcher::{Redis, ServerKind};
+use crate::error::RealError;
+use crate::launcher::{MariaDb, Redis, ServerKind};
 use lockcheck_sim::scenario::Scenario;
 
-/// The kind of server node `name` of `scenario` is, with the scenario's settings for it.
-pub fn server_kind(scenario: &Scenario, name: &str) -> Box<dyn ServerKind> {
+/// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
+/// error when the server cannot honour a setting (MariaDB's timeouts are whole seconds).
+pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind>, RealError> {
     let algorithm = scenario.algorithm;
-    Box::new(Redis {
+    if algorithm.is_mysql() {
+        return Ok(Box::new(MariaDb::of(scenario, name)?));
+    }
+    Ok(Box::new(Redis {
         persistence: scenario.params.persistence_of(algorithm, name),
-    })
+    }))
 }

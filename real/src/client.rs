@@ -4,9 +4,9 @@
 
 use crate::env::RealEnv;
 use crate::gate::PauseGate;
+use crate::mysql_store::RealMysql;
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
-use lockcheck_algorithms::mysql::store::{Reply, SqlStore, Statement};
 use lockcheck_algorithms::zookeeper::store::{
     CreateMode, SessionId, SessionState, Stat, ZkError, ZkNotice, ZkStore,
 };
@@ -25,13 +25,16 @@ use std::time::Duration;
 pub struct RealStores {
     servers: Vec<SocketAddr>,
     timeout: Duration,
+    /// MySQL: how long a statement may wait on the server for a row lock
+    /// (`innodb_lock_wait_timeout`), on top of `timeout`.
+    lock_wait: Duration,
     gate: PauseGate,
 }
 
 impl Stores for RealStores {
     type Redis = RealRedis;
     type Zk = NotYetReal;
-    type Sql = NotYetReal;
+    type Sql = RealMysql;
 
     fn redis_primary(&self) -> RealRedis {
         RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
@@ -48,8 +51,13 @@ impl Stores for RealStores {
         unreachable!("support::check refuses the ZooKeeper algorithms before a run starts")
     }
 
-    fn mysql(&self) -> NotYetReal {
-        unreachable!("support::check refuses the MySQL algorithms before a run starts")
+    fn mysql(&self) -> RealMysql {
+        RealMysql::new(
+            self.servers[0],
+            self.timeout,
+            self.lock_wait,
+            self.gate.clone(),
+        )
     }
 }
 
@@ -86,12 +94,6 @@ impl ZkStore for NotYetReal {
         match *self {}
     }
     fn session_id(&self) -> Option<SessionId> {
-        match *self {}
-    }
-}
-
-impl SqlStore for NotYetReal {
-    async fn execute(&self, _: Statement) -> Result<Reply, StoreError> {
         match *self {}
     }
 }
@@ -137,6 +139,7 @@ impl Client {
         let stores = RealStores {
             servers: world.servers.clone(),
             timeout: Duration::from_millis(world.scenario.params.request_timeout_ms),
+            lock_wait: Duration::from_millis(world.scenario.params.lock_wait_timeout_ms()),
             gate: gate.clone(),
         };
         Client {

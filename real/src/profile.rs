@@ -12,6 +12,15 @@
 //!   TTL on the server, another client takes the lock and enters, and `client-0` wakes up and
 //!   touches the resource while that client is still inside (it works for TTL/2 as well).
 //!   The retry delay is TTL/10 at most, so the next client is in well before `client-0` wakes.
+//!
+//! The "TTL" of a story is the time after which the server ends a lock its holder no longer
+//! talks about: the lease (`ttl_ms`) of the Redis locks and of `mysql-row`, and for
+//! `mysql-for-update-held` the server's `wait_timeout` (`wait_timeout_ms`): the holder's
+//! connection sits idle from its acquisition, so the server closes it, rolls its transaction back
+//! and hands the row to the waiter whose `SELECT … FOR UPDATE` has been blocked on it — the
+//! holder's pause of 1.05 × TTL from TTL/5 keeps its connection idle past that. `mysql-unique` has
+//! no lease at all: its stories run with the TTL only as their time scale (and the pause, which
+//! nothing expires, breaks nothing).
 
 use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, ScenarioError, Workload};
 
@@ -49,7 +58,8 @@ impl Profile {
 pub struct Shape {
     /// Clients, `client-0` … (the pause story needs at least 2).
     pub clients: u32,
-    /// The lock's TTL in ms.
+    /// The lock's TTL in ms: its lease, or for `mysql-for-update-held` the server's
+    /// `wait_timeout` (a whole number of seconds against a real MariaDB).
     pub ttl_ms: u64,
     /// Clients stop acquiring after this long, in ms.
     pub duration_ms: u64,
@@ -83,7 +93,12 @@ pub fn scenario(
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;
     s.seed = shape.seed;
-    s.params.ttl_ms = Some(ttl);
+    match algorithm {
+        Algorithm::MysqlForUpdateHeld => s.params.wait_timeout_ms = Some(ttl),
+        // No lease: the TTL is only the story's time scale.
+        Algorithm::MysqlUnique => {}
+        _ => s.params.ttl_ms = Some(ttl),
+    }
     s.params.nodes = shape.nodes;
     s.params.retry_delay_ms = (ttl / 10).clamp(1, 200);
     match profile {
@@ -143,6 +158,31 @@ mod tests {
         let next_enters_by = ttl + s.params.retry_delay_ms;
         let next_leaves_after = ttl + s.workload.hold_ms;
         assert!(next_enters_by < wakes && wakes < next_leaves_after);
+    }
+
+    #[test]
+    fn the_mysql_stories_use_the_servers_own_timeout_as_their_ttl() {
+        for algorithm in [
+            Algorithm::MysqlRow,
+            Algorithm::MysqlUnique,
+            Algorithm::MysqlForUpdateHeld,
+        ] {
+            for &(profile, _) in Profile::ALL {
+                let s = scenario(algorithm, profile, &Shape::default()).unwrap();
+                assert_eq!(
+                    s.algorithm.lease_ms(&s.params) == 2_000,
+                    algorithm != Algorithm::MysqlUnique
+                );
+            }
+        }
+        let s = scenario(
+            Algorithm::MysqlForUpdateHeld,
+            Profile::Pause,
+            &Shape::default(),
+        )
+        .unwrap();
+        assert_eq!(s.params.wait_timeout_ms, Some(2_000));
+        assert_eq!(s.params.ttl_ms, None);
     }
 
     #[test]

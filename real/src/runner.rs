@@ -39,7 +39,7 @@ const POLL: Duration = Duration::from_millis(20);
 /// Runs `scenario` against real servers and checks it.
 ///
 /// Refuses, before starting anything, a scenario that is invalid or asks for what real mode cannot
-/// do yet ([`support::check`]), and fails when `redis-server` is not on PATH. Every server it
+/// do yet ([`support::check`]), and fails when its server binary is not installed. Every server it
 /// started is stopped before it returns, whatever the outcome, and on Ctrl-C
 /// ([`RealError::Interrupted`]).
 pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
@@ -77,7 +77,7 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
     support::check(scenario)?;
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
-        let kind = server_kind(scenario, topology.name(node));
+        let kind = server_kind(scenario, topology.name(node))?;
         if !kind.installed() {
             return Err(RealError::MissingBinary {
                 binary: kind.binary(),
@@ -109,7 +109,7 @@ async fn execute(
         let name = topology.name(node);
         let index = launcher
             .borrow_mut()
-            .add(name, server_kind(scenario, name), Vec::new())?;
+            .add(name, server_kind(scenario, name)?, Vec::new())?;
         servers.push(index);
     }
     for &index in &servers {

@@ -11,6 +11,9 @@ pub const ALGORITHMS: &[Algorithm] = &[
     Algorithm::Redlock,
     Algorithm::RedisReentrant,
     Algorithm::RedisFair,
+    Algorithm::MysqlRow,
+    Algorithm::MysqlUnique,
+    Algorithm::MysqlForUpdateHeld,
 ];
 
 /// The faults real mode carries out so far, for messages and help.
@@ -25,7 +28,7 @@ pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
     Err(RealError::Unsupported(format!(
         "algorithm {}: real mode runs {} so far",
         algorithm.name(),
-        names.join(" and ")
+        names.join(", ")
     )))
 }
 

@@ -4,7 +4,7 @@
 //! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
 //! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
 //! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
-//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`] so far.
+//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`] and [`mariadb::MariaDb`] so far.
 //!
 //! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
 //! binary again on the same port and directory (so what the server persisted is read back), a
@@ -15,6 +15,7 @@
 //! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
 //! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
 
+pub mod mariadb;
 pub mod redis;
 
 use crate::error::RealError;
@@ -30,6 +31,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use self::mariadb::{MariaDb, MARIADBD, MARIADB_INSTALL};
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
 
 /// A kind of server: how to start it and how to tell it is ready. The launcher does the rest
