@@ -1,17 +1,22 @@
 //! Which real server each algorithm runs against.
 
-use crate::launcher::{Redis, ServerKind, ZooKeeper};
+use crate::error::RealError;
+use crate::launcher::{MariaDb, Redis, ServerKind, ZooKeeper};
 use lockcheck_sim::scenario::Scenario;
 
-/// The kind of server node `name` of `scenario` is, with the scenario's settings for it.
-pub fn server_kind(scenario: &Scenario, name: &str) -> Box<dyn ServerKind> {
+/// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
+/// error when the server cannot honour a setting (MariaDB's timeouts are whole seconds).
+pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind>, RealError> {
     let algorithm = scenario.algorithm;
     if algorithm.is_zookeeper() {
-        return Box::new(ZooKeeper {
+        return Ok(Box::new(ZooKeeper {
             session_timeout_ms: scenario.params.session_timeout_ms,
-        });
+        }));
     }
-    Box::new(Redis {
+    if algorithm.is_mysql() {
+        return Ok(Box::new(MariaDb::of(scenario, name)?));
+    }
+    Ok(Box::new(Redis {
         persistence: scenario.params.persistence_of(algorithm, name),
-    })
+    }))
 }

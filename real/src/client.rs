@@ -4,11 +4,11 @@
 
 use crate::env::RealEnv;
 use crate::gate::PauseGate;
+use crate::mysql_store::RealMysql;
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
 use crate::zk_store::RealZk;
-use lockcheck_algorithms::mysql::store::{Reply, SqlStore, Statement};
-use lockcheck_algorithms::{Env, Guard, LockError, LockEvent, StoreError};
+use lockcheck_algorithms::{Env, Guard, LockError, LockEvent};
 use lockcheck_sim::client::ACCESS_TIMEOUT;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::lock::{AnyLock, Stores};
@@ -26,13 +26,16 @@ pub struct RealStores {
     servers: Vec<SocketAddr>,
     timeout: Duration,
     session_timeout: Duration,
+    /// MySQL: how long a statement may wait on the server for a row lock
+    /// (`innodb_lock_wait_timeout`), on top of `timeout`.
+    lock_wait: Duration,
     gate: PauseGate,
 }
 
 impl Stores for RealStores {
     type Redis = RealRedis;
     type Zk = RealZk;
-    type Sql = NotYetReal;
+    type Sql = RealMysql;
 
     fn redis_primary(&self) -> RealRedis {
         RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
@@ -54,18 +57,13 @@ impl Stores for RealStores {
         )
     }
 
-    fn mysql(&self) -> NotYetReal {
-        unreachable!("support::check refuses the MySQL algorithms before a run starts")
-    }
-}
-
-/// The store of a backend real mode has no client for yet (MySQL): a type with no values, so the
-/// algorithms over it type-check and can never run ([`crate::support::check`] refuses them).
-pub enum NotYetReal {}
-
-impl SqlStore for NotYetReal {
-    async fn execute(&self, _: Statement) -> Result<Reply, StoreError> {
-        match *self {}
+    fn mysql(&self) -> RealMysql {
+        RealMysql::new(
+            self.servers[0],
+            self.timeout,
+            self.lock_wait,
+            self.gate.clone(),
+        )
     }
 }
 
@@ -120,6 +118,7 @@ impl Client {
             servers: world.servers_for(me),
             timeout: Duration::from_millis(params.request_timeout_ms),
             session_timeout: Duration::from_millis(params.session_timeout_ms),
+            lock_wait: Duration::from_millis(params.lock_wait_timeout_ms()),
             gate: gate.clone(),
         };
         Client {

@@ -67,6 +67,7 @@ pub mod env;
 pub mod error;
 pub mod gate;
 pub mod launcher;
+pub mod mysql_store;
 pub mod nemesis;
 pub mod profile;
 pub mod proxy;

@@ -41,6 +41,15 @@
 //!
 //! In each story but `none`, `client-0` takes the lock first: every other client is held back
 //! (paused) for the first TTL/10.
+//!
+//! The "TTL" of a story is the time after which the server ends a lock its holder no longer
+//! talks about: the lease (`ttl_ms`) of the Redis locks and of `mysql-row`, and for
+//! `mysql-for-update-held` the server's `wait_timeout` (`wait_timeout_ms`): the holder's
+//! connection sits idle from its acquisition, so the server closes it, rolls its transaction back
+//! and hands the row to the waiter whose `SELECT … FOR UPDATE` has been blocked on it — the
+//! holder's pause of 1.05 × TTL from TTL/5 keeps its connection idle past that. `mysql-unique` has
+//! no lease at all: its stories run with the TTL only as their time scale (and the pause, which
+//! nothing expires, breaks nothing).
 
 use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
 use lockcheck_sim::zookeeper::model::DEFAULT_TICK_TIME_MS;
@@ -90,7 +99,8 @@ impl Profile {
 pub struct Shape {
     /// Clients, `client-0` … (the pause story needs at least 2).
     pub clients: u32,
-    /// The lock's TTL in ms.
+    /// The lock's TTL in ms: its lease, or for `mysql-for-update-held` the server's
+    /// `wait_timeout` (a whole number of seconds against a real MariaDB).
     pub ttl_ms: u64,
     /// Clients stop acquiring after this long, in ms.
     pub duration_ms: u64,
@@ -174,10 +184,12 @@ pub fn scenario(
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;
     s.seed = shape.seed;
-    if algorithm.is_zookeeper() {
-        s.params.session_timeout_ms = ttl;
-    } else {
-        s.params.ttl_ms = Some(ttl);
+    match algorithm {
+        a if a.is_zookeeper() => s.params.session_timeout_ms = ttl,
+        Algorithm::MysqlForUpdateHeld => s.params.wait_timeout_ms = Some(ttl),
+        // No lease: the TTL is only the story's time scale.
+        Algorithm::MysqlUnique => {}
+        _ => s.params.ttl_ms = Some(ttl),
     }
     s.params.nodes = shape.nodes;
     s.params.retry_delay_ms = (ttl / 10).clamp(1, 200);
@@ -362,6 +374,31 @@ mod tests {
             // …while the next holder (in between the lease and `free`) is still inside.
             assert!(free < s.workload.hold_ms && s.workload.hold_ms < lease + s.workload.hold_ms);
         }
+    }
+
+    #[test]
+    fn the_mysql_stories_use_the_servers_own_timeout_as_their_ttl() {
+        for algorithm in [
+            Algorithm::MysqlRow,
+            Algorithm::MysqlUnique,
+            Algorithm::MysqlForUpdateHeld,
+        ] {
+            for profile in [Profile::None, Profile::Pause] {
+                let s = scenario(algorithm, profile, &Shape::default()).unwrap();
+                assert_eq!(
+                    s.algorithm.lease_ms(&s.params) == 2_000,
+                    algorithm != Algorithm::MysqlUnique
+                );
+            }
+        }
+        let s = scenario(
+            Algorithm::MysqlForUpdateHeld,
+            Profile::Pause,
+            &Shape::default(),
+        )
+        .unwrap();
+        assert_eq!(s.params.wait_timeout_ms, Some(2_000));
+        assert_eq!(s.params.ttl_ms, None);
     }
 
     #[test]

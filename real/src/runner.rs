@@ -109,7 +109,7 @@ pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealEr
     }
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
-        let kind = server_kind(scenario, topology.name(node));
+        let kind = server_kind(scenario, topology.name(node))?;
         if !kind.installed() {
             return Err(RealError::MissingBinary {
                 binary: kind.binary(),
@@ -143,7 +143,7 @@ async fn launch(
         }
         let index = launcher
             .borrow_mut()
-            .add(name, server_kind(scenario, name), env)?;
+            .add(name, server_kind(scenario, name)?, env)?;
         servers.push(index);
     }
     for &index in &servers {
@@ -190,7 +190,7 @@ async fn execute(
         Servers::Endpoints(endpoints) => {
             for (&node, &addr) in server_nodes.iter().zip(endpoints) {
                 let name = topology.name(node);
-                if !server_kind(scenario, name).ready(addr).await {
+                if !server_kind(scenario, name)?.ready(addr).await {
                     return Err(RealError::Unreachable {
                         server: name.to_string(),
                         addr,

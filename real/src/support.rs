@@ -14,6 +14,9 @@ pub const ALGORITHMS: &[Algorithm] = &[
     Algorithm::ZkSequential,
     Algorithm::ZkHerd,
     Algorithm::ZkRwLock,
+    Algorithm::MysqlRow,
+    Algorithm::MysqlUnique,
+    Algorithm::MysqlForUpdateHeld,
 ];
 
 /// The faults real mode carries out so far, for messages and help.
@@ -183,7 +186,7 @@ mod tests {
     }
 
     #[test]
-    fn zookeeper_locks_and_partitions_are_real() {
+    fn every_algorithm_and_partitions_are_real() {
         let mut s = Scenario::new(Algorithm::ZkSequential);
         s.faults = vec![Fault::Partition {
             at_ms: 10,
@@ -191,10 +194,8 @@ mod tests {
             for_ms: 100,
         }];
         check(&s).expect("zk-sequential with a partition");
-        check(&Scenario::new(Algorithm::ZkRwLock)).expect("zk-rwlock");
-        let e = check(&Scenario::new(Algorithm::MysqlRow))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("mysql-row") && e.contains("zk-herd"), "{e}");
+        for &algorithm in Algorithm::ALL {
+            check(&Scenario::new(algorithm)).expect(algorithm.name());
+        }
     }
 }

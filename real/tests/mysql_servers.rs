@@ -1,0 +1,266 @@
+//! The MySQL locks against a real MariaDB server that lockcheck starts itself, each test a story
+//! with the verdict it must reach, which is also the simulation's verdict for the same scenario
+//! (every run is checked against it). Only verdicts are asserted, never timings: the stories are
+//! timed from the server's own timeouts with margins of hundreds of milliseconds.
+//!
+//! Without MariaDB installed these tests print one line saying how to install it and pass,
+//! except under CI (`CI=true`), where they fail: CI must install it (`.ci/run` does).
+
+use lockcheck_algorithms::mysql::{Outcome, Statement};
+use lockcheck_real::launcher::{Launcher, MariaDb, ServerKind, MARIADBD};
+use lockcheck_real::mysql_store::Session;
+use lockcheck_real::profile::{self, Profile, Shape};
+use lockcheck_real::{run, RealError, RealRun};
+use lockcheck_sim::checker::ViolationKind;
+use lockcheck_sim::mysql::FlushPolicy;
+use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
+use std::cell::RefCell;
+
+mod common;
+
+use common::{assert_safe, kinds, one_at_a_time, sections};
+
+/// Whether MariaDB is installed (mariadbd and mariadb-install-db, in /usr/sbin too); see
+/// [`common::installed`].
+fn mariadb_installed() -> bool {
+    let kind = MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0")
+        .expect("the default settings are whole seconds");
+    common::installed(&kind)
+}
+
+/// Whether `pid` is a live mariadbd.
+fn mariadbd_alive(pid: u32) -> bool {
+    common::alive(pid, MARIADBD)
+}
+
+/// [`common::run_real`] for MariaDB.
+fn run_real(scenario: &Scenario) -> RealRun {
+    common::run_real(scenario, MARIADBD)
+}
+
+/// `clients` clients, the story's TTL (the lease, or for mysql-for-update-held the server's
+/// `wait_timeout`) 2 s: a whole number of seconds, as MariaDB counts it.
+fn shape(clients: u32) -> Shape {
+    Shape {
+        clients,
+        ttl_ms: 2_000,
+        ..Shape::default()
+    }
+}
+
+fn three_clients_without_faults(algorithm: Algorithm) {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(algorithm, Profile::None, &shape(3)).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(real.server_pids.len(), 1);
+    assert_eq!(
+        sections(&real),
+        9,
+        "every client did its 3 critical sections"
+    );
+}
+
+#[test]
+fn three_clients_without_faults_never_share_mysql_row() {
+    three_clients_without_faults(Algorithm::MysqlRow);
+}
+
+#[test]
+fn three_clients_without_faults_never_share_mysql_unique() {
+    three_clients_without_faults(Algorithm::MysqlUnique);
+}
+
+#[test]
+fn three_clients_without_faults_never_share_mysql_for_update_held() {
+    three_clients_without_faults(Algorithm::MysqlForUpdateHeld);
+}
+
+#[test]
+fn a_holder_paused_past_wait_timeout_loses_the_transaction_held_lock_as_in_the_simulation() {
+    // client-0 holds the row lock of its open transaction; paused from 0.4 s to 2.5 s, its
+    // connection sits idle past wait_timeout (2 s): the server closes it, rolls back, and the
+    // SELECT … FOR UPDATE that client-1 has had waiting since 0.2 s gets the row. client-0 wakes
+    // inside client-1's critical section.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(Algorithm::MysqlForUpdateHeld, Profile::Pause, &shape(3)).unwrap();
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn fencing_turns_the_holder_whose_connection_timed_out_away_at_the_real_resource() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s =
+        profile::scenario(Algorithm::MysqlForUpdateHeld, Profile::Pause, &shape(2)).unwrap();
+    s.params.fencing = true;
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert!(
+        real.outcome
+            .stale_accesses
+            .iter()
+            .any(|a| a.client == "client-0"),
+        "the stale holder was rejected: {:?}",
+        real.outcome.stale_accesses
+    );
+}
+
+/// client-0 takes the lock (client-1 is held back for 200 ms) and works for 1 s; at 400 ms
+/// mysql-0 is killed and restarted at once, with `persistence` for its commits.
+fn crash_while_held(algorithm: Algorithm, persistence: Persistence) -> Scenario {
+    let mut s = Scenario::new(algorithm);
+    s.params.persistence = Some(persistence);
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 1_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.duration_ms = 20_000;
+    let mysql = || "mysql-0".to_string();
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 200,
+        },
+        Fault::Crash {
+            at_ms: 400,
+            node: mysql(),
+        },
+        Fault::Restart {
+            at_ms: 400,
+            node: mysql(),
+        },
+    ];
+    s.validate().unwrap();
+    s
+}
+
+#[test]
+fn crash_and_immediate_restart_with_durable_commits_never_breaks_mysql_row() {
+    // The lock is a committed row: InnoDB's recovery brings it back, so client-1 finds it held
+    // and waits for client-0's release (which reconnects after the restart).
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let real = run_real(&crash_while_held(Algorithm::MysqlRow, Persistence::Always));
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_safe(&real);
+    assert_eq!(sections(&real), 2);
+}
+
+#[test]
+fn a_server_restart_rolls_back_the_transaction_held_lock_under_its_holder() {
+    // The crash under mysql-for-update-held: recovery rolls client-0's open transaction back,
+    // and client-1, which asks only after the restart, gets the row while client-0 still works.
+    // (client-1 must not be waiting for the row when the server dies: its blocked statement
+    // would fail at once on the real connection, reset by the kill, while the simulated crashed
+    // server swallows it until the client's timeout, innodb_lock_wait_timeout later: a
+    // difference of the simulated network, not of the server.)
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = crash_while_held(Algorithm::MysqlForUpdateHeld, Persistence::Always);
+    s.workload.hold_ms = 2_000;
+    s.faults[0] = Fault::Pause {
+        at_ms: 0,
+        node: "client-1".into(),
+        for_ms: 600,
+    };
+    let real = run_real(&s);
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        vec![ViolationKind::MutualExclusion]
+    );
+}
+
+#[test]
+fn timeouts_that_are_not_whole_seconds_are_refused_before_anything_starts() {
+    let mut s = Scenario::new(Algorithm::MysqlForUpdateHeld);
+    s.params.wait_timeout_ms = Some(1_500);
+    match run(&s) {
+        Err(RealError::Unsupported(why)) => {
+            assert!(why.contains("wait_timeout_ms = 1500"), "{why}")
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_killed_server_recovers_its_commits_on_restart_and_a_dropped_launcher_leaves_none_running() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let kind = || {
+        Box::new(MariaDb {
+            wait_timeout_s: 60,
+            lock_wait_timeout_s: 5,
+            flush: FlushPolicy::AtCommit,
+        }) as Box<dyn ServerKind>
+    };
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let index = launcher
+        .borrow_mut()
+        .add("mysql-0", kind(), Vec::new())
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let addr = launcher.borrow().addr(index);
+    let row = runtime.block_on(async {
+        Launcher::until_ready(&launcher, index).await.unwrap();
+        let mut session = Session::open(addr).await.unwrap();
+        let insert = Statement::Insert {
+            resource: "kept".into(),
+            locker: "client-0".into(),
+            count: 1,
+            version: 7,
+        };
+        assert_eq!(
+            session.execute(&insert).await.unwrap(),
+            Ok(Outcome::Done { affected: 1 })
+        );
+        // kill -9 right after the commit's reply: innodb_flush_log_at_trx_commit=1 kept it.
+        launcher.borrow_mut().respawn(index).unwrap();
+        Launcher::until_ready(&launcher, index).await.unwrap();
+        let mut session = Session::open(addr).await.unwrap();
+        let select = Statement::SelectForUpdate {
+            resource: "kept".into(),
+        };
+        session.execute(&select).await.unwrap()
+    });
+    match row {
+        Ok(Outcome::Row(Some(row))) => {
+            assert_eq!((row.locker.as_str(), row.version), ("client-0", 7))
+        }
+        other => panic!("the committed row was lost: {other:?}"),
+    }
+    let pids = launcher.borrow().started_pids();
+    assert_eq!(pids.len(), 2);
+    assert!(mariadbd_alive(pids[1]));
+    drop(runtime);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !mariadbd_alive(pid)), "{pids:?}");
+}
