@@ -114,6 +114,22 @@ fn redlock_on_three_real_masters_without_faults_is_safe() {
     assert_eq!(sections(&real), 9);
 }
 
+/// Redisson's two locks (the hash lock with its owner count, and the fair queue) on a real
+/// server, three clients, no fault: nobody shares the lock and every section is done.
+#[test]
+fn three_clients_without_faults_never_share_the_redisson_locks() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    for algorithm in [Algorithm::RedisReentrant, Algorithm::RedisFair] {
+        let s = profile::scenario(algorithm, Profile::None, &shape(3, 1_000)).unwrap();
+        let real = run_real(&s);
+        assert_safe(&real);
+        assert_eq!(sections(&real), 9, "{}", algorithm.name());
+    }
+}
+
 /// client-0 takes the lock (client-1 is held back for 200 ms) and works for 1 s; at 400 ms
 /// redis-0 is killed and restarted at once.
 fn crash_while_held(persistence: Persistence) -> Scenario {
