@@ -295,7 +295,8 @@ pub enum SqlError {
     /// is undone and the transaction goes on.
     #[error("ERROR 1062 (23000): Duplicate entry '{entry}' for key '{key}'")]
     DuplicateEntry {
-        /// The duplicate value (the server cuts it to 192 characters).
+        /// The duplicate value as the message prints it: longer than 64 bytes, MariaDB cuts it
+        /// to its first 61 bytes and `...`.
         entry: String,
         /// The key's name.
         key: String,

@@ -807,7 +807,7 @@ impl MysqlModel {
                 ..
             } => match current {
                 Some(_) => Err(SqlError::DuplicateEntry {
-                    entry: name.chars().take(192).collect(),
+                    entry: duplicate_entry(&name),
                     key: UNIQUE_KEY.to_owned(),
                 }),
                 None => {
@@ -843,7 +843,7 @@ impl MysqlModel {
                 locker, version, ..
             } => {
                 let changed = current.map(|row| claimed(row, locker, *version, wall_ms));
-                self.update(conn, &name, changed)
+                self.update_locker(conn, &name, locker, changed)
             }
             Statement::TakeOver {
                 locker,
@@ -856,7 +856,7 @@ impl MysqlModel {
                 let changed = current
                     .filter(|row| expired_before.is_some_and(|t| row.update_time_ms < t))
                     .map(|row| claimed(row, locker, *version, wall_ms));
-                self.update(conn, &name, changed)
+                self.update_locker(conn, &name, locker, changed)
             }
             Statement::Delete { locker, .. } => {
                 let matches = current
@@ -874,6 +874,25 @@ impl MysqlModel {
             }
         };
         Ok(reply)
+    }
+
+    /// An `UPDATE` that writes `locker`: a value too long for the column is refused (1406) only
+    /// when a row matched and is about to be written — strict mode checks the value as it is
+    /// assigned, so an `UPDATE` that matches nothing succeeds with 0 rows whatever it would have
+    /// written. The row stays locked either way (a failed statement is undone, its locks are not).
+    fn update_locker(
+        &mut self,
+        conn: ConnId,
+        name: &str,
+        locker: &str,
+        changed: Option<Row>,
+    ) -> Reply {
+        if changed.is_some() && locker.chars().count() > MAX_NAME_CHARS {
+            return Err(SqlError::DataTooLong {
+                column: "locker".to_owned(),
+            });
+        }
+        self.update(conn, name, changed)
     }
 
     /// Writes `changed` over the row if it differs: MariaDB's affected rows count only rows
@@ -947,9 +966,10 @@ fn restore(rows: &mut BTreeMap<String, Row>, name: &str, row: Option<Row>) -> Op
     }
 }
 
-/// The column a statement would write too long a value into (strict mode refuses it with 1406
-/// before touching any row). Names compared in a `WHERE` are not written, so a long one simply
-/// matches nothing.
+/// The column an `INSERT` would write too long a value into: strict mode refuses it with 1406
+/// as the row is built, before any lock or auto-increment value is taken. (An `UPDATE` checks
+/// its value only when it writes a matched row: [`MysqlModel::update_locker`]. Names compared in
+/// a `WHERE` are not written, so a long one simply matches nothing.)
 fn too_long(statement: &Statement) -> Option<&'static str> {
     let long = |s: &str| s.chars().count() > MAX_NAME_CHARS;
     match statement {
@@ -964,11 +984,22 @@ fn too_long(statement: &Statement) -> Option<&'static str> {
                 None
             }
         }
-        Statement::Claim { locker, .. } | Statement::TakeOver { locker, .. } if long(locker) => {
-            Some("locker")
-        }
         _ => None,
     }
+}
+
+/// The duplicate value as MariaDB's 1062 message prints it (`'%-.64T'`): whole up to 64 bytes;
+/// longer, its first 61 bytes (cut back to a character boundary) and `...`.
+fn duplicate_entry(name: &str) -> String {
+    const WIDTH: usize = 64;
+    if name.len() <= WIDTH {
+        return name.to_owned();
+    }
+    let mut end = WIDTH - 3;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &name[..end])
 }
 
 /// The next whole second of the monotonic clock after `mono_ms`.

@@ -1,0 +1,1093 @@
+//! Conformance of the simulated MariaDB (`lockcheck_sim::mysql::model::MysqlModel`) with a real
+//! one: random sequences of the lock protocol's typed statements run through the model and
+//! through a real MariaDB server, on two connections, and every reply is compared — rows (every
+//! column), affected counts, fence values, error codes and what the errors name — as is which
+//! statements wait for a row lock, and what a waiting statement finally gets when the other
+//! connection lets go.
+//!
+//! # How the two are kept comparable
+//!
+//! - **Clocks.** The model's `NOW(3)` is the wall clock passed into it; the real server's is
+//!   pinned to the same value before each statement (`SET timestamp`, per session), so
+//!   `create_time`, `update_time` and a take-over's expiry test are compared exactly, and
+//!   "an `UPDATE` in the same millisecond that changes nothing affects 0 rows" happens in both at
+//!   the same statements. Generated waits move that wall clock only; the server's own timers
+//!   (`innodb_lock_wait_timeout`, `wait_timeout`) are an hour long in the random sequences, so
+//!   they never fire there; [`a_lock_wait_timeout_fails_the_statement_and_keeps_the_transaction`]
+//!   and [`an_idle_connection_is_closed_after_wait_timeout_and_its_lock_handed_over`] check them
+//!   with real seconds.
+//! - **Counters.** The table is emptied between sequences, not recreated, so the real
+//!   auto-increment counter and the fence sequence go on where the last sequence left them:
+//!   real ids and fences are compared as offsets from their values at the start of the sequence.
+//! - **Blocking, deterministically.** Statements run one at a time. When the model says a
+//!   statement waits for a lock, the real statement is sent in a task of its own and the harness
+//!   waits until the server reports that connection's transaction in `LOCK WAIT`
+//!   (`information_schema.INNODB_TRX`) before it sends anything else, so that the server sees
+//!   lock requests in the model's order (a deadlock's victim depends on it). When the model says
+//!   a statement runs, its real reply is awaited; a real statement that waits instead is a
+//!   divergence. A waiting statement is done when the model hands it its reply (the other
+//!   connection committed, rolled back, or was picked as a deadlock victim); a real one that
+//!   finishes while the model still has it waiting is a divergence. Generated statements for a
+//!   connection that waits are skipped (a client cannot send while it waits).
+//! - **Purge.** The model purges a deleted row at commit; InnoDB later, in the background, and
+//!   until then a locking read of the name locks the delete-marked record (so a second reader
+//!   waits) where the model grants a compatible gap lock. After every step that committed a
+//!   delete the harness waits for InnoDB's purge to finish (`innodb_max_purge_lag_wait = 0`),
+//!   so the real server is in the state the model assumes. The window before purge is a
+//!   documented simplification of the model (see its module doc), not tested here.
+//!
+//! # What is generated
+//!
+//! Sequences of up to 24 steps: each statement kind of the protocol (`START TRANSACTION`,
+//! `COMMIT`, `ROLLBACK`, `SELECT … FOR UPDATE`, `NEXT VALUE FOR`, `INSERT`, `UPDATE` of one's own
+//! row, claim, take-over with a TTL, `DELETE` with and without the locker) with values drawn
+//! from small sets so that they collide (counts and versions 0–3, lockers `a`, `b`, `A`, empty,
+//! 256 characters), and waits of the clock (0 ms to an hour, around the TTLs). Two kinds:
+//! - **contended**: both connections, one resource name per sequence, so that transactions
+//!   contend for its record and gap locks, including the gap-lock + insert deadlock of seed 000;
+//! - **solo**: one connection, up to three names per sequence from a set of awkward ones (case
+//!   and trailing-space variants, which the table's binary collation keeps apart, quotes,
+//!   backslashes, `%`, `_`, non-ASCII, empty, 255 and 256 characters).
+//!
+//! Contended sequences use one name because the model's gap is the name itself, where InnoDB's
+//! is the interval between neighbouring index records (a documented simplification: lockcheck's
+//! table has one row); with one name the two coincide.
+//!
+//! At the end of each sequence, open transactions are rolled back as ordinary compared steps
+//! (which also settles a statement left waiting).
+//!
+//! The number of sequences is 1000 unless `LOCKCHECK_CONFORMANCE_CASES` says otherwise; the seed
+//! is fixed (`LOCKCHECK_CONFORMANCE_SEED` picks another) and printed, so a failure reruns. A
+//! divergence fails the test with the minimal sequence proptest shrank it to and both replies at
+//! every step.
+//!
+//! Without MariaDB installed the tests print how to install it and pass, except under
+//! `CI=true`.
+
+use lockcheck_algorithms::mysql::{Outcome, Reply, SqlError, SqlStore, Statement};
+use lockcheck_real::gate::PauseGate;
+use lockcheck_real::launcher::mariadb::{locate, MARIADB_INSTALL_DB};
+use lockcheck_real::launcher::{Launcher, MariaDb, MARIADBD, MARIADB_INSTALL};
+use lockcheck_real::mysql_store::{RealMysql, Session};
+use lockcheck_sim::mysql::model::{
+    Applied, ConnId, FlushPolicy, MysqlConfig, MysqlModel, Notice, ServerTime,
+};
+use mysql_async::prelude::Queryable;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+use std::cell::{Cell, RefCell};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The wall clock both servers start each sequence at: 2024-01-01T00:00:00Z.
+const BASE_WALL_MS: u64 = 1_704_067_200_000;
+
+/// A timer the random sequences must never reach: an hour.
+const NEVER_S: u64 = 3_600;
+
+/// How long a reply the model says is due may take to come from the real server before the
+/// harness calls it missing. Generous: a loaded machine is slow, not wrong.
+const REPLY_WITHIN: Duration = Duration::from_secs(10);
+
+/// Sequences run unless `LOCKCHECK_CONFORMANCE_CASES` says otherwise.
+const DEFAULT_CASES: u32 = 1_000;
+
+/// The generator's seed unless `LOCKCHECK_CONFORMANCE_SEED` says otherwise.
+const DEFAULT_SEED: u64 = 20_240_101;
+
+fn mariadb_installed() -> bool {
+    if locate(MARIADBD).is_some() && locate(MARIADB_INSTALL_DB).is_some() {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{MARIADBD} is not installed under CI=true: .ci/run must `{MARIADB_INSTALL}`");
+    }
+    static SAID: Once = Once::new();
+    SAID.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "skipping MariaDB conformance tests: {MARIADB_INSTALL}"
+        );
+    });
+    false
+}
+
+/// One server at a time: the tests share two cores.
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => text
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={text} is not a number")),
+        Err(_) => default,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What is generated.
+
+/// One step of a sequence.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Connection `conn` (0 or 1) sends `statement`.
+    Run { conn: usize, statement: Statement },
+    /// The servers' wall clock moves on by `ms` (what `NOW(3)` returns; no timer fires).
+    Wait { ms: u64 },
+}
+
+/// A generated sequence.
+#[derive(Clone, Debug)]
+struct Sequence {
+    steps: Vec<Step>,
+}
+
+const AWKWARD_NAMES: &[&str] = &["lock", "LOCK", "lock ", "it's", "a\\b", "%_", "ünï", ""];
+
+fn name_strategy() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => proptest::sample::select(AWKWARD_NAMES).prop_map(str::to_owned),
+        1 => Just("n".repeat(255)),
+        1 => Just("n".repeat(256)),
+    ]
+    .boxed()
+}
+
+fn locker_strategy() -> BoxedStrategy<String> {
+    prop_oneof![
+        4 => proptest::sample::select(&["a", "b", "A", ""][..]).prop_map(str::to_owned),
+        1 => Just("l".repeat(256)),
+    ]
+    .boxed()
+}
+
+fn statement_strategy(names: Vec<String>) -> BoxedStrategy<Statement> {
+    let name = proptest::sample::select(names);
+    let small = 0u32..4;
+    let version = 0u64..4;
+    let ttl = proptest::sample::select(&[0u64, 1, 500, 1_000, 60_000][..]);
+    prop_oneof![
+        3 => Just(Statement::Begin),
+        2 => Just(Statement::Commit),
+        2 => Just(Statement::Rollback),
+        1 => Just(Statement::NextFence),
+        4 => name.clone().prop_map(|resource| Statement::SelectForUpdate { resource }),
+        4 => (name.clone(), locker_strategy(), small.clone(), version.clone()).prop_map(
+            |(resource, locker, count, version)| Statement::Insert { resource, locker, count, version }
+        ),
+        2 => (name.clone(), locker_strategy(), small, version.clone()).prop_map(
+            |(resource, locker, count, version)| Statement::Update { resource, locker, count, version }
+        ),
+        2 => (name.clone(), locker_strategy(), version.clone()).prop_map(
+            |(resource, locker, version)| Statement::Claim { resource, locker, version }
+        ),
+        2 => (name.clone(), locker_strategy(), version, ttl).prop_map(
+            |(resource, locker, version, ttl_ms)| Statement::TakeOver { resource, locker, version, ttl_ms }
+        ),
+        2 => (name, proptest::option::of(locker_strategy())).prop_map(
+            |(resource, locker)| Statement::Delete { resource, locker }
+        ),
+    ]
+    .boxed()
+}
+
+fn step_strategy(names: Vec<String>, connections: usize) -> BoxedStrategy<Step> {
+    let waits =
+        proptest::sample::select(&[0u64, 1, 499, 500, 501, 999, 1_000, 1_001, 3_600_000][..]);
+    prop_oneof![
+        10 => (0..connections, statement_strategy(names))
+            .prop_map(|(conn, statement)| Step::Run { conn, statement }),
+        1 => waits.prop_map(|ms| Step::Wait { ms }),
+    ]
+    .boxed()
+}
+
+fn sequence_strategy() -> impl Strategy<Value = Sequence> {
+    let contended = name_strategy()
+        .prop_flat_map(|name| proptest::collection::vec(step_strategy(vec![name], 2), 1..=24));
+    let solo = proptest::collection::vec(name_strategy(), 1..=3)
+        .prop_flat_map(|names| proptest::collection::vec(step_strategy(names, 1), 1..=24));
+    prop_oneof![3 => contended, 1 => solo].prop_map(|steps| Sequence { steps })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real server.
+
+/// A MariaDB of this test binary, with the timers of the random sequences out of reach.
+fn start_server(
+    wait_timeout_s: u64,
+    lock_wait_timeout_s: u64,
+) -> (RefCell<Launcher>, SocketAddr, tokio::runtime::Runtime) {
+    let kind = MariaDb {
+        wait_timeout_s,
+        lock_wait_timeout_s,
+        // Nothing here crashes the server: flush once a second, for speed.
+        flush: FlushPolicy::EverySecond,
+    };
+    let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
+    let index = launcher
+        .borrow_mut()
+        .add("mysql-0", Box::new(kind), Vec::new())
+        .unwrap_or_else(|e| panic!("starting MariaDB: {e}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime
+        .block_on(Launcher::until_ready(&launcher, index))
+        .unwrap_or_else(|e| panic!("MariaDB not ready: {e}"));
+    let addr = launcher.borrow().addr(index);
+    (launcher, addr, runtime)
+}
+
+/// A statement sent on its own connection, in a task (so that it may wait for a lock while the
+/// other connection goes on).
+type Sent = JoinHandle<(Session, Result<Reply, mysql_async::Error>)>;
+
+fn send(mut session: Session, statement: Statement) -> Sent {
+    tokio::spawn(async move {
+        let reply = session.execute(&statement).await;
+        (session, reply)
+    })
+}
+
+/// Why a sequence could not be compared, or where the two servers differ.
+type Divergence = String;
+
+/// The divergence that ends a sequence without failing it: InnoDB broke a deadlock by rolling
+/// back the other transaction.
+const OTHER_VICTIM: &str = "InnoDB chose the other deadlock victim";
+
+/// Ends a sequence without failing it: a delete was committed while a transaction that has
+/// written is open, which keeps InnoDB from purging the deleted record.
+const UNPURGED: &str = "a committed delete cannot be purged while a transaction that wrote is open";
+
+/// The real side of the comparison: two connections and a monitor.
+struct Real {
+    addr: SocketAddr,
+    /// For `information_schema`, emptying the table, waiting for purge, killing stuck sessions.
+    monitor: Session,
+    sessions: [Option<Session>; 2],
+    /// A statement in flight per connection (one that waits for a lock).
+    sent: [Option<Sent>; 2],
+    /// The wall clock pinned on each session, in ms.
+    pinned: [Option<u64>; 2],
+    /// Something went wrong on the connections: kill and reopen them before the next sequence.
+    dirty: bool,
+    /// The monitor has a statement in flight still: replace it.
+    monitor_dirty: bool,
+}
+
+impl Real {
+    async fn open(addr: SocketAddr) -> Real {
+        let monitor = Session::open(addr).await.expect("the monitor connects");
+        let mut real = Real {
+            addr,
+            monitor,
+            sessions: [None, None],
+            sent: [None, None],
+            pinned: [None, None],
+            dirty: true,
+            monitor_dirty: false,
+        };
+        real.reset().await.expect("a fresh server resets");
+        real
+    }
+
+    /// Both connections in autocommit mode with nothing open, the table empty, purge done.
+    async fn reset(&mut self) -> Result<(), Divergence> {
+        if self.monitor_dirty {
+            let fresh = Session::open(self.addr)
+                .await
+                .map_err(|e| format!("reconnecting the monitor: {e}"))?;
+            let old = std::mem::replace(&mut self.monitor, fresh);
+            let id = old.id();
+            old.abandon();
+            let _ = self
+                .monitor
+                .conn_mut()
+                .query_drop(format!("KILL {id}"))
+                .await;
+            self.monitor_dirty = false;
+        }
+        if self.dirty {
+            for sent in self.sent.iter_mut().filter_map(Option::take) {
+                sent.abort();
+            }
+            for session in self.sessions.iter_mut().filter_map(Option::take) {
+                let id = session.id();
+                session.abandon();
+                // The connection may be stuck in a lock wait: end it on the server.
+                let _ = self
+                    .monitor
+                    .conn_mut()
+                    .query_drop(format!("KILL {id}"))
+                    .await;
+            }
+            for slot in &mut self.sessions {
+                *slot = Some(
+                    Session::open(self.addr)
+                        .await
+                        .map_err(|e| format!("reconnecting: {e}"))?,
+                );
+            }
+            self.pinned = [None, None];
+            self.dirty = false;
+        }
+        for session in self.sessions.iter_mut().flatten() {
+            match session.execute(&Statement::Rollback).await {
+                Ok(Ok(_)) => {}
+                other => return Err(format!("resetting a connection: {other:?}")),
+            }
+        }
+        let monitor = self.monitor.conn_mut();
+        monitor
+            .query_drop("DELETE FROM lock_table")
+            .await
+            .map_err(|e| format!("emptying the table: {e}"))?;
+        Ok(())
+    }
+
+    /// Waits until InnoDB has purged every committed delete. Only when no open transaction has
+    /// written: purge waits for those.
+    async fn purge(&mut self) -> Result<(), Divergence> {
+        let wait = self
+            .monitor
+            .conn_mut()
+            .query_drop("SET GLOBAL innodb_max_purge_lag_wait = 0");
+        match tokio::time::timeout(REPLY_WITHIN, wait).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("waiting for purge: {e}")),
+            Err(_) => {
+                self.dirty = true;
+                self.monitor_dirty = true;
+                Err("purge did not finish, though no open transaction has written".into())
+            }
+        }
+    }
+
+    /// The next id and the last fence value the real server will give.
+    async fn counters(&mut self) -> Result<(u64, u64), Divergence> {
+        let monitor = self.monitor.conn_mut();
+        let next_id: Option<u64> = monitor
+            .query_first(
+                "SELECT AUTO_INCREMENT FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = 'lockcheck' AND TABLE_NAME = 'lock_table'",
+            )
+            .await
+            .map_err(|e| format!("reading the auto-increment counter: {e}"))?;
+        let fence: Option<u64> = monitor
+            .query_first("SELECT NEXT VALUE FOR lock_fence")
+            .await
+            .map_err(|e| format!("reading the fence sequence: {e}"))?;
+        Ok((next_id.unwrap_or(1), fence.unwrap_or(0)))
+    }
+
+    /// Pins `NOW()` of connection `conn` to `wall_ms`.
+    async fn pin(&mut self, conn: usize, wall_ms: u64) -> Result<(), Divergence> {
+        if self.pinned[conn] == Some(wall_ms) {
+            return Ok(());
+        }
+        let session = self.sessions[conn].as_mut().ok_or("no session to pin")?;
+        session
+            .conn_mut()
+            .query_drop(format!(
+                "SET timestamp = {}.{:03}",
+                wall_ms / 1_000,
+                wall_ms % 1_000
+            ))
+            .await
+            .map_err(|e| format!("pinning the clock: {e}"))?;
+        self.pinned[conn] = Some(wall_ms);
+        Ok(())
+    }
+
+    /// Whether connection `id`'s transaction waits for a lock, per `SHOW ENGINE INNODB STATUS`
+    /// (read live; `information_schema.INNODB_TRX` is a cache that a reader polling more often
+    /// than every 100 ms keeps from ever being refreshed).
+    async fn in_lock_wait(&mut self, id: u32) -> Result<bool, Divergence> {
+        let status: Option<(String, String, String)> = self
+            .monitor
+            .conn_mut()
+            .query_first("SHOW ENGINE INNODB STATUS")
+            .await
+            .map_err(|e| format!("SHOW ENGINE INNODB STATUS: {e}"))?;
+        let text = status.map(|(_, _, text)| text).unwrap_or_default();
+        let thread = format!("MariaDB thread id {id},");
+        Ok(text
+            .split("---TRANSACTION ")
+            .any(|block| block.contains(&thread) && block.contains("\nLOCK WAIT ")))
+    }
+
+    /// What the server's transactions and threads are doing, for a message.
+    async fn server_state(&mut self) -> String {
+        let monitor = self.monitor.conn_mut();
+        let trx: Result<Vec<(u64, String, Option<String>)>, _> = monitor
+            .query(
+                "SELECT trx_mysql_thread_id, trx_state, trx_query FROM information_schema.INNODB_TRX",
+            )
+            .await;
+        type Thread = (u64, String, Option<String>, Option<String>);
+        let threads: Result<Vec<Thread>, _> = monitor
+            .query("SELECT ID, COMMAND, STATE, INFO FROM information_schema.PROCESSLIST")
+            .await;
+        format!("  transactions: {trx:?}\n  threads: {threads:?}")
+    }
+
+    /// Sends `statement` on `conn`.
+    fn send(&mut self, conn: usize, statement: &Statement) -> Result<u32, Divergence> {
+        let session = self.sessions[conn]
+            .take()
+            .ok_or("the connection has a statement in flight")?;
+        let id = session.id();
+        self.sent[conn] = Some(send(session, statement.clone()));
+        Ok(id)
+    }
+
+    /// The reply of the statement in flight on `conn`.
+    async fn reply(&mut self, conn: usize) -> Result<Reply, Divergence> {
+        let sent = self.sent[conn].take().ok_or("no statement in flight")?;
+        match tokio::time::timeout(REPLY_WITHIN, sent).await {
+            Ok(Ok((session, Ok(reply)))) => {
+                self.sessions[conn] = Some(session);
+                Ok(reply)
+            }
+            Ok(Ok((_, Err(e)))) => {
+                self.dirty = true;
+                Err(format!("the real connection failed: {e}"))
+            }
+            Ok(Err(e)) => {
+                self.dirty = true;
+                Err(format!("the real statement's task failed: {e}"))
+            }
+            Err(_) => {
+                self.dirty = true;
+                Err(format!(
+                    "no real reply within {} s (it waits for a lock?)",
+                    REPLY_WITHIN.as_secs()
+                ))
+            }
+        }
+    }
+
+    /// Waits until the statement just sent on `conn` (connection `id`) waits for a lock on the
+    /// server; `Err` with its reply if it finished instead.
+    async fn until_waiting(&mut self, conn: usize, id: u32) -> Result<(), Divergence> {
+        let deadline = tokio::time::Instant::now() + REPLY_WITHIN;
+        loop {
+            if self.in_lock_wait(id).await? {
+                return Ok(());
+            }
+            if self.sent[conn]
+                .as_ref()
+                .is_some_and(JoinHandle::is_finished)
+            {
+                let reply = self.reply(conn).await;
+                self.dirty = true;
+                return Err(format!("the real statement did not wait: {reply:?}"));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.dirty = true;
+                let state = self.server_state().await;
+                return Err(format!(
+                    "the real statement neither replied nor waited (connection {id}):\n{state}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Running a sequence through both.
+
+/// What a sequence did, for the summary.
+#[derive(Default)]
+struct Tally {
+    sequences: Cell<u64>,
+    statements: Cell<u64>,
+    waits: Cell<u64>,
+    deadlocks: Cell<u64>,
+    errors: Cell<u64>,
+    /// Deadlocks whose victim InnoDB chose differently from the model.
+    other_victim: Cell<u64>,
+    /// Sequences ended at a delete InnoDB could not purge.
+    unpurged: Cell<u64>,
+}
+
+/// Both servers, side by side, for one sequence.
+struct Pair<'a> {
+    model: MysqlModel,
+    /// The model's connection of each real one.
+    conns: [ConnId; 2],
+    wall_ms: u64,
+    mono_ms: u64,
+    real: &'a mut Real,
+    /// Real id = model id + `id_offset`; real fence = model fence + `fence_offset`.
+    id_offset: u64,
+    fence_offset: u64,
+    transcript: String,
+    tally: &'a Tally,
+    /// Per connection: its open transaction has sent a write (so InnoDB cannot purge deletes
+    /// committed meanwhile).
+    wrote: [bool; 2],
+}
+
+/// The model's settings in the random sequences: no timer within reach.
+const NO_TIMERS: MysqlConfig = MysqlConfig {
+    lock_wait_timeout_ms: NEVER_S * 1_000,
+    wait_timeout_ms: NEVER_S * 1_000,
+    flush: FlushPolicy::AtCommit,
+};
+
+impl<'a> Pair<'a> {
+    async fn new(
+        real: &'a mut Real,
+        tally: &'a Tally,
+        config: MysqlConfig,
+    ) -> Result<Pair<'a>, Divergence> {
+        real.reset().await?;
+        real.purge().await?;
+        let (next_id, fence) = real.counters().await?;
+        let mut model = MysqlModel::new(config, 0);
+        let now = ServerTime {
+            wall_ms: BASE_WALL_MS,
+            mono_ms: 0,
+        };
+        let conns = [model.connect(now), model.connect(now)];
+        Ok(Pair {
+            model,
+            conns,
+            wall_ms: BASE_WALL_MS,
+            mono_ms: 0,
+            real,
+            id_offset: next_id - 1,
+            fence_offset: fence,
+            transcript: String::new(),
+            tally,
+            wrote: [false, false],
+        })
+    }
+
+    fn now(&self) -> ServerTime {
+        ServerTime {
+            wall_ms: self.wall_ms,
+            mono_ms: self.mono_ms,
+        }
+    }
+
+    fn conn_of(&self, id: ConnId) -> Result<usize, Divergence> {
+        self.conns
+            .iter()
+            .position(|&c| c == id)
+            .ok_or_else(|| format!("a notice for an unknown connection {id}"))
+    }
+
+    /// The model's reply in the real server's numbering.
+    fn renumber(&self, reply: Reply) -> Reply {
+        reply.map(|outcome| match outcome {
+            Outcome::Row(Some(mut row)) => {
+                row.id += self.id_offset;
+                Outcome::Row(Some(row))
+            }
+            Outcome::Value(fence) => Outcome::Value(fence + self.fence_offset),
+            other => other,
+        })
+    }
+
+    fn compare(
+        &mut self,
+        conn: usize,
+        what: &str,
+        model: Reply,
+        real: Reply,
+    ) -> Result<(), Divergence> {
+        let model = self.renumber(model);
+        let _ = writeln!(
+            self.transcript,
+            "  c{conn} {what}\n      model: {model:?}\n      real:  {real:?}"
+        );
+        if let Err(e) = &model {
+            self.tally.errors.set(self.tally.errors.get() + 1);
+            if *e == SqlError::Deadlock {
+                self.tally.deadlocks.set(self.tally.deadlocks.get() + 1);
+            }
+        }
+        if model == real {
+            Ok(())
+        } else {
+            Err(format!("c{conn} {what}: the replies differ"))
+        }
+    }
+
+    /// Replies the model handed to waiting statements: the real ones must come too, and agree.
+    async fn settle(&mut self, notices: Vec<Notice>) -> Result<(), Divergence> {
+        for notice in notices {
+            match notice {
+                Notice::Reply { conn, reply } => {
+                    let k = self.conn_of(conn)?;
+                    let real = self.real.reply(k).await?;
+                    self.compare(k, "(the waiting statement's reply)", reply, real)?;
+                }
+                Notice::Closed { conn } => {
+                    return Err(format!(
+                        "the model closed connection {conn} (no timer may fire here)"
+                    ))
+                }
+            }
+        }
+        // A statement the model still has waiting must still wait on the real server.
+        for k in 0..2 {
+            if self.model.is_waiting(self.conns[k])
+                && self.real.sent[k]
+                    .as_ref()
+                    .is_some_and(JoinHandle::is_finished)
+            {
+                let reply = self.real.reply(k).await;
+                return Err(format!(
+                    "c{k}: the real statement stopped waiting: {reply:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The names of the committed rows.
+    fn committed_names(&self) -> Vec<String> {
+        self.model
+            .snapshot()
+            .rows()
+            .map(|row| row.resource_name.clone())
+            .collect()
+    }
+
+    async fn run(&mut self, conn: usize, statement: &Statement) -> Result<(), Divergence> {
+        if self.model.is_waiting(self.conns[conn]) {
+            // A client that waits for a reply sends nothing else.
+            return Ok(());
+        }
+        self.tally.statements.set(self.tally.statements.get() + 1);
+        let committed_before = self.committed_names();
+        let mut notices = Vec::new();
+        let now = self.now();
+        let applied = self
+            .model
+            .apply(self.conns[conn], statement, now, &mut notices);
+        self.real.pin(conn, self.wall_ms).await?;
+        let id = self.real.send(conn, statement)?;
+        let what = format!("{statement:?}");
+        match applied {
+            Applied::Blocked => {
+                self.tally.waits.set(self.tally.waits.get() + 1);
+                let _ = writeln!(
+                    self.transcript,
+                    "  c{conn} {what}\n      model: waits\n      real:  waits"
+                );
+                self.real.until_waiting(conn, id).await?;
+            }
+            Applied::Reply(model) => {
+                let real = self.real.reply(conn).await;
+                let real = match real {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        let _ = writeln!(
+                            self.transcript,
+                            "  c{conn} {what}\n      model: {model:?}\n      real:  {e}"
+                        );
+                        return Err(e);
+                    }
+                };
+                if model == Err(SqlError::Deadlock) && real != model {
+                    let other = 1 - conn;
+                    if self.real.sent[other].is_some() {
+                        let victim = self.real.reply(other).await;
+                        if victim == Ok(Err(SqlError::Deadlock)) {
+                            let _ = writeln!(self.transcript, "  c{conn} {what}\n      model: {model:?}\n      real:  {real:?}, and c{other} got the deadlock");
+                            self.tally
+                                .other_victim
+                                .set(self.tally.other_victim.get() + 1);
+                            return Err(OTHER_VICTIM.into());
+                        }
+                    }
+                }
+                self.compare(conn, &what, model, real)?;
+            }
+        }
+        self.settle(notices).await?;
+        let writes = !matches!(
+            statement,
+            Statement::Begin
+                | Statement::Commit
+                | Statement::Rollback
+                | Statement::NextFence
+                | Statement::SelectForUpdate { .. }
+        );
+        for k in 0..2 {
+            let c = self.conns[k];
+            if k == conn && writes && self.model.in_transaction(c) {
+                self.wrote[k] = true;
+            } else if !self.model.in_transaction(c) && !self.model.is_waiting(c) {
+                self.wrote[k] = false;
+            }
+        }
+        let committed_after = self.committed_names();
+        if committed_before
+            .iter()
+            .any(|name| !committed_after.contains(name))
+        {
+            // A delete was committed: let InnoDB purge it, as the model does at commit.
+            if self.wrote.iter().any(|w| *w) {
+                self.tally.unpurged.set(self.tally.unpurged.get() + 1);
+                return Err(UNPURGED.into());
+            }
+            self.real.purge().await?;
+        }
+        Ok(())
+    }
+
+    /// Both servers' clocks move on by `ms`, the monotonic one too, so the model's timers fire
+    /// (the real server's run on real time: its replies are awaited).
+    async fn elapse(&mut self, ms: u64) -> Result<(), Divergence> {
+        self.wall_ms += ms;
+        self.mono_ms += ms;
+        let _ = writeln!(self.transcript, "  {ms} ms pass");
+        let mut notices = Vec::new();
+        let now = self.now();
+        self.model.tick(now, &mut notices);
+        self.settle(notices).await
+    }
+
+    async fn run_all(&mut self, sequence: &Sequence) -> Result<(), Divergence> {
+        for step in &sequence.steps {
+            match step {
+                Step::Run { conn, statement } => self.run(*conn, statement).await?,
+                Step::Wait { ms } => {
+                    let _ = writeln!(self.transcript, "  wait {ms} ms");
+                    self.wall_ms += ms;
+                }
+            }
+        }
+        // Roll back whatever is open, waiting statements first settled by the other's rollback.
+        for _ in 0..4 {
+            let open: Vec<usize> = (0..2)
+                .filter(|&k| {
+                    let c = self.conns[k];
+                    !self.model.is_waiting(c) && self.model.in_transaction(c)
+                })
+                .collect();
+            if open.is_empty() {
+                break;
+            }
+            for k in open {
+                self.run(k, &Statement::Rollback).await?;
+            }
+        }
+        if (0..2).any(|k| self.model.is_waiting(self.conns[k])) {
+            return Err("a statement still waits after every rollback".into());
+        }
+        Ok(())
+    }
+}
+
+/// Runs one sequence through the model and the real server.
+fn check(
+    runtime: &tokio::runtime::Runtime,
+    real: &RefCell<Real>,
+    tally: &Tally,
+    sequence: &Sequence,
+) -> Result<(), TestCaseError> {
+    tally.sequences.set(tally.sequences.get() + 1);
+    let mut real = real.borrow_mut();
+    runtime.block_on(async {
+        let mut pair = Pair::new(&mut real, tally, NO_TIMERS)
+            .await
+            .map_err(TestCaseError::fail)?;
+        match pair.run_all(sequence).await {
+            Ok(()) => Ok(()),
+            Err(divergence) if divergence == OTHER_VICTIM || divergence == UNPURGED => {
+                pair.real.dirty = true;
+                let transcript = std::mem::take(&mut pair.transcript);
+                if std::env::var_os("LOCKCHECK_CONFORMANCE_VERBOSE").is_some() {
+                    eprintln!("{divergence}:\n{transcript}");
+                }
+                Ok(())
+            }
+            Err(divergence) => {
+                let transcript = std::mem::take(&mut pair.transcript);
+                pair.real.dirty = true;
+                Err(TestCaseError::fail(format!("{divergence}\n{transcript}")))
+            }
+        }
+    })
+}
+
+#[test]
+fn random_statement_sequences_get_the_same_replies_from_the_model_and_a_real_mariadb() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let cases = env_number("LOCKCHECK_CONFORMANCE_CASES", u64::from(DEFAULT_CASES)) as u32;
+    let seed = env_number("LOCKCHECK_CONFORMANCE_SEED", DEFAULT_SEED);
+    eprintln!("mysql conformance: {cases} sequences, seed {seed} (LOCKCHECK_CONFORMANCE_SEED)");
+    let (_launcher, addr, runtime) = start_server(NEVER_S * 8, NEVER_S);
+    let real = RefCell::new(runtime.block_on(Real::open(addr)));
+    let tally = Tally::default();
+    let config = Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 2_000,
+        ..Config::default()
+    };
+    let seed_bytes: Vec<u8> = seed.to_le_bytes().repeat(4);
+    let mut runner = TestRunner::new_with_rng(
+        config,
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let result = runner.run(&sequence_strategy(), |sequence| {
+        check(&runtime, &real, &tally, &sequence)
+    });
+    eprintln!(
+        "mysql conformance: {} sequences run ({} statements; {} waited for a lock, {} errors of \
+         which {} deadlocks; ended early: {} where InnoDB chose the other deadlock victim, {} at a \
+         delete InnoDB could not purge yet)",
+        tally.sequences.get(),
+        tally.statements.get(),
+        tally.waits.get(),
+        tally.errors.get(),
+        tally.deadlocks.get(),
+        tally.other_victim.get(),
+        tally.unpurged.get()
+    );
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, sequence)) => {
+            panic!("the model and MariaDB diverge (seed {seed}):\n{why}\nminimal sequence: {sequence:#?}")
+        }
+        Err(TestError::Abort(why)) => panic!("conformance aborted: {why}"),
+    }
+    assert!(tally.sequences.get() >= u64::from(cases));
+}
+
+/// Runs `steps` (connection, statement; `None`: `ms` pass) through the model with `config` and a
+/// real server whose `innodb_lock_wait_timeout` is `lock_wait_timeout_s`, comparing every reply.
+fn scripted(
+    lock_wait_timeout_s: u64,
+    config: MysqlConfig,
+    steps: &[(usize, Option<Statement>, u64)],
+) {
+    let (_launcher, addr, runtime) = start_server(NEVER_S * 8, lock_wait_timeout_s);
+    let tally = Tally::default();
+    runtime.block_on(async {
+        let mut real = Real::open(addr).await;
+        let mut pair = Pair::new(&mut real, &tally, config).await.unwrap();
+        for (conn, statement, ms) in steps {
+            let step = match statement {
+                Some(statement) => pair.run(*conn, statement).await,
+                None => pair.elapse(*ms).await,
+            };
+            if let Err(divergence) = step {
+                panic!("{divergence}\n{}", pair.transcript);
+            }
+        }
+        eprintln!("{}", pair.transcript);
+    });
+}
+
+fn insert(resource: &str, locker: &str) -> Statement {
+    Statement::Insert {
+        resource: resource.into(),
+        locker: locker.into(),
+        count: 1,
+        version: 1,
+    }
+}
+
+fn select(resource: &str) -> Statement {
+    Statement::SelectForUpdate {
+        resource: resource.into(),
+    }
+}
+
+#[test]
+fn a_lock_wait_timeout_fails_the_statement_and_keeps_the_transaction() {
+    // c1 holds a gap lock, then waits for c0's row past innodb_lock_wait_timeout (1 s): 1205,
+    // and its transaction stays open with the gap lock (innodb_rollback_on_timeout=OFF), so
+    // c0's insert into that gap waits until c1 rolls back.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let config = MysqlConfig {
+        lock_wait_timeout_ms: 1_000,
+        ..NO_TIMERS
+    };
+    let run = |conn, statement| (conn, Some(statement), 0);
+    scripted(
+        1,
+        config,
+        &[
+            run(0, insert("lock", "a")),
+            run(0, Statement::Begin),
+            run(0, select("lock")),
+            run(1, Statement::Begin),
+            run(1, select("free")),
+            run(1, select("lock")),
+            (1, None, 1_000),
+            run(0, insert("free", "a")),
+            run(1, Statement::Rollback),
+            run(0, Statement::Commit),
+            run(1, select("free")),
+        ],
+    );
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_wait_timeout_and_its_lock_handed_over() {
+    // The store's connection holds the row in an open transaction and sits idle past the
+    // server's wait_timeout (1 s): the server closes it and rolls back, the other connection's
+    // waiting SELECT … FOR UPDATE gets the row, and the store's next statement gets 2006 with
+    // nothing sent; the one after runs on a new connection.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let (_launcher, addr, runtime) = start_server(1, NEVER_S);
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let mut monitor = Session::open(addr).await.unwrap();
+        let mut other = Session::open(addr).await.unwrap();
+        for session in [&mut monitor, &mut other] {
+            session
+                .conn_mut()
+                .query_drop("SET SESSION wait_timeout = 3600")
+                .await
+                .unwrap();
+        }
+        monitor
+            .conn_mut()
+            .query_drop("DELETE FROM lock_table")
+            .await
+            .unwrap();
+        let store = RealMysql::new(
+            addr,
+            Duration::from_secs(5),
+            Duration::from_secs(NEVER_S),
+            PauseGate::new(),
+        );
+        let mut model = MysqlModel::new(
+            MysqlConfig {
+                wait_timeout_ms: 1_000,
+                ..NO_TIMERS
+            },
+            0,
+        );
+        let mut t = ServerTime {
+            wall_ms: BASE_WALL_MS,
+            mono_ms: 0,
+        };
+        let c0 = model.connect(t);
+        let c1 = model.connect(t);
+        let mut notices = Vec::new();
+        // What a reply says, without the ids and times the two servers give differently here
+        // (the store does not pin the real server's clock).
+        let gist = |reply: &Reply| match reply {
+            Ok(Outcome::Row(Some(row))) => {
+                format!("row of {} at version {}", row.locker, row.version)
+            }
+            other => format!("{other:?}"),
+        };
+        let model_reply = |applied: Applied| match applied {
+            Applied::Reply(reply) => reply,
+            Applied::Blocked => panic!("the model has it wait"),
+        };
+
+        for statement in [insert("lock", "a"), Statement::Begin, select("lock")] {
+            let expected = model_reply(model.apply(c0, &statement, t, &mut notices));
+            let real = store.execute(statement.clone()).await.unwrap();
+            assert_eq!(gist(&real), gist(&expected), "{statement:?}");
+        }
+        assert_eq!(
+            other.execute(&Statement::Begin).await.unwrap(),
+            Ok(Outcome::Done { affected: 0 })
+        );
+        assert_eq!(
+            model.apply(c1, &Statement::Begin, t, &mut notices),
+            Applied::Reply(Ok(Outcome::Done { affected: 0 }))
+        );
+        assert_eq!(
+            model.apply(c1, &select("lock"), t, &mut notices),
+            Applied::Blocked
+        );
+        let waiting = tokio::spawn(async move {
+            let reply = other.execute(&select("lock")).await;
+            (other, reply)
+        });
+
+        // wait_timeout passes: the model closes c0 and hands the row to c1; the real server
+        // does the same on its own clock, which the waiting statement's reply tells.
+        t.mono_ms += 1_000;
+        t.wall_ms += 1_000;
+        model.tick(t, &mut notices);
+        let [Notice::Closed { conn }, Notice::Reply { conn: woken, reply }] = notices.as_slice()
+        else {
+            panic!("the model did not close the idle connection: {notices:?}");
+        };
+        assert_eq!((*conn, *woken), (c0, c1));
+        let (mut other, real) = tokio::time::timeout(REPLY_WITHIN, waiting)
+            .await
+            .expect("the waiting statement gets the row")
+            .unwrap();
+        assert_eq!(gist(&real.unwrap()), gist(reply));
+        notices.clear();
+
+        let expected = model_reply(model.apply(c0, &Statement::Commit, t, &mut notices));
+        assert_eq!(expected, Err(SqlError::ServerGone));
+        assert_eq!(
+            store.execute(Statement::Commit).await,
+            Ok(Err(SqlError::ServerGone))
+        );
+
+        // The store connects again; its SELECT waits for c1's row lock until c1 rolls back.
+        let c0 = model.connect(t);
+        assert_eq!(
+            model.apply(c0, &select("lock"), t, &mut notices),
+            Applied::Blocked
+        );
+        let (real, ()) = tokio::join!(store.execute(select("lock")), async {
+            loop {
+                let status: Option<(String, String, String)> = monitor
+                    .conn_mut()
+                    .query_first("SHOW ENGINE INNODB STATUS")
+                    .await
+                    .unwrap();
+                if status.is_some_and(|(_, _, text)| text.contains("\nLOCK WAIT ")) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            assert_eq!(
+                other.execute(&Statement::Rollback).await.unwrap(),
+                Ok(Outcome::Done { affected: 0 })
+            );
+        });
+        assert_eq!(
+            model.apply(c1, &Statement::Rollback, t, &mut notices),
+            Applied::Reply(Ok(Outcome::Done { affected: 0 }))
+        );
+        let [Notice::Reply { conn, reply }] = notices.as_slice() else {
+            panic!("the rollback did not wake c0: {notices:?}");
+        };
+        assert_eq!(*conn, c0);
+        assert_eq!(gist(&real.unwrap()), gist(reply));
+    });
+}
