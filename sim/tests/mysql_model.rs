@@ -284,6 +284,40 @@ fn two_transactions_that_found_the_row_missing_deadlock_when_both_insert_it() {
 }
 
 #[test]
+fn innodb_rolls_back_the_lighter_transaction_of_a_deadlock_not_always_the_one_that_closed_it() {
+    // c1's failed insert left it a shared lock on the row; c0's autocommit update waits for it
+    // (the table's intention lock and its request: 2 structures). c1's own update then closes
+    // the cycle holding 3 (intention, shared, and its request): c0 is lighter and is rolled back,
+    // and c1's update goes through. (As a real MariaDB 10.11 does: real/tests/mysql_conformance.)
+    let mut m = default_server();
+    let c = connect(&mut m, 2);
+    ok(&mut m, c[0], insert("r", "a"), at(0));
+    ok(&mut m, c[1], Statement::Begin, at(0));
+    let (applied, _) = run(&mut m, c[1], insert("r", "b"), at(1));
+    assert!(matches!(
+        applied,
+        Applied::Reply(Err(SqlError::DuplicateEntry { .. }))
+    ));
+    let update = |locker: &str| Statement::Update {
+        resource: "r".into(),
+        locker: locker.into(),
+        count: 2,
+        version: 5,
+    };
+    blocked(&mut m, c[0], update("a"), at(2));
+    let (applied, notices) = run(&mut m, c[1], update("a"), at(3));
+    assert_eq!(
+        notices,
+        vec![Notice::Reply {
+            conn: c[0],
+            reply: Err(SqlError::Deadlock)
+        }]
+    );
+    assert_eq!(applied, Applied::Reply(Ok(done(1))));
+    // On a tie the transaction that closed the cycle is the victim (the classic case above).
+}
+
+#[test]
 fn a_gap_lock_on_a_missing_name_makes_inserts_of_that_name_wait() {
     let mut m = default_server();
     let c = connect(&mut m, 3);
