@@ -8,14 +8,13 @@ use crate::mysql_store::RealMysql;
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
 use crate::zk_store::RealZk;
-use lockcheck_algorithms::{Env, Guard, LockError, LockEvent};
+use lockcheck_algorithms::{Env, LockEvent};
 use lockcheck_sim::client::ACCESS_TIMEOUT;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::lock::{AnyLock, Stores};
 use lockcheck_sim::net::AccessRequest;
 use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::workload::{self, ClientSide};
-use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -133,6 +132,7 @@ impl Client {
 
 impl ClientSide for Client {
     type Env = RealEnv;
+    type Stores = RealStores;
 
     fn env(&self) -> &RealEnv {
         &self.env
@@ -146,16 +146,8 @@ impl ClientSide for Client {
         self.world.record(self.me, kind, op);
     }
 
-    async fn acquire(&self, wait: Duration, shared: bool) -> Result<Option<Guard>, LockError> {
-        self.lock.acquire(&self.env, wait, shared).await
-    }
-
-    async fn release(&self, guard: &Guard, shared: bool) -> Result<bool, LockError> {
-        self.lock.release(&self.env, guard, shared).await
-    }
-
-    async fn keep_alive(&self, guard: &RefCell<Guard>, shared: bool) {
-        self.lock.keep_alive(&self.env, guard, shared).await
+    fn lock(&self) -> &AnyLock<RealStores> {
+        &self.lock
     }
 
     /// A paused client touches nothing: it passes its gate before and after. A client cut off

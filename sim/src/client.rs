@@ -12,8 +12,6 @@ use crate::topology::Role;
 use crate::workload::ClientSide;
 use crate::world::World;
 use crate::zookeeper::store::SimZk;
-use lockcheck_algorithms::{Guard, LockError};
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +110,7 @@ impl Client {
 
 impl ClientSide for Client {
     type Env = SimEnv;
+    type Stores = SimStores;
 
     fn env(&self) -> &SimEnv {
         &self.env
@@ -125,16 +124,8 @@ impl ClientSide for Client {
         self.world.record(self.me, kind, op);
     }
 
-    async fn acquire(&self, wait: Duration, shared: bool) -> Result<Option<Guard>, LockError> {
-        self.lock.acquire(&self.env, wait, shared).await
-    }
-
-    async fn release(&self, guard: &Guard, shared: bool) -> Result<bool, LockError> {
-        self.lock.release(&self.env, guard, shared).await
-    }
-
-    async fn keep_alive(&self, guard: &RefCell<Guard>, shared: bool) {
-        self.lock.keep_alive(&self.env, guard, shared).await
+    fn lock(&self) -> &AnyLock<SimStores> {
+        &self.lock
     }
 
     async fn touch(&self, access: AccessRequest) -> Option<bool> {

@@ -6,6 +6,7 @@
 //! the same thing in both. Every operation is recorded as invoke and ok / fail / info.
 
 use crate::history::{Kind, Op, Phase};
+use crate::lock::{AnyLock, Stores};
 use crate::net::AccessRequest;
 use crate::scenario::{Scenario, DEFAULT_READ_FRACTION};
 use futures_util::future::{select, Either};
@@ -33,19 +34,11 @@ pub trait ClientSide {
     /// Appends an entry to the history as this client.
     fn record(&self, kind: Kind, op: Op);
 
-    /// The lock's acquire (its read side when `shared`).
-    fn acquire(
-        &self,
-        wait: Duration,
-        shared: bool,
-    ) -> impl Future<Output = Result<Option<Guard>, LockError>>;
+    /// The world's connections the lock is built over.
+    type Stores: Stores;
 
-    /// The lock's release.
-    fn release(&self, guard: &Guard, shared: bool)
-        -> impl Future<Output = Result<bool, LockError>>;
-
-    /// The lock's keep-alive (watchdog, or ZooKeeper's session watch).
-    fn keep_alive(&self, guard: &RefCell<Guard>, shared: bool) -> impl Future<Output = ()>;
+    /// The algorithm under test, built over this world's stores.
+    fn lock(&self) -> &AnyLock<Self::Stores>;
 
     /// Touches the resource: whether it accepted the access, `None` when no answer came.
     fn touch(&self, access: AccessRequest) -> impl Future<Output = Option<bool>>;
@@ -138,7 +131,7 @@ async fn acquire<C: ClientSide>(
     shared: bool,
 ) -> Result<Option<Guard>, LockError> {
     c.record(Kind::Invoke, acquire_op(None, shared));
-    let result = c.acquire(wait, shared).await;
+    let result = c.lock().acquire(c.env(), wait, shared).await;
     let (kind, op) = match &result {
         Ok(Some(guard)) => (
             Kind::Ok,
@@ -189,7 +182,7 @@ async fn release<C: ClientSide>(c: &C, guard: &Guard, shared: bool) {
         error,
     };
     c.record(Kind::Invoke, op(None));
-    let (kind, error) = match c.release(guard, shared).await {
+    let (kind, error) = match c.lock().release(c.env(), guard, shared).await {
         Ok(true) => (Kind::Ok, None),
         Ok(false) => (Kind::Fail, Some("the lock was no longer held".to_string())),
         Err(e @ LockError::Store(_)) => (Kind::Info, Some(e.to_string())),
@@ -210,7 +203,7 @@ async fn hold<C: ClientSide>(c: &C, guard: &RefCell<Guard>, shared: bool) {
     };
     if scenario.params.watchdog || scenario.algorithm.is_zookeeper() {
         let sleep = pin!(c.env().sleep(work));
-        let renew = pin!(c.keep_alive(guard, shared));
+        let renew = pin!(c.lock().keep_alive(c.env(), guard, shared));
         if let Either::Right(((), sleep)) = select(sleep, renew).await {
             // The lock is lost; the classic client does not notice and works on.
             sleep.await;
