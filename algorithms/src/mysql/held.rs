@@ -58,11 +58,6 @@ impl<S: SqlStore> MysqlHeld<S> {
         }
     }
 
-    /// The lock's settings.
-    pub fn config(&self) -> &MysqlHeldConfig {
-        &self.config
-    }
-
     /// The client's connection.
     pub fn store(&self) -> &S {
         &self.store

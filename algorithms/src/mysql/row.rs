@@ -106,16 +106,6 @@ impl<S: SqlStore> MysqlRow<S> {
         }
     }
 
-    /// The client's name in the row.
-    pub fn locker(&self) -> &str {
-        &self.locker
-    }
-
-    /// The lock's settings.
-    pub fn config(&self) -> &MysqlRowConfig {
-        &self.config
-    }
-
     /// The client's connection.
     pub fn store(&self) -> &S {
         &self.store

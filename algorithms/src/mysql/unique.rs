@@ -42,11 +42,6 @@ impl<S: SqlStore> MysqlUnique<S> {
         MysqlUnique { store, config }
     }
 
-    /// The lock's settings.
-    pub fn config(&self) -> &MysqlUniqueConfig {
-        &self.config
-    }
-
     /// The client's connection.
     pub fn store(&self) -> &S {
         &self.store

@@ -262,11 +262,6 @@ impl<S: RedisStore> RedisFair<S> {
         }
     }
 
-    /// The lock's settings.
-    pub fn config(&self) -> &FairConfig {
-        &self.config
-    }
-
     /// The owner name this client writes into the hash and the queue.
     pub fn owner(&self) -> &str {
         &self.hash.owner

@@ -112,11 +112,6 @@ impl<S: RedisStore> SingleRedis<S> {
         }
     }
 
-    /// The lock's settings.
-    pub fn config(&self) -> &SingleRedisConfig {
-        &self.config
-    }
-
     /// One attempt, never waiting for the lock.
     pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Attempt, LockError> {
         let attempt = self.attempt(env).await;
