@@ -673,28 +673,52 @@ fn a_herd_holder_whose_session_expired_does_not_delete_the_next_holders_node() {
     );
 }
 
+/// One hold of a read/write lock: the side (`true`: read), the holder's name, how long it waits
+/// for the lock and how long it holds it, in ms.
+type Hold = (bool, &'static str, u64, u64);
+
+/// Three clients of one read/write lock, starting 10 ms apart, each holding its side once as
+/// `plan` says (and getting it); the log of their holds, and the locks.
+fn staggered(
+    world: &Rc<World>,
+    plan: [Hold; 3],
+) -> (Vec<(&'static str, u64, u64, u64)>, Vec<ZkReadWriteLock<Rc<Store>>>) {
+    let locks: Vec<_> = (0..3).map(|_| rwlock(world)).collect();
+    let envs: Vec<_> = (0..3).map(|i| Client::new(world, i)).collect();
+    let log = RefCell::new(Vec::new());
+    let tasks: Vec<Task<'_>> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, &(read, name, wait, hold))| {
+            let (lock, env, log) = (&locks[i], &envs[i], &log);
+            Box::pin(async move {
+                env.sleep(ms(10 * i as u64)).await;
+                let held = if read {
+                    hold_once(&lock.read, env, name, wait, hold, log).await
+                } else {
+                    hold_once(&lock.write, env, name, wait, hold, log).await
+                };
+                assert!(held, "{name} got the lock");
+            }) as Task<'_>
+        })
+        .collect();
+    run_all(world, tasks);
+    drop(envs);
+    (log.into_inner(), locks)
+}
+
 #[test]
 fn readers_share_the_lock_and_a_writer_waits_for_them() {
     let world = World::new();
-    let locks: Vec<_> = (0..3).map(|_| rwlock(&world)).collect();
-    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
-    let reads = RefCell::new(Vec::new());
-    let writes = RefCell::new(Vec::new());
-    let tasks: Vec<Task<'_>> = vec![
-        Box::pin(async {
-            assert!(hold_once(&locks[0].read, &envs[0], "r0", 0, 1_000, &reads).await);
-        }),
-        Box::pin(async {
-            envs[1].sleep(ms(10)).await;
-            assert!(hold_once(&locks[1].read, &envs[1], "r1", 0, 1_000, &reads).await);
-        }),
-        Box::pin(async {
-            envs[2].sleep(ms(20)).await;
-            assert!(hold_once(&locks[2].write, &envs[2], "w", 60_000, 100, &writes).await);
-        }),
-    ];
-    run_all(&world, tasks);
-    let (reads, writes) = (reads.into_inner(), writes.into_inner());
+    let (log, _) = staggered(
+        &world,
+        [
+            (true, "r0", 0, 1_000),
+            (true, "r1", 0, 1_000),
+            (false, "w", 60_000, 100),
+        ],
+    );
+    let (reads, writes): (Vec<_>, Vec<_>) = log.into_iter().partition(|e| e.0 != "w");
     // Both readers held at once, with zero wait; the writer came in after both had left.
     assert_eq!(reads.len(), 2);
     assert!(
@@ -709,26 +733,16 @@ fn readers_share_the_lock_and_a_writer_waits_for_them() {
 #[test]
 fn a_reader_queued_behind_a_writer_waits_for_it() {
     let world = World::new();
-    let locks: Vec<_> = (0..3).map(|_| rwlock(&world)).collect();
-    let envs: Vec<_> = (0..3).map(|i| Client::new(&world, i)).collect();
-    let log = RefCell::new(Vec::new());
-    let tasks: Vec<Task<'_>> = vec![
-        Box::pin(async {
-            assert!(hold_once(&locks[0].read, &envs[0], "r0", 0, 1_000, &log).await);
-        }),
-        Box::pin(async {
-            envs[1].sleep(ms(10)).await;
-            assert!(hold_once(&locks[1].write, &envs[1], "w", 60_000, 500, &log).await);
-        }),
-        // A reader arriving while the writer waits does not jump ahead of it (no writer
-        // starvation): it holds only after the writer.
-        Box::pin(async {
-            envs[2].sleep(ms(20)).await;
-            assert!(hold_once(&locks[2].read, &envs[2], "r2", 60_000, 100, &log).await);
-        }),
-    ];
-    run_all(&world, tasks);
-    let log = log.into_inner();
+    // A reader arriving while the writer waits does not jump ahead of it (no writer
+    // starvation): it holds only after the writer.
+    let (log, locks) = staggered(
+        &world,
+        [
+            (true, "r0", 0, 1_000),
+            (false, "w", 60_000, 500),
+            (true, "r2", 60_000, 100),
+        ],
+    );
     let order: Vec<_> = log.iter().map(|e| e.0).collect();
     assert_eq!(order, ["r0", "w", "r2"]);
     assert_exclusive(&log);
