@@ -16,6 +16,7 @@
 
 use crate::history::{Entry, KeyChange, Kind, Op, Phase};
 use crate::topology::Topology;
+use lockcheck_algorithms::zookeeper::sequential::is_write_node;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -446,14 +447,12 @@ pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
                 let Some(created) = waiting.remove(token.as_str()) else {
                     continue; // not a node path, or a re-entry
                 };
-                // A reader may pass an older reader that has not looked yet; only exclusive
-                // grants must come in creation order.
-                if *shared {
-                    continue;
-                }
+                // A reader may pass an older reader that has not looked yet, never an older
+                // write node; an exclusive grant passes nobody.
                 let older: Vec<&str> = waiting
                     .iter()
                     .filter(|(path, at)| **at < created && parent(path) == parent(token))
+                    .filter(|(path, _)| !*shared || is_write_node(path))
                     .map(|(path, _)| *path)
                     .collect();
                 if let Some(first) = older.first() {
@@ -875,24 +874,45 @@ mod tests {
         assert_eq!(v[0].tokens, vec!["d", "c"]);
     }
 
+    /// `client` was granted the node at `path` (`shared`: as a reader).
+    fn grant(h: &mut History, client: &str, path: &str, shared: bool) {
+        h.push(
+            h.entries.len() as u64,
+            client,
+            0,
+            Kind::Ok,
+            Op::Acquire {
+                token: Some(path.into()),
+                fence: None,
+                valid_ns: None,
+                error: None,
+                shared,
+            },
+        )
+    }
+
+    #[test]
+    fn a_reader_may_pass_an_older_reader_but_never_an_older_write_node() {
+        let mut h = History::default();
+        zk_node(&mut h, KeyChange::Set, "/lock/x-__READ__0000000001");
+        zk_node(&mut h, KeyChange::Set, "/lock/y-__READ__0000000002");
+        grant(&mut h, "client-1", "/lock/y-__READ__0000000002", true);
+        assert!(sequence_order(&h.entries).is_empty(), "reader past reader");
+        zk_node(&mut h, KeyChange::Set, "/lock/z-__WRIT__0000000003");
+        zk_node(&mut h, KeyChange::Set, "/lock/w-__READ__0000000004");
+        grant(&mut h, "client-3", "/lock/w-__READ__0000000004", true);
+        let v = sequence_order(&h.entries);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!(
+            v[0].tokens,
+            vec!["/lock/w-__READ__0000000004", "/lock/z-__WRIT__0000000003"]
+        );
+    }
+
     #[test]
     fn sequential_nodes_are_granted_in_creation_order() {
         let mut h = History::default();
-        let granted = |h: &mut History, client: &str, path: &str| {
-            h.push(
-                h.entries.len() as u64,
-                client,
-                0,
-                Kind::Ok,
-                Op::Acquire {
-                    token: Some(path.into()),
-                    fence: None,
-                    valid_ns: None,
-                    error: None,
-                    shared: false,
-                },
-            )
-        };
+        let granted = |h: &mut History, client: &str, path: &str| grant(h, client, path, false);
         zk_node(&mut h, KeyChange::Set, "/lock/a-1");
         zk_node(&mut h, KeyChange::Set, "/lock/b-2");
         zk_node(&mut h, KeyChange::Set, "/lock/c-3");

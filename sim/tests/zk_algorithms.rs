@@ -682,7 +682,10 @@ type Hold = (bool, &'static str, u64, u64);
 fn staggered(
     world: &Rc<World>,
     plan: [Hold; 3],
-) -> (Vec<(&'static str, u64, u64, u64)>, Vec<ZkReadWriteLock<Rc<Store>>>) {
+) -> (
+    Vec<(&'static str, u64, u64, u64)>,
+    Vec<ZkReadWriteLock<Rc<Store>>>,
+) {
     let locks: Vec<_> = (0..3).map(|_| rwlock(world)).collect();
     let envs: Vec<_> = (0..3).map(|i| Client::new(world, i)).collect();
     let log = RefCell::new(Vec::new());

@@ -38,6 +38,12 @@ const WRITE_NAME: &str = "__WRIT__";
 /// the nodes, whatever their prefixes.
 const SEQUENCE_DIGITS: usize = 10;
 
+/// Whether the node at `path` is the write side's node of a read/write lock (the nodes a reader
+/// must not pass).
+pub fn is_write_node(path: &str) -> bool {
+    path.contains(WRITE_NAME)
+}
+
 /// What a client's node stands for in the queue, and so when it holds (Curator's lock drivers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueRole {
@@ -80,9 +86,7 @@ impl QueueRole {
     fn blocker(self, sorted: &[String], ours: usize) -> Option<usize> {
         match self {
             QueueRole::Mutex | QueueRole::Write => ours.checked_sub(1),
-            QueueRole::Read => sorted[..ours]
-                .iter()
-                .position(|node| node.contains(WRITE_NAME)),
+            QueueRole::Read => sorted[..ours].iter().position(|node| is_write_node(node)),
         }
     }
 }
