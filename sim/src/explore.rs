@@ -503,6 +503,8 @@ pub fn explore(
     let done = AtomicU32::new(0);
     let results: Mutex<BTreeMap<u64, (bool, u64)>> = Mutex::new(BTreeMap::new());
     let aborted: Mutex<Option<String>> = Mutex::new(None);
+    // The outcome of each failing case, so the lowest is not run again before shrinking.
+    let failures: Mutex<BTreeMap<u64, Outcome>> = Mutex::new(BTreeMap::new());
     let worker = || {
         let strategy = scenarios(options);
         loop {
@@ -529,6 +531,12 @@ pub fn explore(
                 first_failure.fetch_min(case, Ordering::Relaxed);
             }
             let simulated = outcome.history.entries.last().map_or(0, |e| e.true_ns);
+            if failed {
+                failures
+                    .lock()
+                    .expect("no worker panics holding it")
+                    .insert(case, outcome);
+            }
             results
                 .lock()
                 .expect("no worker panics holding it")
@@ -560,8 +568,12 @@ pub fn explore(
             simulated_ns,
         });
     };
-    let (original, scenario, shrink_runs) = shrink(options, case)?;
-    let outcome = run(&scenario);
+    let first = failures
+        .into_inner()
+        .expect("the workers are done")
+        .remove(&case)
+        .expect("every failing case's outcome is kept");
+    let (original, scenario, outcome, shrink_runs) = shrink(options, case, first)?;
     Ok(Exploration::Found(Box::new(Finding {
         original,
         scenario,
@@ -597,20 +609,27 @@ fn case_tree(
 }
 
 /// Shrinks failing case `case` as proptest does (simplify while it fails, complicate when it
-/// passes, at most `MAX_SHRINK_RUNS` runs): the case as drawn, the smallest failing case found,
-/// and the runs spent.
-fn shrink(options: &ExploreOptions, case: u64) -> Result<(Scenario, Scenario, u32), ExploreError> {
+/// passes, at most `MAX_SHRINK_RUNS` runs): the case as drawn, the smallest failing case found
+/// with its outcome, and the runs spent.
+fn shrink(
+    options: &ExploreOptions,
+    case: u64,
+    first: Outcome,
+) -> Result<(Scenario, Scenario, Outcome, u32), ExploreError> {
     let strategy = scenarios(options);
     let mut tree = case_tree(&strategy, options.seed, case).map_err(ExploreError::Aborted)?;
     let original = tree.current();
     let mut smallest = original.clone();
+    let mut outcome = first;
     let mut runs = 0;
     if tree.simplify() {
         while runs < MAX_SHRINK_RUNS {
             runs += 1;
             let candidate = tree.current();
-            if counts(options, &run(&candidate)) {
+            let tried = run(&candidate);
+            if counts(options, &tried) {
                 smallest = candidate;
+                outcome = tried;
                 if !tree.simplify() {
                     break;
                 }
@@ -619,7 +638,7 @@ fn shrink(options: &ExploreOptions, case: u64) -> Result<(Scenario, Scenario, u3
             }
         }
     }
-    Ok((original, smallest, runs))
+    Ok((original, smallest, outcome, runs))
 }
 
 /// The most runs spent shrinking one failure.
