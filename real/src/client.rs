@@ -164,9 +164,17 @@ impl ClientSide for Client {
         Some(accepted)
     }
 
+    /// The time left before the run ends, on this client's clock (a drifting clock measures true
+    /// time at its rate), as in the simulation.
     fn wait_left(&self) -> Duration {
         let end = self.world.scenario.duration_ms * 1_000_000;
-        Duration::from_nanos(end.saturating_sub(self.world.true_ns()))
+        let left = Duration::from_nanos(end.saturating_sub(self.world.true_ns()));
+        let rate = self
+            .world
+            .clocks
+            .get(self.me)
+            .map_or(1.0, |c| c.borrow().rate());
+        left.mul_f64(rate)
     }
 
     fn remaining(&self) -> u32 {

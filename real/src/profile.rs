@@ -372,7 +372,7 @@ mod tests {
             // client-0 entered at once; its last access comes after the heal…
             assert!(s.workload.hold_ms > heal);
             // …while the next holder (in between the lease and `free`) is still inside.
-            assert!(free < s.workload.hold_ms && s.workload.hold_ms < lease + s.workload.hold_ms);
+            assert!(free < s.workload.hold_ms, "{algorithm:?}");
         }
     }
 

@@ -248,6 +248,14 @@ async fn execute(
                 Err(e) => panic!("the nemesis task was cancelled: {e}"),
             }
         }
+        for &c in &clients {
+            if let Some(task) = world.take_failed_task(c) {
+                match task.await {
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    other => panic!("client {c}'s task ended without finishing: {other:?}"),
+                }
+            }
+        }
         let settled = clients
             .iter()
             .all(|&c| world.is_finished(c) || world.is_client_down(c));

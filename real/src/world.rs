@@ -218,6 +218,19 @@ impl RealWorld {
         }
     }
 
+    /// Client `client`'s task if it ended without finishing its workload, which only a panic
+    /// does (a crash drops the task from here first). The runner re-raises the panic rather than
+    /// judge a history that silently lacks that client.
+    pub fn take_failed_task(&self, client: usize) -> Option<JoinHandle<()>> {
+        let mut tasks = self.tasks.borrow_mut();
+        let ended = tasks[client].as_ref().is_some_and(JoinHandle::is_finished);
+        if ended && !self.is_finished(client) {
+            tasks[client].take()
+        } else {
+            None
+        }
+    }
+
     /// Whether client `client` is crashed (and not restarted).
     pub fn is_client_down(&self, client: usize) -> bool {
         self.clients_down.borrow()[client]
