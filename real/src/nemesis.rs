@@ -44,6 +44,8 @@ pub struct Nemesis {
     launcher: Rc<RefCell<Launcher>>,
     /// Per server (in server order) whose clock the scenario moves: its shift file.
     server_clocks: RefCell<BTreeMap<usize, ClockFile>>,
+    /// When the last action is due (ns since the start).
+    quiet_ns: u64,
     /// Actions not yet applied, in order.
     pending: std::collections::VecDeque<(u64, Action, String)>,
 }
@@ -62,13 +64,14 @@ impl Nemesis {
             world,
             launcher,
             server_clocks: RefCell::new(server_clocks),
+            quiet_ns: lockcheck_sim::nemesis::quiet_after_ns(&schedule),
             pending: schedule.into(),
         }
     }
 
     /// When every fault has ended (ns since the start; 0 without faults).
     pub fn quiet_after_ns(&self) -> u64 {
-        self.pending.back().map_or(0, |(t, _, _)| *t)
+        self.quiet_ns
     }
 
     /// Applies every action due by now, without waiting for later ones. The runner calls this

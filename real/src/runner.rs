@@ -13,10 +13,10 @@ use crate::proxy::Proxy;
 use crate::support;
 use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
-use lockcheck_sim::checker;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::scenario::Fault;
 use lockcheck_sim::topology::Role;
+use lockcheck_sim::runner::hard_limit_ns;
 use lockcheck_sim::{Outcome, Scenario};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -236,10 +236,7 @@ async fn execute(
 
     // As in the simulation: the run ends when every client is done and the nemesis is through,
     // or, for clients that never finish, at a hard limit after the end.
-    let ttl = Duration::from_millis(scenario.algorithm.lease_ms(params));
-    let hold = Duration::from_millis(scenario.workload.hold_ms);
-    let end_ns = scenario.duration_ms * 1_000_000;
-    let limit_ns = end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000;
+    let limit_ns = hard_limit_ns(scenario, quiet_ns);
     loop {
         if nemesis.as_ref().is_some_and(JoinHandle::is_finished) {
             match nemesis.take().expect("checked above").await {
@@ -298,7 +295,7 @@ async fn execute(
             },
         );
     } else {
-        let wait = 2 * ttl;
+        let wait = 2 * Duration::from_millis(scenario.algorithm.lease_ms(params));
         let probe = run_probe(world.clone(), wait);
         if tokio::time::timeout(wait + Duration::from_secs(5), probe)
             .await
@@ -315,13 +312,5 @@ async fn execute(
     }
 
     drop(proxies);
-    let history = world.recorder.history();
-    Ok(Outcome {
-        violations: checker::check(&history.entries),
-        stale_accesses: checker::stale_accesses(&history.entries),
-        availability: checker::availability(&history.entries),
-        wakeups: checker::wakeups(&history.entries),
-        digest: history.digest(),
-        history,
-    })
+    Ok(Outcome::of(world.recorder.history()))
 }

@@ -33,6 +33,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The checker's verdict on `history`, whichever world it came from.
+    pub fn of(history: History) -> Outcome {
+        Outcome {
+            violations: checker::check(&history.entries),
+            stale_accesses: checker::stale_accesses(&history.entries),
+            availability: checker::availability(&history.entries),
+            wakeups: checker::wakeups(&history.entries),
+            digest: history.digest(),
+            history,
+        }
+    }
+
     /// Whether any violation was found.
     pub fn violated(&self) -> bool {
         !self.violations.is_empty()
@@ -46,20 +58,18 @@ const POLL: Duration = Duration::from_millis(50);
 pub fn run(scenario: &Scenario) -> Outcome {
     let runtime = Runtime::with_seed_and_config(scenario.seed, madsim::Config::default());
     let scenario = scenario.clone();
-    let history = runtime.block_on(simulate(scenario));
-    let violations = checker::check(&history.entries);
-    let stale_accesses = checker::stale_accesses(&history.entries);
-    let availability = checker::availability(&history.entries);
-    let wakeups = checker::wakeups(&history.entries);
-    let digest = history.digest();
-    Outcome {
-        history,
-        violations,
-        stale_accesses,
-        availability,
-        wakeups,
-        digest,
-    }
+    Outcome::of(runtime.block_on(simulate(scenario)))
+}
+
+/// When a run stops waiting for clients that never finish (blocked, or holding on), in ns of
+/// true time: after the end of the workload and of the faults (`quiet_ns`), twice the longest a
+/// lock can outlive its holder (the lease, or for ZooKeeper the session) or a hold, and 10 s.
+/// The same in both worlds.
+pub fn hard_limit_ns(scenario: &Scenario, quiet_ns: u64) -> u64 {
+    let ttl = Duration::from_millis(scenario.algorithm.lease_ms(&scenario.params));
+    let hold = Duration::from_millis(scenario.workload.hold_ms);
+    let end_ns = scenario.duration_ms * 1_000_000;
+    end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000
 }
 
 fn start_node<F, Fut>(handle: &Handle, world: &Arc<World>, node: usize, body: F)
@@ -136,11 +146,9 @@ async fn simulate(scenario: Scenario) -> History {
 
     // The run ends when every client is done (or down for good) and the nemesis is through, or,
     // for clients that never finish (blocked, or holding on), at a hard limit after the end.
+    let limit_ns = hard_limit_ns(&world.scenario, quiet_ns);
     // How long a lock can outlive its holder: the lease, or for ZooKeeper the session.
     let ttl = Duration::from_millis(world.scenario.algorithm.lease_ms(&params));
-    let hold = Duration::from_millis(world.scenario.workload.hold_ms);
-    let end_ns = world.scenario.duration_ms * 1_000_000;
-    let limit_ns = end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000;
     loop {
         let settled = clients
             .iter()
