@@ -100,11 +100,9 @@ async fn simulate(scenario: Scenario) -> History {
     for server in topology.with_role(Role::Server) {
         if world.scenario.algorithm.is_mysql() {
             // The model decides what a crash keeps (its flush policy); the disk keeps that.
-            let flush = match params.persistence_of(world.scenario.algorithm, topology.name(server))
-            {
-                crate::scenario::Persistence::Everysec => crate::mysql::FlushPolicy::EverySecond,
-                _ => crate::mysql::FlushPolicy::AtCommit,
-            };
+            let flush = crate::mysql::FlushPolicy::of(
+                params.persistence_of(world.scenario.algorithm, topology.name(server)),
+            );
             let config = crate::mysql::node::config_of(&world, flush);
             let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
             let witness = Arc::new(crate::mysql::node::Witness::default());

@@ -31,7 +31,7 @@ use super::{find_on_path, ServerKind};
 use crate::error::RealError;
 use lockcheck_algorithms::mysql::store::{CREATE_FENCE_SEQUENCE, CREATE_LOCK_TABLE};
 use lockcheck_sim::mysql::FlushPolicy;
-use lockcheck_sim::scenario::{Persistence, Scenario};
+use lockcheck_sim::scenario::Scenario;
 use mysql_async::prelude::Queryable;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -82,11 +82,7 @@ impl MariaDb {
     /// not a whole number of seconds, or beyond the server's maximum.
     pub fn of(scenario: &Scenario, name: &str) -> Result<MariaDb, RealError> {
         let p = &scenario.params;
-        let flush = match p.persistence_of(scenario.algorithm, name) {
-            Persistence::Everysec => FlushPolicy::EverySecond,
-            // `none` never gets here: the scenario's validation refuses it for MySQL.
-            Persistence::Always | Persistence::None => FlushPolicy::AtCommit,
-        };
+        let flush = FlushPolicy::of(p.persistence_of(scenario.algorithm, name));
         Ok(MariaDb {
             wait_timeout_s: whole_seconds(
                 "params.wait_timeout_ms",
@@ -345,7 +341,7 @@ mod tests {
     #[test]
     fn everysec_is_flush_at_trx_commit_2() {
         let mut s = Scenario::new(Algorithm::MysqlRow);
-        s.params.persistence = Some(Persistence::Everysec);
+        s.params.persistence = Some(lockcheck_sim::scenario::Persistence::Everysec);
         let db = MariaDb::of(&s, "mysql-0").unwrap();
         assert_eq!(db.flush, FlushPolicy::EverySecond);
         let args: Vec<String> = db

@@ -99,14 +99,12 @@ pub enum FlushPolicy {
 }
 
 impl FlushPolicy {
-    /// The policy for a value of `innodb_flush_log_at_trx_commit`: `1`, or `2`. (`0` loses the
-    /// same as `2` in a machine crash, which is the only crash the model has; it is refused
-    /// rather than silently treated as `2`.)
-    pub fn from_setting(setting: u8) -> Option<FlushPolicy> {
-        match setting {
-            1 => Some(FlushPolicy::AtCommit),
-            2 => Some(FlushPolicy::EverySecond),
-            _ => None,
+    /// The policy a scenario's persistence asks for: `everysec` is `2`, `always` is `1`
+    /// (`none` is refused for MySQL by the scenario's validation; it maps to `1`).
+    pub fn of(persistence: crate::scenario::Persistence) -> FlushPolicy {
+        match persistence {
+            crate::scenario::Persistence::Everysec => FlushPolicy::EverySecond,
+            _ => FlushPolicy::AtCommit,
         }
     }
 
