@@ -79,8 +79,7 @@
 
 use lockcheck_algorithms::mysql::{Outcome, Reply, SqlError, SqlStore, Statement};
 use lockcheck_real::gate::PauseGate;
-use lockcheck_real::launcher::mariadb::{locate, MARIADB_INSTALL_DB};
-use lockcheck_real::launcher::{Launcher, MariaDb, MARIADBD, MARIADB_INSTALL};
+use lockcheck_real::launcher::{Launcher, MariaDb};
 use lockcheck_real::mysql_store::{RealMysql, Session};
 use lockcheck_sim::mysql::model::{
     Applied, ConnId, FlushPolicy, MysqlConfig, MysqlModel, Notice, ServerTime,
@@ -90,9 +89,8 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 use std::cell::{Cell, RefCell};
 use std::fmt::Write as _;
-use std::io::Write as _;
+
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard, Once};
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
@@ -112,29 +110,16 @@ const DEFAULT_CASES: u32 = 1_000;
 /// The generator's seed unless `LOCKCHECK_CONFORMANCE_SEED` says otherwise.
 const DEFAULT_SEED: u64 = 20_240_101;
 
-fn mariadb_installed() -> bool {
-    if locate(MARIADBD).is_some() && locate(MARIADB_INSTALL_DB).is_some() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{MARIADBD} is not installed under CI=true: .ci/run must `{MARIADB_INSTALL}`");
-    }
-    static SAID: Once = Once::new();
-    SAID.call_once(|| {
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "skipping MariaDB conformance tests: {MARIADB_INSTALL}"
-        );
-    });
-    false
-}
+mod common;
 
-/// One server at a time: the tests share two cores.
-fn one_at_a_time() -> MutexGuard<'static, ()> {
-    static SERIAL: Mutex<()> = Mutex::new(());
-    SERIAL
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+use common::one_at_a_time;
+
+/// Whether MariaDB is installed; see [`common::installed`].
+fn mariadb_installed() -> bool {
+    use lockcheck_sim::scenario::{Algorithm, Scenario};
+    let kind = MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0")
+        .expect("the default settings are whole seconds");
+    common::installed(&kind)
 }
 
 fn env_number(name: &str, default: u64) -> u64 {

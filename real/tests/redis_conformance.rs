@@ -24,7 +24,7 @@ use lockcheck_algorithms::redis::command::{Command, Reply, Script, SetOptions};
 use lockcheck_algorithms::redis::store::RedisStore;
 use lockcheck_algorithms::redis::{fair, reentrant, single};
 use lockcheck_real::gate::PauseGate;
-use lockcheck_real::launcher::{find_on_path, Launcher, REDIS_INSTALL, REDIS_SERVER};
+use lockcheck_real::launcher::{Launcher, Redis};
 use lockcheck_real::redis_store::RealRedis;
 use lockcheck_sim::redis::model::RedisModel;
 use lockcheck_sim::scenario::Persistence;
@@ -284,18 +284,13 @@ fn agrees(model: &Reply, real: &Reply) -> bool {
     }
 }
 
+mod common;
+
+/// Whether redis-server is installed; see [`common::installed`].
 fn servers_installed() -> bool {
-    if find_on_path(REDIS_SERVER).is_some() {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{REDIS_SERVER} is not on PATH under CI=true: .ci/run must `{REDIS_INSTALL}`");
-    }
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "skipping the Redis conformance test: {REDIS_INSTALL}"
-    );
-    false
+    common::installed(&Redis {
+        persistence: Persistence::None,
+    })
 }
 
 #[test]
