@@ -154,10 +154,9 @@ enum Command {
     /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
     /// checker, and stops every server it started, also on Ctrl-C.
     ///
-    /// Supported so far: the Redis locks (single-redis, redlock, redis-reentrant, redis-fair)
-    /// and the ZooKeeper locks (zk-sequential, zk-herd, zk-rwlock); pauses of clients and
-    /// servers, crashes and restarts of servers, partitions, clock jumps and drifts of clients
-    /// and Redis servers. A real run is not byte-replayable (the machine decides the
+    /// Every algorithm runs: the Redis locks against redis-server, the ZooKeeper locks against
+    /// ZooKeeper, the MySQL locks against MariaDB. Faults: pauses, crashes and restarts of clients
+    /// and servers, partitions, clock jumps and drifts of clients and Redis servers. A real run is not byte-replayable (the machine decides the
     /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
@@ -167,10 +166,10 @@ lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
 lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
 Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
-(apt-get install redis-server / zookeeper), a server that would not start or an endpoint that \
+(apt-get install redis-server / zookeeper / mariadb-server), a server that would not start or an endpoint that \
 does not answer, 130 = interrupted (every server started was stopped).")]
     Real {
-        /// The algorithm: a Redis or ZooKeeper lock (what real mode runs so far).
+        /// The algorithm (any of `lockcheck explore --help`'s).
         #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
         algorithm: Option<String>,
         /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
@@ -274,13 +273,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             jobs,
             shard,
         } => {
-            let algorithm = Algorithm::from_name(&algorithm).ok_or_else(|| {
-                let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-                usage(format!(
-                    "unknown algorithm '{algorithm}' (known: {})",
-                    known.join(", ")
-                ))
-            })?;
+            let algorithm = parse_algorithm(&algorithm)?;
             let profiles = FaultProfile::parse_list(&faults).map_err(usage)?;
             let persistence = match persistence.as_deref() {
                 None => None,
@@ -363,10 +356,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             let scenario = match scenario {
                 Some(file) => {
-                    let text = std::fs::read_to_string(&file)
-                        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
-                    let mut s = Scenario::from_json(&text)
-                        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
+                    let mut s = read_scenario(&file)?;
                     if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
                         return Err(usage(format!(
                             "--algorithm {name} contradicts {}, which runs {}",
@@ -376,11 +366,8 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
                     }
                     s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
                     s.clients = clients.unwrap_or(s.clients);
-                    if s.algorithm.is_zookeeper() {
-                        // A ZooKeeper lock's lease is its session.
-                        s.params.session_timeout_ms = ttl_ms.unwrap_or(s.params.session_timeout_ms);
-                    } else {
-                        s.params.ttl_ms = ttl_ms.or(s.params.ttl_ms);
+                    if let Some(ms) = ttl_ms {
+                        lockcheck_real::profile::set_lease(&mut s, ms);
                     }
                     s.params.nodes = nodes.or(s.params.nodes);
                     s.validate().map_err(|e| usage(e.to_string()))?;
@@ -455,10 +442,10 @@ fn real_cmd(
         "real run: {} with {} client(s), {} {} ms, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
-        if scenario.algorithm.is_zookeeper() {
-            "session timeout"
-        } else {
-            "TTL"
+        match scenario.algorithm {
+            a if a.is_zookeeper() => "session timeout",
+            Algorithm::MysqlForUpdateHeld => "wait_timeout",
+            _ => "TTL",
         },
         scenario.algorithm.lease_ms(&scenario.params),
     );
@@ -540,11 +527,15 @@ fn print_outcome(report: &Report, outcome: &Outcome) {
     }
 }
 
-fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+/// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
+fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
     let text =
         std::fs::read_to_string(file).map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    let scenario =
-        Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
+}
+
+fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+    let scenario = read_scenario(file)?;
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);

@@ -2,7 +2,7 @@
 //!
 //! The simulator (`lockcheck-sim`) runs the algorithms of `lockcheck-algorithms` against simulated
 //! servers on simulated time. This crate runs the very same algorithm code against real
-//! `redis-server` and ZooKeeper processes that it starts itself, on the host's real clocks, with
+//! `redis-server`, ZooKeeper and MariaDB processes that it starts itself, on the host's real clocks, with
 //! faults that really happen, and judges the result with the simulator's own pure checker. A
 //! verdict that agrees in both worlds is evidence that the simulation models the servers
 //! faithfully.
@@ -11,10 +11,12 @@
 //! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues server processes
 //!   on loopback ports, each in a temp dir, in its own process group; stops them all on success,
 //!   error, drop and Ctrl-C. [`backend`] says which kind of server an algorithm runs against.
-//! - [`redis_store`] and [`zk_store`] (the clients): [`redis_store::RealRedis`] implements the
-//!   algorithms' `RedisStore` over the `redis` crate, reply for reply as the simulated Redis
-//!   answers; [`zk_store::RealZk`] their `ZkStore` over the `zookeeper-client` crate, a session
-//!   with its notices as the simulated ZooKeeper client has one.
+//! - [`redis_store`], [`zk_store`] and [`mysql_store`] (the clients): [`redis_store::RealRedis`]
+//!   implements the algorithms' `RedisStore` over the `redis` crate, reply for reply as the
+//!   simulated Redis answers; [`zk_store::RealZk`] their `ZkStore` over the `zookeeper-client`
+//!   crate, a session with its notices as the simulated ZooKeeper client has one;
+//!   [`mysql_store::RealMysql`] their `SqlStore` over `mysql_async`, prepared statements with
+//!   the model's error codes.
 //! - [`proxy`] (the network): every client reaches every server through a TCP relay of its own
 //!   that can pass, blackhole, reset or delay its connections; partitions and client pauses act
 //!   on these.
@@ -31,9 +33,11 @@
 //! # What is real, and what is not
 //!
 //! Real: the servers (Debian's `redis-server`, its Lua, its expiry on its own wall clock;
-//! Debian's ZooKeeper 3.8, its sessions expiring on its own clock), the TCP connections and
-//! their timeouts, `kill -9` and a restart from the same data dir, SIGSTOP/SIGCONT of a server,
-//! a partition (the proxies across it hold every byte), time itself.
+//! Debian's ZooKeeper 3.8, its sessions expiring on its own clock; MariaDB 10.11 and InnoDB),
+//! the TCP connections and their timeouts, `kill -9` and a restart from the same data dir,
+//! SIGSTOP/SIGCONT of a server, a partition (the proxies across it hold every byte), a client
+//! killed with its connections, a Redis server's clocks moved by [`timeshift`]'s preloaded
+//! library, time itself.
 //!
 //! Not (yet) real, or different from the simulation:
 //! - A client pause is a gate the client's task waits at, at its next await point (every sleep,
@@ -54,8 +58,8 @@
 //! - A crashed server refuses connections at once ([`lockcheck_algorithms::StoreError::Unreachable`]),
 //!   where the simulation's crashed node swallows messages until the timeout.
 //! - Server key changes are not observed (no `Key` entries), so foreign releases are not checked.
-//! - Clock faults, message loss and delay, failover and client crashes are refused with a "not
-//!   supported in real mode yet" error before anything starts.
+//! - Clock faults of ZooKeeper and MariaDB servers, message loss and delay, and failover are
+//!   refused with a "not supported in real mode yet" error before anything starts.
 //!
 //! A real run is not byte-replayable: scheduling, latencies and the interleaving of clients come
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`

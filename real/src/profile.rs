@@ -173,6 +173,20 @@ fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioEr
         .collect())
 }
 
+/// Sets what ends a silent holder's lock in `scenario` to `ms`: the lease (`ttl_ms`) of the Redis
+/// locks and of `mysql-row`, the session timeout of the ZooKeeper locks, the server's
+/// `wait_timeout` for `mysql-for-update-held`. `mysql-unique` has none, and is left alone.
+/// (What `--ttl-ms` means, for a profile and for a scenario file alike.)
+pub fn set_lease(scenario: &mut Scenario, ms: u64) {
+    let p = &mut scenario.params;
+    match scenario.algorithm {
+        a if a.is_zookeeper() => p.session_timeout_ms = ms,
+        Algorithm::MysqlForUpdateHeld => p.wait_timeout_ms = Some(ms),
+        Algorithm::MysqlUnique => {}
+        _ => p.ttl_ms = Some(ms),
+    }
+}
+
 /// The scenario telling `profile`'s story for `algorithm` at `shape`, validated.
 pub fn scenario(
     algorithm: Algorithm,
@@ -184,13 +198,7 @@ pub fn scenario(
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;
     s.seed = shape.seed;
-    match algorithm {
-        a if a.is_zookeeper() => s.params.session_timeout_ms = ttl,
-        Algorithm::MysqlForUpdateHeld => s.params.wait_timeout_ms = Some(ttl),
-        // No lease: the TTL is only the story's time scale.
-        Algorithm::MysqlUnique => {}
-        _ => s.params.ttl_ms = Some(ttl),
-    }
+    set_lease(&mut s, ttl);
     s.params.nodes = shape.nodes;
     s.params.retry_delay_ms = (ttl / 10).clamp(1, 200);
     let free = free_by(algorithm, ttl, s.params.retry_delay_ms);
