@@ -84,8 +84,8 @@ impl Env for RealEnv {
     /// A rate change during the sleep is not followed: the sleep keeps the rate it began with.
     async fn sleep(&self, duration: Duration) {
         self.gate.pass().await;
-        let rate = self.clock.borrow().rate();
-        tokio::time::sleep(duration.div_f64(rate)).await;
+        let real = self.clock.borrow().true_duration(duration);
+        tokio::time::sleep(real).await;
         self.gate.pass().await;
     }
 

@@ -24,6 +24,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
+use lockcheck_sim::clock::NodeClock;
 use std::sync::OnceLock;
 
 /// The library's source.
@@ -88,77 +89,52 @@ struct Shift {
     rate: f64,
 }
 
-/// Clocks where they stood at the last change, and their rate since.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Clocks {
-    base_true_ns: i64,
-    wall_base_ns: i64,
-    mono_base_ns: i64,
-    rate: f64,
-}
-
-impl Clocks {
-    /// The shifted wall and monotonic clocks at true time `true_ns`.
-    fn at(&self, true_ns: i64) -> (i64, i64) {
-        let elapsed = ((true_ns - self.base_true_ns) as f64 * self.rate) as i64;
-        (self.wall_base_ns + elapsed, self.mono_base_ns + elapsed)
-    }
-
-    /// The same clocks, rebased at `true_ns`.
-    fn rebased(&self, true_ns: i64) -> Clocks {
-        let (wall, mono) = self.at(true_ns);
-        Clocks {
-            base_true_ns: true_ns,
-            wall_base_ns: wall,
-            mono_base_ns: mono,
-            rate: self.rate,
-        }
-    }
-}
-
 /// One node's clocks: the host's until the first change, then moved as the simulator moves a
-/// node's clocks. Servers read theirs through a [`ClockFile`]; a real client's `Env` reads its own
-/// directly.
+/// node's clocks (the simulator's own [`NodeClock`], on the host's monotonic clock as true time).
+/// Servers read theirs through a [`ClockFile`]; a real client's `Env` reads its own directly.
 #[derive(Clone, Debug, Default)]
 pub struct ClockShift {
     /// `None` until the first change: the host's clocks.
-    clocks: Option<Clocks>,
+    clock: Option<NodeClock>,
 }
 
 impl ClockShift {
     /// Steps the wall clock by `by_ns` (negative: backwards) from now on.
     pub fn jump(&mut self, by_ns: i64) {
-        let mut clocks = self.current(true_ns());
-        clocks.wall_base_ns += by_ns;
-        self.clocks = Some(clocks);
+        let now = true_ns();
+        self.current(now).jump(now, by_ns);
     }
 
     /// From now on every clock runs at `rate` × true time.
     pub fn drift(&mut self, rate: f64) {
-        let mut clocks = self.current(true_ns());
-        clocks.rate = rate;
-        self.clocks = Some(clocks);
+        let now = true_ns();
+        self.current(now).set_rate(now, rate);
     }
 
     /// The wall clock now, in ns since the Unix epoch.
     pub fn wall_ns(&self) -> i64 {
-        match self.clocks {
+        match &self.clock {
             None => real_ns(libc::CLOCK_REALTIME),
-            Some(c) => c.at(true_ns()).0,
+            Some(c) => c.wall_ns(true_ns()),
         }
     }
 
     /// The monotonic clock now (`CLOCK_MONOTONIC`'s scale), in ns.
     pub fn mono_ns(&self) -> i64 {
-        match self.clocks {
-            None => true_ns(),
-            Some(c) => c.at(true_ns()).1,
+        match &self.clock {
+            None => true_ns() as i64,
+            Some(c) => c.mono_ns(true_ns()) as i64,
         }
     }
 
     /// How fast the clocks run against true time.
     pub fn rate(&self) -> f64 {
-        self.clocks.map_or(1.0, |c| c.rate)
+        self.clock.as_ref().map_or(1.0, NodeClock::rate)
+    }
+
+    /// The real time that passes while these clocks advance by `local`.
+    pub fn true_duration(&self, local: std::time::Duration) -> std::time::Duration {
+        self.clock.as_ref().map_or(local, |c| c.true_duration(local))
     }
 
     /// How far the wall clock is from the host's now, in ns.
@@ -166,17 +142,10 @@ impl ClockShift {
         self.wall_ns() - real_ns(libc::CLOCK_REALTIME)
     }
 
-    /// The clocks as they read at `now`, rebased there.
-    fn current(&self, now: i64) -> Clocks {
-        match self.clocks {
-            Some(c) => c.rebased(now),
-            None => Clocks {
-                base_true_ns: now,
-                wall_base_ns: real_ns(libc::CLOCK_REALTIME),
-                mono_base_ns: now,
-                rate: 1.0,
-            },
-        }
+    /// The clock to change: the host's as read at `now`, the first time.
+    fn current(&mut self, now: u64) -> &mut NodeClock {
+        self.clock
+            .get_or_insert_with(|| NodeClock::reading(now, real_ns(libc::CLOCK_REALTIME), now))
     }
 }
 
@@ -253,9 +222,11 @@ impl ClockFile {
     }
 
     fn publish(&mut self) {
-        let Some(clocks) = self.shift.clocks else {
+        let Some(clock) = &self.shift.clock else {
             return;
         };
+        let (base_true_ns, wall_base_ns, mono_base_ns) = clock.base();
+        let rate = clock.rate();
         // SAFETY: `map` is our live mapping of a whole `Shift`; the only other party reads it
         // under the sequence lock below (odd `seq`: being written).
         unsafe {
@@ -264,10 +235,10 @@ impl ClockFile {
             shift.seq.store(seq + 1, Ordering::Relaxed);
             fence(Ordering::Release);
             std::ptr::write_volatile(&raw mut (*self.map).active, 1);
-            std::ptr::write_volatile(&raw mut (*self.map).base_true_ns, clocks.base_true_ns);
-            std::ptr::write_volatile(&raw mut (*self.map).wall_base_ns, clocks.wall_base_ns);
-            std::ptr::write_volatile(&raw mut (*self.map).mono_base_ns, clocks.mono_base_ns);
-            std::ptr::write_volatile(&raw mut (*self.map).rate, clocks.rate);
+            std::ptr::write_volatile(&raw mut (*self.map).base_true_ns, base_true_ns as i64);
+            std::ptr::write_volatile(&raw mut (*self.map).wall_base_ns, wall_base_ns);
+            std::ptr::write_volatile(&raw mut (*self.map).mono_base_ns, mono_base_ns as i64);
+            std::ptr::write_volatile(&raw mut (*self.map).rate, rate);
             shift.seq.store(seq + 2, Ordering::Release);
         }
     }
@@ -283,8 +254,8 @@ impl Drop for ClockFile {
 }
 
 /// True time: this process's (unshifted) `CLOCK_MONOTONIC`, the library's reference.
-fn true_ns() -> i64 {
-    real_ns(libc::CLOCK_MONOTONIC)
+fn true_ns() -> u64 {
+    real_ns(libc::CLOCK_MONOTONIC) as u64
 }
 
 fn real_ns(clock: libc::clockid_t) -> i64 {
@@ -353,7 +324,7 @@ mod tests {
         let ahead = wall - real_ns(libc::CLOCK_REALTIME);
         assert!(ahead > 9 * HOUR && ahead < 11 * HOUR, "{ahead}");
         assert!(
-            (mono - true_ns()).abs() < HOUR,
+            (mono - true_ns() as i64).abs() < HOUR,
             "the monotonic clock jumped"
         );
         assert_eq!(

@@ -32,6 +32,24 @@ impl Default for NodeClock {
 }
 
 impl NodeClock {
+    /// Clocks that read `wall_ns` and `mono_ns` at true time `true_ns` and run at true time's
+    /// rate: a real host's clocks, taken as they are before a fault moves them.
+    pub fn reading(true_ns: u64, wall_ns: i64, mono_ns: u64) -> NodeClock {
+        NodeClock {
+            base_true_ns: true_ns,
+            wall_base_ns: wall_ns,
+            mono_base_ns: mono_ns,
+            rate: 1.0,
+        }
+    }
+
+    /// The true time of the last change and the wall and monotonic readings then: with
+    /// [`NodeClock::rate`], all it takes to read the clocks later (what real mode publishes to a
+    /// server's time-shift library).
+    pub fn base(&self) -> (u64, i64, u64) {
+        (self.base_true_ns, self.wall_base_ns, self.mono_base_ns)
+    }
+
     fn advanced(&self, true_ns: u64) -> i64 {
         (true_ns.saturating_sub(self.base_true_ns) as f64 * self.rate) as i64
     }
