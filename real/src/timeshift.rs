@@ -17,6 +17,7 @@
 //! server still runs on the wrong clock, as it would on a real machine whose clock is wrong.
 
 use crate::error::RealError;
+use lockcheck_sim::clock::NodeClock;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -24,7 +25,6 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use lockcheck_sim::clock::NodeClock;
 use std::sync::OnceLock;
 
 /// The library's source.
@@ -134,7 +134,9 @@ impl ClockShift {
 
     /// The real time that passes while these clocks advance by `local`.
     pub fn true_duration(&self, local: std::time::Duration) -> std::time::Duration {
-        self.clock.as_ref().map_or(local, |c| c.true_duration(local))
+        self.clock
+            .as_ref()
+            .map_or(local, |c| c.true_duration(local))
     }
 
     /// How far the wall clock is from the host's now, in ns.

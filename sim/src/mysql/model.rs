@@ -308,6 +308,9 @@ pub struct MysqlModel {
     next_conn: ConnId,
     /// What a crash would leave.
     durable: Snapshot,
+    /// Bumped whenever the committed rows or `durable` may have changed (a commit, a flush): a
+    /// node that saw this value needs to diff and sync nothing.
+    generation: u64,
     /// When the log is next flushed under [`FlushPolicy::EverySecond`] (monotonic).
     next_flush_ms: u64,
 }
@@ -340,7 +343,14 @@ impl MysqlModel {
             next_conn: snapshot.next_conn,
             next_flush_ms: next_flush_after(now_mono_ms),
             durable: snapshot,
+            generation: 0,
         }
+    }
+
+    /// A count that changes whenever the committed rows or the durable state may have changed;
+    /// equal counts mean neither did.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The server's settings.
@@ -513,6 +523,7 @@ impl MysqlModel {
             match event {
                 Event::Flush => {
                     self.durable = self.snapshot();
+                    self.generation += 1;
                     self.next_flush_ms = next_flush_after(at);
                     continue;
                 }
@@ -798,10 +809,14 @@ impl MysqlModel {
                 Err(wait) => return wait,
             },
         };
+        // Autocommit: the statement was its own transaction. COMMIT and NEXT VALUE made theirs
+        // durable already (a snapshot of every row is the cost of committed(), per statement).
+        let made_durable = matches!(statement, Statement::Commit | Statement::NextFence);
         if !self.in_transaction(conn) {
-            // Autocommit: the statement was its own transaction.
             self.release_locks(conn);
-            self.committed();
+            if !made_durable {
+                self.committed();
+            }
         }
         Exec::Done(reply)
     }
@@ -829,6 +844,7 @@ impl MysqlModel {
 
     /// A commit happened: under [`FlushPolicy::AtCommit`] it is on disk before its reply.
     fn committed(&mut self) {
+        self.generation += 1;
         if self.config.flush == FlushPolicy::AtCommit {
             self.durable = self.snapshot();
         }

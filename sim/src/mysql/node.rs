@@ -79,6 +79,8 @@ struct Server {
     /// sleeps towards, so it wakes the timer to look again.
     requests: Cell<u64>,
     timer: RefCell<Option<Waker>>,
+    /// The model's generation at the last diff and sync; `None` before the first.
+    settled: Cell<Option<u64>>,
 }
 
 impl Server {
@@ -118,6 +120,11 @@ impl Server {
                 }
             }
             // A connection closed by wait_timeout learns it at its next statement (2006).
+        }
+        // Most requests commit nothing: then there is nothing to diff or write.
+        let generation = self.model.borrow().generation();
+        if self.settled.replace(Some(generation)) == Some(generation) {
+            return;
         }
         let committed = self.model.borrow().snapshot();
         let mut seen = self.witness.rows.lock().unwrap();
@@ -277,6 +284,7 @@ pub async fn run_mysql_server(
         lockers: RefCell::new(BTreeMap::new()),
         requests: Cell::new(0),
         timer: RefCell::new(None),
+        settled: Cell::new(None),
     });
     server.settle(Vec::new(), None);
 
