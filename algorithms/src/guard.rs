@@ -3,6 +3,14 @@
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// How long after acquiring a client believes it holds a lock that has no lease it could count
+/// down: a century. Such a lock (a ZooKeeper node, which lives as long as its session; a MySQL
+/// row without a TTL; a transaction's row lock) ends when the server expires the session or ends
+/// the transaction, which the client learns only afterwards (through `Lock::keep_alive`, or a
+/// failed statement). Added with saturation, so a monotonic clock near `Duration::MAX` cannot
+/// overflow.
+pub const UNBOUNDED_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
 /// Proof of an acquisition, as the client knows it.
 ///
 /// `valid_until` is computed on the client's own monotonic clock, never read from a server: it is

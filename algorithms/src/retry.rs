@@ -6,6 +6,12 @@ use crate::guard::Guard;
 use std::future::Future;
 use std::time::Duration;
 
+/// Attempts at a clean-up that got no usable reply (a release, deleting our own node) when no
+/// retry count is configured. Curator's guaranteed delete retries in the background until it
+/// succeeds, which a client that must return cannot do; what is left behind blocks the others
+/// only until the server ends it (a session, a TTL).
+pub const CLEANUP_ATTEMPTS: u32 = 10;
+
 /// How a blocking acquire retries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Retry {

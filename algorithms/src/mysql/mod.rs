@@ -25,18 +25,10 @@ pub use unique::{MysqlUnique, MysqlUniqueConfig};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
+pub(crate) use crate::guard::UNBOUNDED_VALIDITY;
+pub(crate) use crate::retry::CLEANUP_ATTEMPTS;
 use crate::retry::{acquire_with_retries, Retry};
 use std::time::Duration;
-
-/// How long after acquiring a client believes it holds a lock that has no lease: a century.
-/// Such a lock (a row without a TTL, a transaction's row lock) ends only when someone removes
-/// it or the server ends the transaction, which the client cannot count down to. Added with
-/// saturation, so a monotonic clock near `Duration::MAX` cannot overflow.
-pub const UNBOUNDED_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-
-/// Attempts at a release (or other clean-up) that got no usable reply, when no retry count is
-/// configured: a client that must return cannot retry forever.
-const RELEASE_ATTEMPTS: u32 = 10;
 
 /// The result of one acquisition attempt.
 #[derive(Clone, Debug, PartialEq, Eq)]

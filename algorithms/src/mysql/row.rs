@@ -16,7 +16,7 @@
 use super::retry_attempts;
 use super::store::{SqlStore, Statement};
 use super::{
-    affected, next_fence, pause, rollback, select_for_update, Abort, Attempt, RELEASE_ATTEMPTS,
+    affected, next_fence, pause, rollback, select_for_update, Abort, Attempt, CLEANUP_ATTEMPTS,
     UNBOUNDED_VALIDITY,
 };
 use crate::env::Env;
@@ -239,7 +239,7 @@ impl<S: SqlStore> MysqlRow<S> {
         env: &E,
         only_fence: Option<u64>,
     ) -> Result<bool, LockError> {
-        let attempts = self.config.retry_count.unwrap_or(RELEASE_ATTEMPTS).max(1);
+        let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0;
         loop {
             tried += 1;

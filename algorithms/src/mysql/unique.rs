@@ -10,7 +10,7 @@
 
 use super::retry_attempts;
 use super::store::{SqlError, SqlStore, Statement};
-use super::{affected, next_fence, pause, Abort, Attempt, RELEASE_ATTEMPTS, UNBOUNDED_VALIDITY};
+use super::{affected, next_fence, pause, Abort, Attempt, CLEANUP_ATTEMPTS, UNBOUNDED_VALIDITY};
 use crate::env::Env;
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
@@ -122,7 +122,7 @@ impl<S: SqlStore> MysqlUnique<S> {
     /// `DELETE … WHERE resource_name = ? AND locker = ?`, retried when it got no usable reply:
     /// deleting one's own row twice is harmless, so a retry is always safe.
     async fn delete_own<E: Env>(&self, env: &E, token: &str) -> Result<bool, LockError> {
-        let attempts = self.config.retry_count.unwrap_or(RELEASE_ATTEMPTS).max(1);
+        let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0;
         // After a lost reply, "nothing deleted" may mean our own earlier delete worked.
         let mut unsure = false;

@@ -10,17 +10,16 @@
 
 use super::config::ZkLockConfig;
 use super::paths::create_ancestors;
-use super::session::{await_change, session_watch, still_ours, SESSION_VALIDITY};
+use super::session::{await_change, session_watch, still_ours};
 use super::store::{CreateMode, Stat, ZkError, ZkStore};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
+use crate::guard::UNBOUNDED_VALIDITY;
 use crate::lock::Lock;
+use crate::retry::CLEANUP_ATTEMPTS;
 use std::cell::RefCell;
 use std::time::Duration;
-
-/// Attempts at deleting our node on release when no retry count is configured.
-const DELETE_ATTEMPTS: u32 = 10;
 
 /// What one create attempt came to.
 enum Attempt {
@@ -95,7 +94,7 @@ impl<S: ZkStore> ZkHerd<S> {
     /// Deletes our node if it is still ours (after our session expired, the node at the path
     /// may be another client's); `Ok(true)` when we held it until now.
     async fn delete_own<E: Env>(&self, env: &E) -> Result<bool, LockError> {
-        let attempts = self.config.retry_count.unwrap_or(DELETE_ATTEMPTS).max(1);
+        let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0u32;
         loop {
             let error = match still_ours(&self.store, &self.config.path).await {
@@ -142,7 +141,7 @@ impl<S: ZkStore> Lock for ZkHerd<S> {
                         // The path is every holder's; its czxid tells this holding apart.
                         token: format!("{}@{}", self.config.path, stat.czxid),
                         acquired_at: asked,
-                        valid_until: asked.saturating_add(SESSION_VALIDITY),
+                        valid_until: asked.saturating_add(UNBOUNDED_VALIDITY),
                         fence: u64::try_from(stat.czxid).ok(),
                     }));
                 }

@@ -19,7 +19,6 @@ pub use config::ZkLockConfig;
 pub use herd::ZkHerd;
 pub use rwlock::ZkReadWriteLock;
 pub use sequential::{QueueRole, ZkSequential};
-pub use session::SESSION_VALIDITY;
 pub use store::{
     CreateMode, EventType, SessionId, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore,
     Zxid,

@@ -19,12 +19,14 @@
 
 use super::config::ZkLockConfig;
 use super::paths::create_ancestors;
-use super::session::{await_change, session_watch, SESSION_VALIDITY};
+use super::session::{await_change, session_watch};
 use super::store::{CreateMode, Stat, ZkError, ZkStore};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
+use crate::guard::UNBOUNDED_VALIDITY;
 use crate::lock::Lock;
+use crate::retry::CLEANUP_ATTEMPTS;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -90,11 +92,6 @@ impl QueueRole {
         }
     }
 }
-
-/// Attempts at deleting our own node when no retry count is configured: Curator's guaranteed
-/// delete retries in the background until it succeeds, which a client that must return cannot
-/// do; an undeleted node blocks the others only until our session ends.
-const DELETE_ATTEMPTS: u32 = 10;
 
 /// The lock as this client holds it.
 struct Held {
@@ -228,7 +225,7 @@ impl<S: ZkStore> ZkSequential<S> {
                 let guard = Guard {
                     token: node.clone(),
                     acquired_at: asked,
-                    valid_until: asked.saturating_add(SESSION_VALIDITY),
+                    valid_until: asked.saturating_add(UNBOUNDED_VALIDITY),
                     fence: u64::try_from(stat.czxid).ok(),
                 };
                 return Ok(Outcome::Held(node, guard));
@@ -356,7 +353,7 @@ impl<S: ZkStore> ZkSequential<S> {
     /// Deletes our node, retrying requests without a reply; `Ok(true)` when it was still there
     /// (we held it until now), `Ok(false)` when it was gone with its session.
     async fn delete_node<E: Env>(&self, env: &E, node: &str) -> Result<bool, LockError> {
-        let attempts = self.config.retry_count.unwrap_or(DELETE_ATTEMPTS).max(1);
+        let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0u32;
         let mut unsure = false;
         loop {

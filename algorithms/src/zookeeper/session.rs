@@ -16,13 +16,6 @@ use std::cell::RefCell;
 use std::pin::pin;
 use std::time::Duration;
 
-/// How long after acquiring a client believes it holds a ZooKeeper lock: a century, i.e. for as
-/// long as its session lives. The lock has no lease the client could count down; it ends when
-/// the server expires the session, which the client learns only afterwards (through
-/// `Lock::keep_alive`). Added with saturation, so a monotonic clock near `Duration::MAX` cannot
-/// overflow.
-pub const SESSION_VALIDITY: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
-
 /// Waits until something may have changed whether we can hold: a watch on `watched` fired, or
 /// the session's state changed; false when `deadline` (client monotonic time) passed first.
 pub(crate) async fn await_change<S: ZkStore, E: Env>(
