@@ -64,11 +64,6 @@ impl RealEnv {
         self.observer = Some(observer);
         self
     }
-
-    /// The client's pause gate.
-    pub fn gate(&self) -> &PauseGate {
-        &self.gate
-    }
 }
 
 impl Env for RealEnv {

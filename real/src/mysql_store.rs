@@ -317,11 +317,6 @@ impl RealMysql {
         }
     }
 
-    /// The server's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The open connection, or a new one (`true`: new).
     async fn session(&self) -> Result<(Session, bool), StoreError> {
         let open = self.session.borrow_mut().take();

@@ -58,11 +58,6 @@ impl RealRedis {
         }
     }
 
-    /// The server's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
         let info: ConnectionInfo =
             ConnectionAddr::Tcp(self.addr.ip().to_string(), self.addr.port())

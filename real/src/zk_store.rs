@@ -144,11 +144,6 @@ impl RealZk {
         }
     }
 
-    /// The server's (or its proxy's) address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// Starts opening a session, by a task that outlives the request that asked for it.
     fn open(&self) {
         *self.shared.link.borrow_mut() = Link::Opening;

@@ -173,11 +173,6 @@ impl Algorithm {
         params.ttl_ms_for(self).is_some()
     }
 
-    /// Whether it can draw a fencing token (a number that grows with every grant).
-    pub fn has_fencing(self) -> bool {
-        matches!(self, Algorithm::SingleRedis) || self.is_zookeeper() || self.is_mysql()
-    }
-
     /// Whether clients may take it shared (readers) as well as exclusive (writers).
     pub fn has_readers(self) -> bool {
         self == Algorithm::ZkRwLock

@@ -69,11 +69,6 @@ impl QueueRole {
         }
     }
 
-    /// Whether holders in this role may hold the lock together.
-    pub fn shared(self) -> bool {
-        self == QueueRole::Read
-    }
-
     /// Whether a child of the lock's node is in this role's queue.
     fn queues(self, child: &str) -> bool {
         match self {
@@ -135,11 +130,6 @@ impl<S: ZkStore> ZkSequential<S> {
             role,
             held: RefCell::new(None),
         }
-    }
-
-    /// The role this lock's nodes play.
-    pub fn role(&self) -> QueueRole {
-        self.role
     }
 
     /// The client's session.

@@ -231,11 +231,6 @@ impl Launcher {
             .collect()
     }
 
-    /// The directory server `index` keeps its data and log in.
-    pub fn dir(&self, index: usize) -> &Path {
-        &self.servers[index].dir
-    }
-
     fn fail(&self, server: &str, reason: String) -> RealError {
         RealError::Server {
             server: server.to_string(),

@@ -200,11 +200,6 @@ impl Snapshot {
     pub fn rows(&self) -> impl Iterator<Item = &Row> {
         self.rows.values()
     }
-
-    /// The last fencing token given out.
-    pub fn fence(&self) -> u64 {
-        self.fence
-    }
 }
 
 /// A lock on a resource name.
@@ -411,11 +406,6 @@ impl MysqlModel {
     /// Whether a statement of `conn` waits for a lock.
     pub fn is_waiting(&self, conn: ConnId) -> bool {
         self.waiters.iter().any(|w| w.conn == conn)
-    }
-
-    /// The last fencing token given out (0 before the first).
-    pub fn last_fence(&self) -> u64 {
-        self.fence
     }
 
     /// Opens a connection (in autocommit mode).
