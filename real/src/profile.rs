@@ -27,12 +27,15 @@
 //!   holder, in since the session expired, is still inside. A Redis lock has no such story: its
 //!   holder must finish within its TTL, so a holder cut off past its lease has no access left
 //!   that could arrive after the heal (a scenario file can still cut any link).
-//! - `clock-jump` (Redis locks): the wall clock of a server that holds `client-0`'s key jumps
+//! - `clock-jump`: for the Redis locks, the wall clock of a server that holds `client-0`'s key jumps
 //!   forward by 2 × TTL at 3 TTL/10, while `client-0` works (until 3 TTL/4); the server expires
 //!   the key at once, and another client takes the lock. For Redlock (3 masters) this is
 //!   Kleppmann's story: `redis-2` is down while `client-0` acquires (crashed at 0, restarted
 //!   empty at TTL/5), so `client-0`'s quorum is `redis-0` + `redis-1`; `redis-1`'s clock jumps,
-//!   and the next client's quorum is `redis-1` + `redis-2`.
+//!   and the next client's quorum is `redis-1` + `redis-2`. For the other locks, the one
+//!   server's wall clock jumps forward by two leases at 3 TTL/10, while `client-0` is inside:
+//!   `mysql-row`'s lease is judged by the database's clock (UNSAFE), a ZooKeeper session and
+//!   MariaDB's `wait_timeout` by monotonic clocks (safe).
 //! - `restart` (Redis locks, no persistence): a server that holds `client-0`'s key is killed and
 //!   started again at once, empty, at 3 TTL/10. For Redlock (3 masters) this is seed 002's
 //!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its
@@ -244,6 +247,16 @@ pub fn scenario(
                 for_ms: heal - ttl / 5,
             });
         }
+        Profile::ClockJump if !algorithm.is_redis() => {
+            // One server: its wall clock jumps two leases forward while client-0 is inside.
+            s.workload = story_workload(ttl * 3 / 4);
+            s.faults = hold_back_others(shape, profile.name())?;
+            s.faults.push(Fault::ClockJump {
+                at_ms: ttl * 3 / 10,
+                node: format!("{}-0", algorithm.server_prefix()),
+                by_ms: 2 * ttl as i64,
+            });
+        }
         Profile::ClockJump | Profile::Restart => {
             let story = profile.name();
             if !algorithm.is_redis() {
@@ -332,7 +345,7 @@ mod tests {
         assert_eq!(s.params.nodes, Some(3));
         shape.nodes = Some(5);
         assert!(scenario(Algorithm::Redlock, Profile::Restart, &shape).is_err());
-        let e = scenario(Algorithm::MysqlRow, Profile::ClockJump, &Shape::default()).unwrap_err();
+        let e = scenario(Algorithm::MysqlRow, Profile::Restart, &Shape::default()).unwrap_err();
         assert!(e.to_string().contains("Redis"), "{e}");
     }
 

@@ -21,8 +21,7 @@ pub const ALGORITHMS: &[Algorithm] = &[
 
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
-                          clock_jump and clock_drift (of a client, or of a Redis server), \
-                          partition";
+                          clock_jump and clock_drift (of a client or a server), partition";
 
 /// Checks that real mode runs `algorithm`.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
@@ -64,10 +63,11 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Crash { .. } | Fault::Restart { .. } => roles
                 .iter()
                 .all(|r| matches!(r, Role::Client | Role::Server)),
-            // A server's clock is moved by the time-shift library, tried on redis-server only.
-            Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles.iter().all(|r| {
-                *r == Role::Client || (*r == Role::Server && scenario.algorithm.is_redis())
-            }),
+            // A server's clock is moved by the time-shift library (redis-server, ZooKeeper's JVM
+            // and mariadbd alike).
+            Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles
+                .iter()
+                .all(|r| matches!(r, Role::Client | Role::Server)),
             // Through the clients' proxies and their way to the resource (see `nemesis`).
             Fault::Partition { .. } => true,
             _ => false,

@@ -308,6 +308,90 @@ mod tests {
         (v[0], v[1])
     }
 
+    /// A small C program that waits `wait_ms` by its own (moved) clock on a condition variable
+    /// that waits on `clock`, and prints how long that took in true time (ns).
+    fn wait_probe(dir: &Path, file: &ClockFile, clock: &str, wait_ms: u64) -> i64 {
+        let probe = dir.join(format!("wait-probe-{clock}"));
+        if !probe.exists() {
+            let source = dir.join(format!("wait-probe-{clock}.c"));
+            std::fs::write(
+                &source,
+                format!(
+                    "#include <pthread.h>\n#include <stdio.h>\n#include <stdlib.h>\n\
+                     #include <sys/syscall.h>\n#include <time.h>\n#include <unistd.h>\n\
+                     static long long true_ns(void){{struct timespec t;\n\
+                     syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &t);\n\
+                     return t.tv_sec*1000000000LL+t.tv_nsec;}}\n\
+                     int main(int argc, char **argv){{long long ms=atoll(argv[1]);\n\
+                     pthread_condattr_t a; pthread_condattr_init(&a);\n\
+                     pthread_condattr_setclock(&a, {clock});\n\
+                     pthread_cond_t c; pthread_cond_init(&c, &a);\n\
+                     pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER; pthread_mutex_lock(&m);\n\
+                     struct timespec d; clock_gettime({clock}, &d);\n\
+                     long long ns = d.tv_nsec + ms*1000000LL;\n\
+                     d.tv_sec += ns/1000000000LL; d.tv_nsec = ns%1000000000LL;\n\
+                     long long start = true_ns();\n\
+                     while (pthread_cond_timedwait(&c, &m, &d) == 0) {{}}\n\
+                     printf(\"%lld\\n\", true_ns()-start); return 0;}}\n"
+                ),
+            )
+            .unwrap();
+            let status = Command::new(COMPILER)
+                .arg("-o")
+                .arg(&probe)
+                .arg(&source)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let out = Command::new(&probe)
+            .arg(wait_ms.to_string())
+            .envs(file.env(&library().unwrap()))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn timed_condition_waits_last_their_time_on_the_moved_clock() {
+        let dir = std::env::temp_dir().join(format!(
+            "lockcheck-timeshift-wait-test-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut file = ClockFile::create(&dir.join("clock")).unwrap();
+        const MS: i64 = 1_000_000;
+        // Only a hang (a deadline taken on the moved clock and waited on the real one) can fail
+        // these bounds: ten hours ahead, or behind, is waited out in milliseconds.
+        const HANG: i64 = 60_000 * MS;
+
+        // A wall clock ten hours ahead: a 300 ms wait on it still takes 300 ms, not ten hours.
+        file.jump(10 * 3_600_000 * MS);
+        let waited = wait_probe(&dir, &file, "CLOCK_REALTIME", 300);
+        assert!((300 * MS..HANG).contains(&waited), "{waited}");
+
+        // Clocks at half speed: 200 ms on them is 400 ms of true time; the moved monotonic clock
+        // falls behind the real one, so an untranslated deadline would already have passed.
+        file.drift(0.5);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let waited = wait_probe(&dir, &file, "CLOCK_MONOTONIC", 200);
+        assert!((400 * MS..HANG).contains(&waited), "{waited}");
+
+        // A thousand times fast, 10 s on them is 10 ms of true time; untranslated, the wait
+        // would last at least the 10 s (only a stall of seconds can fail the bound).
+        file.drift(1000.0);
+        let waited = wait_probe(&dir, &file, "CLOCK_MONOTONIC", 10_000);
+        assert!(
+            waited < 5_000 * MS,
+            "the rate did not shorten the wait: {waited}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_jump_moves_the_wall_clock_only_and_a_drift_changes_the_rate() {
         let dir =

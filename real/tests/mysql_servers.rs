@@ -121,6 +121,41 @@ fn fencing_turns_the_holder_whose_connection_timed_out_away_at_the_real_resource
     );
 }
 
+#[test]
+fn a_forward_jump_of_the_database_clock_hands_mysql_row_to_a_second_holder() {
+    // mysql-row's lease is judged by NOW() on the server: mysql-0's wall clock jumps two leases
+    // forward at 0.6 s (through the time-shift library under mariadbd) while client-0 works
+    // until 1.5 s, and the next client finds its row stale.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(Algorithm::MysqlRow, Profile::ClockJump, &shape(3)).unwrap();
+    let real = run_real(&s);
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
+fn the_same_jump_leaves_the_transaction_held_lock_safe() {
+    // mysql-for-update-held's lock ends with its holder's connection, and MariaDB times idle
+    // connections on the kernel's clock: a jump of the wall clock ends nothing.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s =
+        profile::scenario(Algorithm::MysqlForUpdateHeld, Profile::ClockJump, &shape(3)).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 3, "every client had its section");
+}
+
 /// client-0 takes the lock (client-1 is held back for 200 ms) and works for 1 s; at 400 ms
 /// mysql-0 is killed and restarted at once, with `persistence` for its commits.
 fn crash_while_held(algorithm: Algorithm, persistence: Persistence) -> Scenario {

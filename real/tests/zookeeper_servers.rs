@@ -176,6 +176,75 @@ fn a_holder_cut_off_for_less_than_its_session_keeps_zk_sequential_safe() {
 }
 
 #[test]
+fn a_jump_of_the_servers_wall_clock_keeps_zk_sequential_safe() {
+    // zk-0's wall clock jumps two session timeouts forward while client-0 is inside: sessions
+    // expire by the server's monotonic clock, which a jump does not move.
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let algorithm = Algorithm::ZkSequential;
+    let s = profile::scenario(algorithm, Profile::ClockJump, &shape(algorithm, 3)).unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 3, "every client had its section");
+}
+
+/// client-0 holds the lock for 5 s and is paused from 0.5 s for `pause_ms`; zk-0's clocks run
+/// at `rate` from the start.
+fn paused_holder_on_a_drifting_server(rate: f64, pause_ms: u64) -> Scenario {
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.clients = 2;
+    s.params.session_timeout_ms = SESSION_MS;
+    s.duration_ms = 20_000;
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 5_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.faults = vec![
+        Fault::ClockDrift {
+            at_ms: 0,
+            node: "zk-0".into(),
+            rate,
+        },
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 200,
+        },
+        Fault::Pause {
+            at_ms: 500,
+            node: "client-0".into(),
+            for_ms: pause_ms,
+        },
+    ];
+    s
+}
+
+#[test]
+fn a_server_whose_clocks_run_twice_as_fast_ends_a_paused_holders_session_early() {
+    // A 3 s pause is within the 4 s session, and safe on a true clock; on a server whose
+    // monotonic clock (the time-shift library under the JVM) runs at 2x, the session ends after
+    // about 2 s of true time, and client-1 takes the lock while client-0 is still inside.
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let true_clock = run_real(&paused_holder_on_a_drifting_server(1.0, 3_000));
+    assert_safe(&true_clock);
+    let fast = run_real(&paused_holder_on_a_drifting_server(2.0, 3_000));
+    let v = fast
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", fast.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+}
+
+#[test]
 fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
     if !zookeeper_installed() {
         return;

@@ -13,11 +13,21 @@
  * gettimeofday, time); a rate applies to every clock. Until the file says otherwise (active = 0)
  * every call reads the real clock.
  *
+ * A process that reads moved clocks also computes its deadlines on them, and hands them to the
+ * kernel, which waits on the real clocks: a JVM's or MariaDB's timed condition waits
+ * (pthread_cond_timedwait) would wait a moved clock's offset too long, or not at all. So timed
+ * condition waits are translated: the time left to the deadline, on the moved clock the
+ * condition variable waits on, is converted to true time at the clock's rate and waited on the
+ * real CLOCK_MONOTONIC (pthread_cond_clockwait, which resolves nothing). Relative waits (poll,
+ * epoll_wait, nanosleep) run on true time, unscaled by a rate.
+ *
  * The file (LOCKCHECK_TIMESHIFT names it) holds one struct shift, native endian, written by
  * lockcheck-real's timeshift.rs; its layout is part of the contract with that file.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -134,4 +144,30 @@ time_t time(time_t *out) {
     if (out != NULL)
         *out = ts.tv_sec;
     return ts.tv_sec;
+}
+
+static int64_t ns_of(const struct timespec *ts) {
+    return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
+}
+
+int pthread_cond_timedwait(pthread_cond_t *restrict cond, pthread_mutex_t *restrict mutex,
+                           const struct timespec *restrict abstime) {
+    /* glibc (since 2.25) keeps the condition variable's clock in bit 1 of __wrefs
+     * (__PTHREAD_COND_CLOCK_MONOTONIC_MASK); bit 0 is process-shared. */
+    clockid_t clock = (cond->__data.__wrefs & 2) ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+    struct shift s;
+    if (abstime->tv_nsec < 0 || abstime->tv_nsec >= 1000000000 ||
+        !read_shift(&s))
+        return pthread_cond_clockwait(cond, mutex, clock, abstime);
+    struct timespec moved, now;
+    if (clock_gettime(clock, &moved) != 0 || real_clock(CLOCK_MONOTONIC, &now) != 0)
+        return EINVAL;
+    int64_t left = ns_of(abstime) - ns_of(&moved);
+    if (left < 0)
+        left = 0;
+    double rate = s.rate > 0 ? s.rate : 1.0;
+    int64_t deadline = ns_of(&now) + (int64_t)((double)left / rate);
+    struct timespec real_deadline = {.tv_sec = deadline / 1000000000,
+                                     .tv_nsec = deadline % 1000000000};
+    return pthread_cond_clockwait(cond, mutex, CLOCK_MONOTONIC, &real_deadline);
 }
