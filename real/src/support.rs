@@ -195,7 +195,8 @@ mod tests {
         }];
         check(&s).expect("zk-sequential with a partition");
         for &algorithm in Algorithm::ALL {
-            check(&Scenario::new(algorithm)).expect(algorithm.name());
+            check(&Scenario::new(algorithm))
+                .unwrap_or_else(|e| panic!("{}: {e}", algorithm.name()));
         }
     }
 }

@@ -215,7 +215,7 @@ impl Step {
             } => Command::Set {
                 key: k(key),
                 value: value.to_string(),
-                options: options.clone(),
+                options: *options,
             },
             Step::Get(key) => Command::Get { key: k(key) },
             Step::Del(keys) => Command::Del {

@@ -677,15 +677,12 @@ fn a_herd_holder_whose_session_expired_does_not_delete_the_next_holders_node() {
 /// for the lock and how long it holds it, in ms.
 type Hold = (bool, &'static str, u64, u64);
 
+/// One line of a hold log, as `hold_once` records it: `(name, fence, from, to)`.
+type Held = (&'static str, u64, u64, u64);
+
 /// Three clients of one read/write lock, starting 10 ms apart, each holding its side once as
 /// `plan` says (and getting it); the log of their holds, and the locks.
-fn staggered(
-    world: &Rc<World>,
-    plan: [Hold; 3],
-) -> (
-    Vec<(&'static str, u64, u64, u64)>,
-    Vec<ZkReadWriteLock<Rc<Store>>>,
-) {
+fn staggered(world: &Rc<World>, plan: [Hold; 3]) -> (Vec<Held>, Vec<ZkReadWriteLock<Rc<Store>>>) {
     let locks: Vec<_> = (0..3).map(|_| rwlock(world)).collect();
     let envs: Vec<_> = (0..3).map(|i| Client::new(world, i)).collect();
     let log = RefCell::new(Vec::new());
