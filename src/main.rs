@@ -156,8 +156,10 @@ enum Command {
     ///
     /// Every algorithm runs: the Redis locks against redis-server, the ZooKeeper locks against
     /// ZooKeeper, the MySQL locks against MariaDB. Faults: pauses, crashes and restarts of clients
-    /// and servers, partitions, clock jumps and drifts of clients and Redis servers. A real run is not byte-replayable (the machine decides the
-    /// interleaving); its scenario is, here and in the simulation (`lockcheck run FILE`).
+    /// and servers, partitions, clock jumps and drifts of clients and servers, message delay and
+    /// loss (a loss on a TCP link is a retransmission's stall). A real run is not byte-replayable
+    /// (the machine decides the interleaving); its scenario is, here and in the simulation
+    /// (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \
 lockcheck real --algorithm single-redis --faults pause\n  \
 lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \

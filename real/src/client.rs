@@ -15,7 +15,9 @@ use lockcheck_sim::lock::{AnyLock, Stores};
 use lockcheck_sim::net::AccessRequest;
 use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::workload::{self, ClientSide};
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -150,18 +152,40 @@ impl ClientSide for Client {
         &self.lock
     }
 
-    /// A paused client touches nothing: it passes its gate before and after. A client cut off
-    /// from the resource by a partition hears nothing back: as in the simulation, its access is
-    /// lost and it gives up after the simulation's access timeout.
+    /// A paused client touches nothing: it passes its gate before and after. The way to the
+    /// in-process resource is the simulation's network: a request or reply lost to a partition or
+    /// a `loss` fault leaves the client waiting out the simulation's access timeout (a lost reply,
+    /// after the resource took the access), and a `delay` fault delays both; a request delayed
+    /// past the timeout still reaches the resource later, unless the run has ended by then.
     async fn touch(&self, access: AccessRequest) -> Option<bool> {
         self.gate.pass().await;
-        if self.world.is_cut_from_resource(self.me) {
-            self.env.sleep(ACCESS_TIMEOUT).await;
-            return None;
-        }
-        let accepted = self.world.resource.access(self.me, access);
+        let world = &self.world;
+        let (me, resource) = (self.me, world.topology().resource());
+        let (_, there) = world.message_faults(me, resource);
+        let sent = !world.is_cut_from_resource(me) && !world.resource_message_lost(me, resource);
+        let reply: Pin<Box<dyn Future<Output = Option<bool>>>> = if !sent {
+            Box::pin(std::future::ready(None))
+        } else if there.is_zero() {
+            // Taken at once (on the first poll below), as the local call it is.
+            Box::pin(deliver(world.clone(), me, access, there))
+        } else {
+            // In flight on its own: it outlives the client's wait, as a sent message does.
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            let delivery = deliver(world.clone(), me, access, there);
+            tokio::task::spawn_local(async move {
+                if let Some(accepted) = delivery.await {
+                    let _ = answer.send(accepted);
+                }
+            });
+            Box::pin(async move { answered.await.ok() })
+        };
+        let accepted = tokio::select! {
+            biased;
+            Some(accepted) = reply => Some(accepted),
+            _ = self.env.sleep(ACCESS_TIMEOUT) => None,
+        };
         self.gate.pass().await;
-        Some(accepted)
+        accepted
     }
 
     /// The time left before the run ends, on this client's clock (a drifting clock measures true
@@ -188,6 +212,29 @@ impl ClientSide for Client {
     fn finish(&self) {
         self.world.finish(self.me);
     }
+}
+
+/// Carries client `me`'s access to the resource after `there`, and its reply back: the reply, or
+/// `None` when it is lost.
+async fn deliver(
+    world: Rc<RealWorld>,
+    me: usize,
+    access: AccessRequest,
+    there: Duration,
+) -> Option<bool> {
+    if !there.is_zero() {
+        tokio::time::sleep(there).await;
+    }
+    let accepted = world.resource.access(me, access);
+    let resource = world.topology().resource();
+    if world.is_cut_from_resource(me) || world.resource_message_lost(resource, me) {
+        return None;
+    }
+    let (_, back) = world.message_faults(resource, me);
+    if !back.is_zero() {
+        tokio::time::sleep(back).await;
+    }
+    Some(accepted)
 }
 
 /// Runs client `client`'s workload (client index = its node index) until it is done or the run

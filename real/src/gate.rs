@@ -117,8 +117,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_closed_gate_cuts_its_links_once_and_opening_heals_them() {
         let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
-        let proxy = crate::proxy::Proxy::start(upstream).await.unwrap();
-        let other = crate::proxy::Proxy::start(upstream).await.unwrap();
+        let proxy = crate::proxy::Proxy::start(upstream, 0).await.unwrap();
+        let other = crate::proxy::Proxy::start(upstream, 0).await.unwrap();
         let gate = PauseGate::new();
         gate.attach(proxy.link());
         gate.close();

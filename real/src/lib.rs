@@ -36,8 +36,9 @@
 //! Debian's ZooKeeper 3.8, its sessions expiring on its own clock; MariaDB 10.11 and InnoDB),
 //! the TCP connections and their timeouts, `kill -9` and a restart from the same data dir,
 //! SIGSTOP/SIGCONT of a server, a partition (the proxies across it hold every byte), a client
-//! killed with its connections, a Redis server's clocks moved by [`timeshift`]'s preloaded
-//! library, time itself.
+//! killed with its connections, a server's clocks moved by [`timeshift`]'s preloaded library,
+//! message delay and loss through the proxies (loss as TCP makes it: a retransmission's stall),
+//! time itself.
 //!
 //! Not (yet) real, or different from the simulation:
 //! - A client pause is a gate the client's task waits at, at its next await point (every sleep,

@@ -21,7 +21,11 @@
 //!   simulation loses its messages); a link between a client and the resource makes the client's
 //!   accesses go unanswered, as lost messages do in the simulation. Nothing flows in real mode
 //!   between two servers, two clients, or a server and the resource, so cutting those changes
-//!   nothing, as in the simulation of independent servers.
+//!   nothing, as in the simulation of independent servers;
+//! - loss / delay on a node: every proxy of that node (a client's to each server, or each
+//!   client's to that server) is impaired with what a message across it suffers
+//!   ([`crate::proxy::Impairment`]: TCP turns a loss into a retransmission's stall), and the
+//!   node's accesses to the resource are dropped and delayed as in the simulation.
 //!
 //! Every action is recorded as a `nemesis` entry, as in the simulation. [`crate::support::check`]
 //! has refused every other kind of fault before the run started.
@@ -143,6 +147,14 @@ impl Nemesis {
                 );
                 return Ok(());
             }
+            Action::MessagesStart(n, id, loss, delay) => {
+                world.set_message_fault(*n, *id, Some((*loss, *delay)));
+                *n
+            }
+            Action::MessagesEnd(n, id) => {
+                world.set_message_fault(*n, *id, None);
+                *n
+            }
             other => {
                 return Err(RealError::Unsupported(format!(
                     "{} ({text}); support::check should have refused it",
@@ -155,7 +167,7 @@ impl Nemesis {
         let client = (topology.role(target) == Role::Client).then_some(target);
         tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
         match (action, client, server) {
-            (Action::Skipped(_), _, _) => {}
+            (Action::Skipped(_) | Action::MessagesStart(..) | Action::MessagesEnd(..), _, _) => {}
             (Action::Crash(_), Some(c), _) => world.crash_client(c),
             (Action::Restart(_), Some(c), _) => world.start_client(c),
             (Action::Pause(_), Some(c), _) => world.gates[c].close(),

@@ -16,8 +16,15 @@
 //!   real partition, a handshake the client gave up on never reaches the server).
 //! - [`Mode::Reset`]: every open connection is closed with a TCP RST on both sides
 //!   (`SO_LINGER` 0), and every new one is accepted and reset at once.
-//! - [`Mode::Delay`]: each chunk is forwarded once the delay has passed since it was read, in
-//!   order.
+//!
+//! A link that passes can also be impaired ([`Link::impair`], the `delay` and `loss` faults):
+//! each chunk is forwarded once the delay has passed since it was read, in order; and each
+//! transmission of a chunk is lost with the loss probability. A byte stream cannot lose a
+//! message the way the simulator's datagrams do: TCP hides a lost segment behind its
+//! retransmission, so a lost chunk is sent again after the sender's retransmission timeout
+//! (200 ms at first, Linux's minimum, doubling with each loss in a row, at most 120 s), and
+//! everything behind it waits, in order. What the application sees of loss on a real network is
+//! exactly that: stalls, and the timeouts they cause.
 //!
 //! Causes of a blackhole are counted ([`Link::cut`] / [`Link::heal`]): a client's pause and any
 //! number of overlapping partitions can hold the same link, and it passes again only when the
@@ -31,6 +38,8 @@
 //! Every task of a proxy (its accept loop and one task per connection) is aborted when the
 //! [`Proxy`] is dropped, which closes its sockets; dropping the runtime ends them too.
 
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,17 +60,31 @@ pub enum Mode {
     Blackhole,
     /// Reset every connection, open or new.
     Reset,
-    /// Forward each chunk this long after it was read, in order.
-    Delay(Duration),
 }
 
+/// What a slow or lossy network does to a link that passes (see the module's docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Impairment {
+    /// Each chunk is forwarded this long after it was read.
+    pub delay: Duration,
+    /// The probability that one transmission of a chunk is lost, in [0, 1].
+    pub loss: f64,
+}
+
+/// TCP's first retransmission timeout after a loss (Linux's `TCP_RTO_MIN`).
+const MIN_RTO: Duration = Duration::from_millis(200);
+/// TCP's longest retransmission timeout (Linux's `TCP_RTO_MAX`).
+const MAX_RTO: Duration = Duration::from_secs(120);
+
 /// The state a proxy's tasks follow.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 struct Control {
     /// The mode set with [`Link::set_mode`].
     mode: Mode,
     /// Causes of a blackhole in force ([`Link::cut`] minus [`Link::heal`]).
     cuts: u32,
+    /// Delay and loss while the link passes.
+    impairment: Impairment,
 }
 
 impl Control {
@@ -87,6 +110,11 @@ impl Link {
     /// the last heal).
     pub fn set_mode(&self, mode: Mode) {
         self.control.send_modify(|c| c.mode = mode);
+    }
+
+    /// Delays and loses what the link passes from now on ([`Impairment::default`]: neither).
+    pub fn impair(&self, impairment: Impairment) {
+        self.control.send_modify(|c| c.impairment = impairment);
     }
 
     /// The mode in force now.
@@ -118,16 +146,18 @@ pub struct Proxy {
 }
 
 impl Proxy {
-    /// A proxy to `upstream`, listening on a free port of `127.0.0.1`, in [`Mode::Pass`]. Must be
-    /// called within a tokio runtime (its tasks are spawned on it).
-    pub async fn start(upstream: SocketAddr) -> io::Result<Proxy> {
+    /// A proxy to `upstream`, listening on a free port of `127.0.0.1`, in [`Mode::Pass`]. Which
+    /// transmissions a loss drops is drawn from `seed` (per connection and direction, in the
+    /// order they are read). Must be called within a tokio runtime (its tasks are spawned on it).
+    pub async fn start(upstream: SocketAddr, seed: u64) -> io::Result<Proxy> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let (control, watcher) = watch::channel(Control {
             mode: Mode::Pass,
             cuts: 0,
+            impairment: Impairment::default(),
         });
-        let accept = tokio::spawn(accept_loop(listener, upstream, watcher));
+        let accept = tokio::spawn(accept_loop(listener, upstream, watcher, seed));
         Ok(Proxy {
             addr,
             upstream,
@@ -171,13 +201,18 @@ async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
     control: watch::Receiver<Control>,
+    seed: u64,
 ) {
     let mut connections = JoinSet::new();
+    let mut accepted_count = 0u64;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(relay(stream, upstream, control.clone()));
+                    // Two generators per connection (one per direction), each its own stream.
+                    let seed = seed ^ accepted_count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    accepted_count += 1;
+                    connections.spawn(relay(stream, upstream, control.clone(), seed));
                 }
                 Err(e) => {
                     // Out of file descriptors or an aborted handshake: try again shortly.
@@ -198,19 +233,24 @@ fn reset(stream: &TcpStream) {
     }
 }
 
-/// Waits until the link is not a blackhole and returns the mode in force then.
-async fn flowing(control: &mut watch::Receiver<Control>) -> io::Result<Mode> {
+/// Waits until the link is not a blackhole and returns what is in force then.
+async fn flowing(control: &mut watch::Receiver<Control>) -> io::Result<Control> {
     match control.wait_for(|c| c.effective() != Mode::Blackhole).await {
-        Ok(c) => Ok(c.effective()),
+        Ok(c) => Ok(*c),
         Err(_) => Err(io::Error::other("proxy dropped")),
     }
 }
 
 /// Serves one accepted connection until either side closes it or the link resets it.
-async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::Receiver<Control>) {
+async fn relay(
+    mut client: TcpStream,
+    upstream: SocketAddr,
+    mut control: watch::Receiver<Control>,
+    seed: u64,
+) {
     // A connection made during a blackhole is held before anything reaches the server.
     let held = control.borrow().effective() == Mode::Blackhole;
-    match flowing(&mut control).await {
+    match flowing(&mut control).await.map(|c| c.effective()) {
         Ok(Mode::Reset) | Err(_) => return reset(&client),
         Ok(_) => {}
     }
@@ -242,8 +282,8 @@ async fn relay(mut client: TcpStream, upstream: SocketAddr, mut control: watch::
             _ = resets.wait_for(|c| c.effective() == Mode::Reset) => true,
             result = async {
                 tokio::try_join!(
-                    pump(client_read, server_write, control.clone()),
-                    pump(server_read, client_write, control.clone()),
+                    pump(client_read, server_write, control.clone(), seed),
+                    pump(server_read, client_write, control.clone(), !seed),
                 )
             } => {
                 // A side that failed (reset by its peer) is passed on as a reset of the other.
@@ -278,6 +318,7 @@ async fn pump(
     mut from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
     control: watch::Receiver<Control>,
+    seed: u64,
 ) -> io::Result<()> {
     // An empty chunk marks the end of the stream.
     let (queue, mut chunks) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
@@ -295,15 +336,21 @@ async fn pump(
         }
     };
     let mut write_control = control;
+    let mut losses = StdRng::seed_from_u64(seed);
     let write = async move {
         while let Some((read_at, chunk)) = chunks.recv().await {
+            let mut rto = MIN_RTO;
             loop {
-                match flowing(&mut write_control).await? {
-                    Mode::Delay(delay) if Instant::now() < read_at + delay => {
-                        tokio::time::sleep_until(read_at + delay).await;
-                        // Look again: the link may have been cut meanwhile.
-                    }
-                    _ => break,
+                // Look again after every wait: the link may have been cut or changed meanwhile.
+                let impairment = flowing(&mut write_control).await?.impairment;
+                let due = read_at + impairment.delay;
+                if Instant::now() < due {
+                    tokio::time::sleep_until(due).await;
+                } else if impairment.loss > 0.0 && losses.gen::<f64>() < impairment.loss {
+                    tokio::time::sleep(rto).await;
+                    rto = (rto * 2).min(MAX_RTO);
+                } else {
+                    break;
                 }
             }
             if chunk.is_empty() {
@@ -362,7 +409,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn pass_relays_both_ways_to_the_upstream() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         assert_eq!(proxy.upstream(), echo);
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
         stream.write_all(b"hello").await.unwrap();
@@ -373,7 +420,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn blackhole_holds_bytes_of_open_and_new_connections_until_the_link_passes() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
         open.write_all(b"up").await.unwrap();
         assert_eq!(read_exactly(&mut open, 2).await, b"up");
@@ -394,7 +441,7 @@ mod tests {
     async fn a_connection_given_up_during_a_blackhole_never_reaches_the_upstream() {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
         let upstream = listener.local_addr().unwrap();
-        let proxy = Proxy::start(upstream).await.unwrap();
+        let proxy = Proxy::start(upstream, 0).await.unwrap();
         proxy.set_mode(Mode::Blackhole);
         let mut abandoned = TcpStream::connect(proxy.addr()).await.unwrap();
         abandoned.write_all(b"stale").await.unwrap();
@@ -420,27 +467,28 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn cuts_are_counted_and_outrank_the_mode_set() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         let link = proxy.link();
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
         link.cut();
         link.cut();
-        link.set_mode(Mode::Delay(Duration::from_millis(1)));
+        link.set_mode(Mode::Reset);
         assert_eq!(link.mode(), Mode::Blackhole);
         stream.write_all(b"x").await.unwrap();
         link.heal();
         assert_eq!(link.mode(), Mode::Blackhole, "one cut is still in force");
         assert!(!arrives_within(&mut stream, Duration::from_millis(200)).await);
         link.heal();
+        link.set_mode(Mode::Pass);
         link.heal(); // one too many: does nothing
-        assert_eq!(link.mode(), Mode::Delay(Duration::from_millis(1)));
+        assert_eq!(link.mode(), Mode::Pass);
         assert_eq!(read_exactly(&mut stream, 1).await, b"x");
     }
 
     #[tokio::test(flavor = "current_thread")]
     async fn reset_closes_open_connections_and_resets_new_ones() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         let mut open = TcpStream::connect(proxy.addr()).await.unwrap();
         open.write_all(b"a").await.unwrap();
         assert_eq!(read_exactly(&mut open, 1).await, b"a");
@@ -473,9 +521,9 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn delay_forwards_each_chunk_after_the_delay_in_order() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         let delay = Duration::from_millis(150);
-        proxy.set_mode(Mode::Delay(delay));
+        proxy.link().impair(Impairment { delay, loss: 0.0 });
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
         let sent = Instant::now();
         for chunk in [&b"one,"[..], b"two,", b"three"] {
@@ -489,6 +537,47 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
+    async fn a_lost_chunk_is_retransmitted_after_the_loss_ends_and_nothing_overtakes_it() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo, 0).await.unwrap();
+        let link = proxy.link();
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        link.impair(Impairment {
+            delay: Duration::ZERO,
+            loss: 1.0,
+        });
+        let sent = Instant::now();
+        stream.write_all(b"first").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stream.write_all(b",second").await.unwrap();
+        // Every transmission is lost while the loss lasts (a slow machine only makes it pass).
+        assert!(!arrives_within(&mut stream, Duration::from_millis(300)).await);
+        link.impair(Impairment::default());
+        // The next retransmission gets through, with everything behind it, in order.
+        assert_eq!(read_exactly(&mut stream, 12).await, b"first,second");
+        assert!(sent.elapsed() >= MIN_RTO, "{:?}", sent.elapsed());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_lossy_link_delivers_every_byte_in_order() {
+        let (echo, _server) = echo_server().await;
+        let proxy = Proxy::start(echo, 7).await.unwrap();
+        proxy.link().impair(Impairment {
+            delay: Duration::from_millis(1),
+            loss: 0.3,
+        });
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        let mut expected = Vec::new();
+        for i in 0..8u8 {
+            let chunk = [b'a' + i; 3];
+            stream.write_all(&chunk).await.unwrap();
+            expected.extend_from_slice(&chunk);
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(read_exactly(&mut stream, expected.len()).await, expected);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
     async fn a_refused_upstream_resets_the_client() {
         // A port nobody listens on (the kernel's pick, released).
         let dead = TcpListener::bind(("127.0.0.1", 0))
@@ -496,7 +585,7 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let proxy = Proxy::start(dead).await.unwrap();
+        let proxy = Proxy::start(dead, 0).await.unwrap();
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
         let mut buf = [0u8; 8];
         let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
@@ -511,7 +600,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn dropping_the_proxy_closes_its_connections_and_its_port() {
         let (echo, _server) = echo_server().await;
-        let proxy = Proxy::start(echo).await.unwrap();
+        let proxy = Proxy::start(echo, 0).await.unwrap();
         let addr = proxy.addr();
         let mut stream = TcpStream::connect(addr).await.unwrap();
         stream.write_all(b"a").await.unwrap();

@@ -206,10 +206,12 @@ async fn execute(
     // the end of this function; dropping them ends their tasks.
     let clients = topology.with_role(Role::Client);
     let mut proxies: Vec<Vec<Proxy>> = Vec::new();
-    for _ in &clients {
+    for (c, _) in clients.iter().enumerate() {
         let mut to_servers = Vec::new();
-        for &upstream in &addrs {
-            let proxy = Proxy::start(upstream)
+        for (i, &upstream) in addrs.iter().enumerate() {
+            // Each link draws its losses from its own stream of the scenario's seed.
+            let link_seed = scenario.seed ^ (((c as u64) << 32) | i as u64);
+            let proxy = Proxy::start(upstream, link_seed)
                 .await
                 .map_err(|source| RealError::Proxy { upstream, source })?;
             to_servers.push(proxy);

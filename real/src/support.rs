@@ -21,7 +21,8 @@ pub const ALGORITHMS: &[Algorithm] = &[
 
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
-                          clock_jump and clock_drift (of a client or a server), partition";
+                          clock_jump and clock_drift (of a client or a server), partition, \
+                          loss and delay (of any node)";
 
 /// Checks that real mode runs `algorithm`.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
@@ -57,20 +58,18 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             .map(|n| topology.role(n))
             .collect();
         let supported = match fault {
-            Fault::Pause { .. } => roles
-                .iter()
-                .all(|r| matches!(r, Role::Client | Role::Server)),
-            Fault::Crash { .. } | Fault::Restart { .. } => roles
-                .iter()
-                .all(|r| matches!(r, Role::Client | Role::Server)),
-            // A server's clock is moved by the time-shift library (redis-server, ZooKeeper's JVM
-            // and mariadbd alike).
-            Fault::ClockJump { .. } | Fault::ClockDrift { .. } => roles
+            // The resource lives in lockcheck's own process: it cannot be paused, killed or
+            // given a clock of its own. A server's clock is moved by the time-shift library.
+            Fault::Pause { .. }
+            | Fault::Crash { .. }
+            | Fault::Restart { .. }
+            | Fault::ClockJump { .. }
+            | Fault::ClockDrift { .. } => roles
                 .iter()
                 .all(|r| matches!(r, Role::Client | Role::Server)),
             // Through the clients' proxies and their way to the resource (see `nemesis`).
-            Fault::Partition { .. } => true,
-            _ => false,
+            Fault::Partition { .. } | Fault::Loss { .. } | Fault::Delay { .. } => true,
+            Fault::Failover { .. } => false,
         };
         if !supported {
             return Err(RealError::Unsupported(format!(
@@ -129,36 +128,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn message_delays_are_refused_with_the_fault_named() {
+    fn every_fault_but_failover_is_real() {
         let mut s = Scenario::new(Algorithm::SingleRedis);
-        s.faults = vec![Fault::ClockJump {
-            at_ms: 10,
-            node: "redis-0".into(),
-            by_ms: 5_000,
-        }];
-        check(&s).expect("a Redis server's clock jump is real");
-        s.faults = vec![Fault::Crash {
-            at_ms: 10,
-            node: "client-0".into(),
-        }];
-        check(&s).expect("a client crash is real");
-        s.faults = vec![Fault::Delay {
-            at_ms: 10,
-            node: "client-0".into(),
-            extra_ms: 50,
-            for_ms: 100,
-        }];
+        for fault in [
+            Fault::ClockJump {
+                at_ms: 10,
+                node: "redis-0".into(),
+                by_ms: 5_000,
+            },
+            Fault::Crash {
+                at_ms: 10,
+                node: "client-0".into(),
+            },
+            Fault::Pause {
+                at_ms: 10,
+                node: "redis-0".into(),
+                for_ms: 100,
+            },
+            Fault::Delay {
+                at_ms: 10,
+                node: "client-0".into(),
+                extra_ms: 50,
+                for_ms: 100,
+            },
+            Fault::Loss {
+                at_ms: 10,
+                node: "redis-0".into(),
+                rate: 0.5,
+                for_ms: 100,
+            },
+        ] {
+            s.faults = vec![fault.clone()];
+            check(&s).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        }
+        s.faults.clear();
+        s.params.replicas = 1;
         let e = check(&s).unwrap_err().to_string();
-        assert!(
-            e.contains("not supported in real mode yet") && e.contains("delay"),
-            "{e}"
-        );
-        s.faults = vec![Fault::Pause {
-            at_ms: 10,
-            node: "redis-0".into(),
-            for_ms: 100,
-        }];
-        check(&s).expect("a server pause is real");
+        assert!(e.contains("replication and failover"), "{e}");
     }
 
     #[test]

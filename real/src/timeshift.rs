@@ -7,7 +7,9 @@
 //! of every clock, each change rebased at the moment it is made so that a rate change never moves
 //! a clock. libfaketime is not used: it deadlocks Debian's jemalloc-linked `redis-server` at
 //! start-up (its `dlsym` allocates, jemalloc's initialisation reads the clock); the library here
-//! allocates nothing and resolves nothing.
+//! allocates nothing and resolves nothing. Timed condition waits (`pthread_cond_timedwait`) are
+//! translated too: a JVM or mariadbd takes its deadline on the moved clock and the kernel waits
+//! on the real one, which would wait a moved clock's offset too long, or not at all.
 //!
 //! The library is compiled once per process, with the system C compiler (`cc`, which building
 //! lockcheck needs anyway), into the temp dir under a name that carries the source's hash, so a

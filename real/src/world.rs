@@ -1,20 +1,25 @@
 //! The state of one real run that lives outside the clients' tasks: the scenario, the servers'
 //! addresses and whether they are up, each client's routes to them (its proxies), the clients'
-//! pause gates, the links partitions cut, the resource and the history.
+//! pause gates, the links partitions cut and message faults impair, the resource and the
+//! history.
 //! The counterpart of the simulator's `World`, for a world whose clocks, disks and network are
 //! the real ones.
 
 use crate::gate::PauseGate;
-use crate::proxy::Link;
+use crate::proxy::{Impairment, Link};
 use crate::recorder::Recorder;
 use crate::resource::Resource;
 use crate::timeshift::ClockShift;
 use lockcheck_sim::history::{Kind, Op};
+use lockcheck_sim::message_faults::MessageFaults;
 use lockcheck_sim::scenario::Scenario;
 use lockcheck_sim::topology::{Role, Topology};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 
 /// A run's shared state. One per run, shared by the client tasks, the nemesis and the runner
@@ -37,6 +42,10 @@ pub struct RealWorld {
     pub gates: Vec<PauseGate>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<u32>>,
+    /// The `loss` and `delay` faults in force, by node.
+    messages: RefCell<MessageFaults>,
+    /// Draws which accesses to the resource a `loss` fault drops (seeded by the scenario).
+    resource_losses: RefCell<StdRng>,
     /// Per client: its clocks, which its `Env` reads and the nemesis moves.
     pub clocks: Vec<Rc<RefCell<ClockShift>>>,
     /// Per server: crashed and not restarted.
@@ -88,6 +97,8 @@ impl RealWorld {
             routes,
             links,
             resource_cuts: RefCell::new(vec![0; clients]),
+            messages: RefCell::new(MessageFaults::new(topology.len())),
+            resource_losses: RefCell::new(StdRng::seed_from_u64(scenario.seed)),
             clocks: (0..clients).map(|_| Rc::default()).collect(),
             down: RefCell::new(vec![false; servers.len()]),
             remaining: RefCell::new(vec![per_client; clients]),
@@ -164,6 +175,37 @@ impl RealWorld {
                 count.saturating_sub(1)
             };
         }
+    }
+
+    /// Starts (`Some((loss, delay))`) or ends (`None`) message fault `id` on node `node`, and
+    /// impairs every link of `node` (a client's proxies, or every client's proxy to a server)
+    /// with what a message across it suffers now.
+    pub fn set_message_fault(&self, node: usize, id: usize, fault: Option<(f64, Duration)>) {
+        self.messages.borrow_mut().set(node, id, fault);
+        let topology = &self.topology();
+        let servers = topology.with_role(Role::Server);
+        let messages = self.messages.borrow();
+        for client in topology.with_role(Role::Client) {
+            let links = self.links.get(client).into_iter().flatten();
+            for (&server, link) in servers.iter().zip(links) {
+                if client == node || server == node {
+                    let (loss, delay) = messages.between(client, server);
+                    link.impair(Impairment { delay, loss });
+                }
+            }
+        }
+    }
+
+    /// What a message from `from` to `to` suffers now: its drop probability and added latency.
+    pub fn message_faults(&self, from: usize, to: usize) -> (f64, Duration) {
+        self.messages.borrow().between(from, to)
+    }
+
+    /// Whether a message from `from` to the resource, or back, is lost now: a draw from the
+    /// scenario's seed against the `loss` faults in force.
+    pub fn resource_message_lost(&self, from: usize, to: usize) -> bool {
+        let (loss, _) = self.message_faults(from, to);
+        loss > 0.0 && self.resource_losses.borrow_mut().gen::<f64>() < loss
     }
 
     /// Whether a partition separates client `client` from the resource now.

@@ -338,7 +338,9 @@ where
     local.block_on(&runtime, async {
         Launcher::until_ready(&launcher, server).await.unwrap();
         let upstream = launcher.borrow().addr(server);
-        let proxy = lockcheck_real::proxy::Proxy::start(upstream).await.unwrap();
+        let proxy = lockcheck_real::proxy::Proxy::start(upstream, 0)
+            .await
+            .unwrap();
         body(proxy.addr(), proxy.link()).await;
     });
     let pids = launcher.borrow().started_pids();

@@ -29,6 +29,7 @@ pub mod env;
 pub mod explore;
 pub mod history;
 pub mod lock;
+pub mod message_faults;
 pub mod mysql;
 pub mod nemesis;
 pub mod net;

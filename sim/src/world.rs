@@ -4,27 +4,13 @@
 
 use crate::clock::{NodeClock, WALL_ORIGIN_NS};
 use crate::history::{History, Kind, Op};
+use crate::message_faults::MessageFaults;
 use crate::scenario::Scenario;
 use crate::topology::Topology;
 use madsim::task::NodeId;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
-
-/// Message faults on one node: drop probability and added latency, per active fault.
-#[derive(Clone, Debug, Default)]
-struct MessageFaults {
-    active: BTreeMap<usize, (f64, Duration)>,
-}
-
-impl MessageFaults {
-    fn loss(&self) -> f64 {
-        1.0 - self.active.values().map(|(l, _)| 1.0 - l).product::<f64>()
-    }
-    fn delay(&self) -> Duration {
-        self.active.values().map(|(_, d)| *d).sum()
-    }
-}
 
 /// A run's shared state. One per run; every node holds an `Arc` to it.
 pub struct World {
@@ -36,7 +22,7 @@ pub struct World {
     start: Duration,
     clocks: Mutex<Vec<NodeClock>>,
     history: Mutex<History>,
-    messages: Mutex<Vec<MessageFaults>>,
+    messages: Mutex<MessageFaults>,
     node_ids: Mutex<Vec<Option<NodeId>>>,
     /// Per node: crashed and not restarted.
     down: Mutex<Vec<bool>>,
@@ -63,7 +49,7 @@ impl World {
             start: madsim::time::TimeHandle::current().elapsed(),
             clocks: Mutex::new(vec![NodeClock::default(); n]),
             history: Mutex::new(History::default()),
-            messages: Mutex::new(vec![MessageFaults::default(); n]),
+            messages: Mutex::new(MessageFaults::new(n)),
             node_ids: Mutex::new(vec![None; n]),
             down: Mutex::new(vec![false; n]),
             remaining: Mutex::new(vec![per_client; clients]),
@@ -137,18 +123,12 @@ impl World {
 
     /// Starts (`Some`) or ends (`None`) message fault `id` on node `node`.
     pub fn set_message_fault(&self, node: usize, id: usize, fault: Option<(f64, Duration)>) {
-        let mut m = self.messages.lock().unwrap();
-        match fault {
-            Some(f) => m[node].active.insert(id, f),
-            None => m[node].active.remove(&id),
-        };
+        self.messages.lock().unwrap().set(node, id, fault);
     }
 
     /// Drop probability and added latency for a message from `from` to `to`.
     pub fn message_faults(&self, from: usize, to: usize) -> (f64, Duration) {
-        let m = self.messages.lock().unwrap();
-        let loss = 1.0 - (1.0 - m[from].loss()) * (1.0 - m[to].loss());
-        (loss, m[from].delay() + m[to].delay())
+        self.messages.lock().unwrap().between(from, to)
     }
 
     /// The current primary server.
