@@ -55,7 +55,7 @@ pub(super) fn document(report: &Report, layout: &Layout) -> String {
     clocks(&mut out, layout);
     schedule(&mut out, report);
     out.push_str("</main>\n");
-    script(&mut out, layout);
+    script(&mut out);
     out.push_str("</body>\n</html>\n");
     out
 }
@@ -111,7 +111,7 @@ fn css() -> String {
          dl.facts ul { margin: 0; padding-left: 18px; }\n\
          .controls { margin: 8px 0; }\n\
          .scroll { overflow-x: auto; border: 1px solid #e0e0e0; }\n\
-         #timeline-svg { display: block; }\n\
+         #timeline-svg { display: block; width: 100%; height: auto; }\n\
          #hover-info { position: sticky; bottom: 0; margin: 0; min-height: 2.8em; max-height: \
          30vh; overflow: auto; background: #fffde7; border: 1px solid #e0e0e0; }\n\
          .notes { color: #616161; }\n\
@@ -659,51 +659,50 @@ fn schedule(out: &mut String, report: &Report) {
 /// out (counts of lanes, bands and markers, the violation marker's box), written into the
 /// `lockcheck-rendered` meta element so that a headless browser's DOM dump proves the SVG was
 /// rendered, not merely parsed.
-fn script(out: &mut String, layout: &Layout) {
-    let _ = write!(
-        out,
-        "<script>\n(function () {{\n\
-         var svg = document.getElementById('timeline-svg');\n\
-         var info = document.getElementById('hover-info');\n\
-         function titleOf(el) {{\n\
-         \x20 for (; el && el.nodeType === 1; el = el.parentNode) {{\n\
-         \x20   var t = el.querySelector(':scope > title');\n\
-         \x20   if (t) return t.textContent;\n\
-         \x20 }}\n\
-         \x20 return null;\n\
-         }}\n\
-         document.addEventListener('mouseover', function (event) {{\n\
-         \x20 var text = titleOf(event.target);\n\
-         \x20 if (text) info.textContent = text;\n\
-         }});\n\
-         var zoom = document.getElementById('zoom');\n\
-         zoom.addEventListener('input', function () {{\n\
-         \x20 svg.setAttribute('width', {w} * zoom.value);\n\
-         \x20 svg.setAttribute('height', {h} * zoom.value);\n\
-         }});\n\
-         function count(selector) {{ return document.querySelectorAll(selector).length; }}\n\
-         function box(el) {{\n\
-         \x20 if (!el) return 'none';\n\
-         \x20 var b = el.getBBox();\n\
-         \x20 return Math.round(b.width) + 'x' + Math.round(b.height);\n\
-         }}\n\
-         var marker = document.querySelector('.violation');\n\
-         var shown = marker ? marker.getBoundingClientRect() : null;\n\
-         document.querySelector('meta[name=\"lockcheck-rendered\"]').setAttribute('content', [\n\
-         \x20 'lanes=' + count('[data-lane]'),\n\
-         \x20 'fault-bands=' + count('.fault-band'),\n\
-         \x20 'pause=' + count('.fault-band.pause'),\n\
-         \x20 'crash=' + count('.fault-band.crash'),\n\
-         \x20 'partition=' + count('.fault-band.partition'),\n\
-         \x20 'clock-marks=' + count('.fault-mark'),\n\
-         \x20 'violations=' + count('.violation'),\n\
-         \x20 'violation-box=' + box(marker),\n\
-         \x20 'violation-on-screen=' + (shown ? Math.round(shown.width) + 'x' + Math.round(shown.height) : 'none'),\n\
-         \x20 'timeline-box=' + box(svg.getElementById('lanes')),\n\
-         \x20 'clock-charts=' + count('.clock-chart polyline')\n\
-         ].join(';'));\n\
-         }})();\n</script>\n",
-        w = num(layout.width()),
-        h = num(layout.height),
+fn script(out: &mut String) {
+    out.push_str(
+        r#"<script>
+(function () {
+  var svg = document.getElementById('timeline-svg');
+  var info = document.getElementById('hover-info');
+  function titleOf(el) {
+    for (; el && el.nodeType === 1; el = el.parentNode) {
+      var t = el.querySelector(':scope > title');
+      if (t) return t.textContent;
+    }
+    return null;
+  }
+  document.addEventListener('mouseover', function (event) {
+    var text = titleOf(event.target);
+    if (text) info.textContent = text;
+  });
+  var zoom = document.getElementById('zoom');
+  zoom.addEventListener('input', function () {
+    svg.style.width = (100 * zoom.value) + '%';
+  });
+  function count(selector) { return document.querySelectorAll(selector).length; }
+  function box(el) {
+    if (!el) return 'none';
+    var b = el.getBBox();
+    return Math.round(b.width) + 'x' + Math.round(b.height);
+  }
+  var marker = document.querySelector('.violation');
+  var shown = marker ? marker.getBoundingClientRect() : null;
+  document.querySelector('meta[name="lockcheck-rendered"]').setAttribute('content', [
+    'lanes=' + count('[data-lane]'),
+    'fault-bands=' + count('.fault-band'),
+    'pause=' + count('.fault-band.pause'),
+    'crash=' + count('.fault-band.crash'),
+    'partition=' + count('.fault-band.partition'),
+    'clock-marks=' + count('.fault-mark'),
+    'violations=' + count('.violation'),
+    'violation-box=' + box(marker),
+    'violation-on-screen=' + (shown ? Math.round(shown.width) + 'x' + Math.round(shown.height) : 'none'),
+    'timeline-box=' + box(svg.getElementById('lanes')),
+    'clock-charts=' + count('.clock-chart polyline')
+  ].join(';'));
+})();
+</script>
+"#,
     );
 }
