@@ -329,7 +329,7 @@ pub(super) fn clock_charts(report: &Report, faults: &Faults, last_ns: u64) -> Ve
     let mut charts = Vec::new();
     for (node, changes) in &faults.clocks {
         let mut clock = NodeClock::default();
-        let local = |c: &NodeClock, t: u64| c.wall_ns(t) - WALL_ORIGIN_NS;
+        let local = |c: &NodeClock, t: u64| c.wall_ns(t).saturating_sub(WALL_ORIGIN_NS);
         let mut model = vec![(0, local(&clock, 0))];
         let mut described = Vec::new();
         for &(at, change) in changes {

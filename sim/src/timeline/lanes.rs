@@ -532,17 +532,23 @@ pub(super) fn resource_lane(at: Place, mine: &[&Entry], ctx: &Ctx, shapes: &mut 
             label: None,
         });
     }
-    // Two sections inside at once, unless both are readers': mutual exclusion broken.
+    // Two sections inside at once, unless both are readers': mutual exclusion broken. As the
+    // checker judges it, only between sections the resource saw end: a holder whose exit never
+    // came (it crashed) touched nothing after its enter, so it overlapped nobody. Sections are
+    // in enter order, so the later ones a section overlaps follow it directly.
     for (i, a) in sections.iter().enumerate() {
+        if a.exit.is_none() {
+            continue;
+        }
         for (j, b) in sections.iter().enumerate().skip(i + 1) {
-            if a.client == b.client || (a.shared && b.shared) {
+            if intervals[j].0 >= intervals[i].1 {
+                break;
+            }
+            if b.exit.is_none() || a.client == b.client || (a.shared && b.shared) {
                 continue;
             }
-            let start = intervals[i].0.max(intervals[j].0);
+            let start = intervals[j].0;
             let end = intervals[i].1.min(intervals[j].1);
-            if start >= end {
-                continue;
-            }
             shapes.push(Shape {
                 lane: at.lane,
                 layer: Layer::Mark,

@@ -385,6 +385,7 @@ fn violation_marks(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::{History, Kind, Op, Phase};
     use crate::scenario::{Algorithm, Fault, Scenario};
     use crate::timeline::tests::{pause_report, quiet_report};
 
@@ -526,6 +527,49 @@ mod tests {
         assert!(!l.shapes.iter().any(|s| s.class.starts_with("fault-")));
         assert!(l.notes.iter().any(|n| n.contains("invalid")));
         assert!(l.lanes.iter().any(|x| x.node == "resource"));
+    }
+
+    #[test]
+    fn a_holder_that_never_exits_overlaps_nobody() {
+        // client-0 entered and crashed inside (no exit); client-1 entered and left later. The
+        // checker finds nothing, and the resource lane shows no overlap.
+        let mut history = History::default();
+        let access = |client: &str, phase: Phase| Op::Resource {
+            client: client.into(),
+            phase,
+            token: format!("{client}-token"),
+            fence: None,
+            accepted: true,
+            shared: false,
+        };
+        history.push(
+            1_000,
+            "resource",
+            1_000,
+            Kind::Observe,
+            access("client-0", Phase::Enter),
+        );
+        history.push(
+            5_000,
+            "resource",
+            5_000,
+            Kind::Observe,
+            access("client-1", Phase::Enter),
+        );
+        history.push(
+            9_000,
+            "resource",
+            9_000,
+            Kind::Observe,
+            access("client-1", Phase::Exit),
+        );
+        let s = Scenario::new(Algorithm::SingleRedis);
+        let report = Report::of_run(&s, &crate::runner::Outcome::of(history));
+        assert!(report.violations.is_empty());
+        let l = layout(&report);
+        assert!(band(&l, "overlap", "resource").is_empty());
+        assert_eq!(band(&l, "occupancy who-0 open", "resource").len(), 1);
+        assert_eq!(band(&l, "occupancy who-1", "resource").len(), 1);
     }
 
     #[test]
