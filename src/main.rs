@@ -142,6 +142,13 @@ enum Command {
         /// The report (JSON) written by `run --report` or `explore`.
         report: PathBuf,
     },
+    /// Write the HTML timeline of a report beside it (REPORT.html), e.g. for a report written
+    /// before lockcheck drew timelines. `run --report`, `explore` and `real --report` write it
+    /// themselves.
+    Timeline {
+        /// The report (JSON).
+        report: PathBuf,
+    },
     /// Run the same algorithm code against real servers, with real faults.
     ///
     /// lockcheck starts the servers itself (redis-server from PATH, ZooKeeper from Debian's jars,
@@ -337,6 +344,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             explore_cmd(&options, &faults, &out)
         }
         Command::Replay { report } => replay_cmd(&report),
+        Command::Timeline { report } => timeline_cmd(&report),
         Command::Real {
             algorithm,
             faults,
@@ -468,6 +476,7 @@ fn real_cmd(
     if let Some(dir) = report_dir {
         let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
         println!("report: {}", path.display());
+        println!("timeline: {}", Report::timeline_path(&path).display());
         println!("rerun: {}", report.replay_command);
     }
     println!(
@@ -549,6 +558,7 @@ fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
             .unwrap_or_else(|| "run".into());
         let path = report.write(dir, &stem)?;
         println!("report: {}", path.display());
+        println!("timeline: {}", Report::timeline_path(&path).display());
     }
     Ok(if outcome.violated() {
         EXIT_FOUND
@@ -604,10 +614,21 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
                 println!("    {line}");
             }
             println!("  report: {}", path.display());
+            println!("  timeline: {}", Report::timeline_path(&path).display());
             println!("  replay: {}", report.replay_command);
             Ok(EXIT_FOUND)
         }
     }
+}
+
+/// (Re)writes the HTML timeline of the report at `path`, beside it.
+fn timeline_cmd(path: &Path) -> anyhow::Result<u8> {
+    let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
+    let html = report
+        .write_timeline(path)
+        .map_err(|e| usage(e.to_string()))?;
+    println!("timeline: {}", html.display());
+    Ok(EXIT_OK)
 }
 
 fn replay_cmd(path: &Path) -> anyhow::Result<u8> {

@@ -265,6 +265,14 @@ fn bad_input_exits_2_naming_the_problem() {
         vec!["run".into(), "/nonexistent/scenario.json".into()],
         "/nonexistent/scenario.json",
     ));
+    all.push((
+        vec!["timeline".into(), not_a_report.to_str().unwrap().into()],
+        "not a lockcheck report",
+    ));
+    all.push((
+        vec!["timeline".into(), "/nonexistent/report.json".into()],
+        "/nonexistent/report.json",
+    ));
     for (args, needle) in all {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let o = lockcheck(&args);
@@ -303,6 +311,69 @@ fn committed_reports_still_replay_identically() {
             );
             seen += 1;
         }
+    }
+    assert!(seen > 0, "no committed report in {}", dir.display());
+}
+
+#[test]
+fn run_writes_the_html_timeline_beside_the_report_and_names_it() {
+    let scratch = Scratch::new("timeline");
+    let file = scratch.file("pause.json", PAUSE_STORY);
+    let out = scratch.0.join("reports");
+    let o = lockcheck(&[
+        "run",
+        file.to_str().unwrap(),
+        "--report",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    let report = report_in(&out);
+    let html = report.with_extension("html");
+    assert!(
+        stdout(&o).contains(&format!("timeline: {}", html.display())),
+        "{}",
+        stdout(&o)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("class=\"violation\""));
+    assert!(page.contains(&format!("lockcheck replay {}", report.display())));
+
+    // `lockcheck timeline` draws the same page again from the report alone.
+    std::fs::remove_file(&html).unwrap();
+    let t = lockcheck(&["timeline", report.to_str().unwrap()]);
+    assert_eq!(t.status.code(), Some(0), "{}{}", stdout(&t), stderr(&t));
+    assert_eq!(std::fs::read_to_string(&html).unwrap(), page);
+}
+
+#[test]
+fn committed_reports_have_their_current_timeline_beside_them() {
+    // The HTML next to each reference report is what a reader opens first; it must be what this
+    // lockcheck draws. After a change to the timeline, regenerate it: `lockcheck timeline
+    // reports/NAME.json`.
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
+    let scratch = Scratch::new("committed-timelines");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let is_report = path.extension().is_some_and(|x| x == "json")
+            && std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"history_hash\""));
+        if !is_report {
+            continue;
+        }
+        let copy = scratch.0.join(path.file_name().unwrap());
+        std::fs::copy(&path, &copy).unwrap();
+        let t = lockcheck(&["timeline", copy.to_str().unwrap()]);
+        assert_eq!(t.status.code(), Some(0), "{}{}", stdout(&t), stderr(&t));
+        let committed = std::fs::read_to_string(path.with_extension("html"))
+            .unwrap_or_else(|e| panic!("{}: no timeline beside it: {e}", path.display()));
+        assert!(
+            std::fs::read_to_string(copy.with_extension("html")).unwrap() == committed,
+            "{} is not what `lockcheck timeline {}` draws now: regenerate it",
+            path.with_extension("html").display(),
+            path.display()
+        );
+        seen += 1;
     }
     assert!(seen > 0, "no committed report in {}", dir.display());
 }

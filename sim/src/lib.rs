@@ -5,7 +5,7 @@
 //! lets the [`nemesis`] strike at the scheduled true times, and returns the [`History`] with the
 //! [`checker`]'s verdict. The same scenario always yields the same history, byte for byte.
 //! [`explore`] searches fault schedules with proptest and shrinks what it finds; [`report`] writes
-//! and replays the result.
+//! and replays the result, and [`timeline`] draws it as a self-contained HTML page.
 //!
 //! The parts follow Jepsen's split: [`workload`] (what clients do), [`nemesis`] (faults),
 //! [`checker`] (what must hold), [`history`] (what happened), with the simulated servers in
@@ -38,6 +38,7 @@ pub mod report;
 pub mod resource;
 pub mod runner;
 pub mod scenario;
+pub mod timeline;
 pub mod topology;
 pub mod workload;
 pub mod world;

@@ -182,8 +182,9 @@ impl Report {
     }
 
     /// Writes the report as `DIR/NAME-HASH.json` and returns the path; sets `replay_command`.
-    /// A real run's scenario is written beside it (`DIR/NAME-HASH.scenario.json`), and its
-    /// command reruns that scenario against real servers.
+    /// Its HTML timeline is written beside it ([`Report::timeline_path`]). A real run's scenario
+    /// is written beside it too (`DIR/NAME-HASH.scenario.json`), and its command reruns that
+    /// scenario against real servers.
     pub fn write(&mut self, dir: &Path, name: &str) -> Result<PathBuf, ReportError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
@@ -208,6 +209,25 @@ impl Report {
         };
         let json = serde_json::to_string_pretty(self).expect("a report always serializes");
         std::fs::write(&path, json + "\n").map_err(io(&path))?;
+        self.write_timeline(&path)?;
+        Ok(path)
+    }
+
+    /// Where the HTML timeline of the report at `json` goes: beside it, the same stem with
+    /// `.html` (`DIR/NAME-HASH.html`), so that a report and its picture are found together.
+    pub fn timeline_path(json: &Path) -> PathBuf {
+        json.with_extension("html")
+    }
+
+    /// Writes the report's HTML timeline ([`crate::timeline::render`]) beside the report file
+    /// at `json` and returns its path. `lockcheck timeline` uses it to draw reports written
+    /// before the timeline existed, or drawn by an older lockcheck.
+    pub fn write_timeline(&self, json: &Path) -> Result<PathBuf, ReportError> {
+        let path = Report::timeline_path(json);
+        std::fs::write(&path, crate::timeline::render(self)).map_err(|source| ReportError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     }
 
