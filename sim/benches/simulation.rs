@@ -1,0 +1,286 @@
+//! Simulation benchmarks (#8): runs per second of each reference scenario, simulated time per
+//! wall second, time to detect and to shrink each known-unsafe cell, and search scaling with
+//! `--jobs`. Not a test: it measures, prints a table and writes `target/bench/simulation.json`.
+//!
+//! ```sh
+//! cargo bench -p lockcheck-sim --bench simulation
+//! ```
+//!
+//! `LOCKCHECK_BENCH_SEEDS` (default 20) sets how many exploration seeds the time-to-detect
+//! figures take; `LOCKCHECK_BENCH_SECONDS` (default 3) how long each reference scenario runs.
+//! Wall times depend on the machine and its load: the ratios (jobs 2 ÷ jobs 1) are measured side
+//! by side in one run, so they compare like with like.
+
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
+use lockcheck_sim::scenario::{Algorithm, Params, Persistence, Scenario};
+use serde_json::{json, Value};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The issue's reference scenarios: no faults, default workload.
+fn reference(algorithm: Algorithm, clients: u32, nodes: Option<u32>) -> Scenario {
+    let mut s = Scenario::new(algorithm);
+    s.clients = clients;
+    s.duration_ms = 10_000;
+    s.params.nodes = nodes;
+    s
+}
+
+/// Runs `scenario` with seeds 0, 1, … for `budget` of wall time (at least 10 runs): runs per
+/// second and simulated seconds per wall second.
+fn throughput(scenario: &Scenario, budget: Duration) -> (f64, f64, u64) {
+    let start = Instant::now();
+    let mut runs = 0u64;
+    let mut simulated_ns = 0u64;
+    while runs < 10 || start.elapsed() < budget {
+        let mut s = scenario.clone();
+        s.seed = runs;
+        let outcome = lockcheck_sim::run(&s);
+        simulated_ns += outcome.history.entries.last().map_or(0, |e| e.true_ns);
+        runs += 1;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    (runs as f64 / wall, simulated_ns as f64 / 1e9 / wall, runs)
+}
+
+/// A known-unsafe cell of the design's table: what `explore` searches.
+struct Cell {
+    name: &'static str,
+    options: ExploreOptions,
+}
+
+fn cell(name: &'static str, algorithm: Algorithm, profile: FaultProfile, params: Params) -> Cell {
+    Cell {
+        name,
+        options: ExploreOptions {
+            params,
+            ..ExploreOptions::new(algorithm, vec![profile], 5_000, 1)
+        },
+    }
+}
+
+fn known_unsafe() -> Vec<Cell> {
+    let none = Params {
+        persistence: Some(Persistence::None),
+        ..Params::default()
+    };
+    vec![
+        cell(
+            "single-redis × pause",
+            Algorithm::SingleRedis,
+            FaultProfile::Pause,
+            Params::default(),
+        ),
+        cell(
+            "single-redis × crash-restart (no persistence)",
+            Algorithm::SingleRedis,
+            FaultProfile::CrashRestart,
+            none.clone(),
+        ),
+        cell(
+            "single-redis + replica × failover",
+            Algorithm::SingleRedis,
+            FaultProfile::Failover,
+            Params {
+                replicas: 1,
+                ..Params::default()
+            },
+        ),
+        cell(
+            "redlock × clock-jump",
+            Algorithm::Redlock,
+            FaultProfile::ClockJump,
+            Params::default(),
+        ),
+        cell(
+            "redlock × crash-restart (no persistence)",
+            Algorithm::Redlock,
+            FaultProfile::CrashRestart,
+            none,
+        ),
+        cell(
+            "redlock × pause",
+            Algorithm::Redlock,
+            FaultProfile::Pause,
+            Params::default(),
+        ),
+        cell(
+            "zk-sequential × pause",
+            Algorithm::ZkSequential,
+            FaultProfile::Pause,
+            Params::default(),
+        ),
+        // The server's default wait_timeout is 8 hours; the design's story is told with a short
+        // one, as the simulation's tests do.
+        cell(
+            "mysql-for-update-held × pause (wait_timeout 10 s)",
+            Algorithm::MysqlForUpdateHeld,
+            FaultProfile::Pause,
+            Params {
+                wait_timeout_ms: Some(10_000),
+                ..Params::default()
+            },
+        ),
+    ]
+}
+
+/// Median and worst of `xs` (seconds).
+fn median_max(xs: &mut [f64]) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    let median = if xs.is_empty() {
+        f64::NAN
+    } else if xs.len() % 2 == 1 {
+        xs[xs.len() / 2]
+    } else {
+        (xs[xs.len() / 2 - 1] + xs[xs.len() / 2]) / 2.0
+    };
+    (median, xs.last().copied().unwrap_or(f64::NAN))
+}
+
+/// Explores `cell` with seeds 1..=`seeds`: per seed, the wall time to the first violation
+/// (the search, up to the last case it ran) and the time to shrink it.
+fn detection(cell: &Cell, seeds: u64) -> Value {
+    let (mut detect, mut shrink, mut cases) = (Vec::new(), Vec::new(), Vec::new());
+    let mut missed = 0;
+    for seed in 1..=seeds {
+        let options = ExploreOptions {
+            seed,
+            ..cell.options.clone()
+        };
+        let start = Instant::now();
+        // The last case's completion ends the search; what follows is shrinking.
+        let searched = Mutex::new(Duration::ZERO);
+        let progress = |_done: u32| *searched.lock().unwrap() = start.elapsed();
+        let found = explore(&options, &progress).expect("the cells are valid");
+        let total = start.elapsed();
+        match found {
+            Exploration::Found(f) => {
+                let searched = *searched.lock().unwrap();
+                detect.push(searched.as_secs_f64());
+                shrink.push((total - searched).as_secs_f64());
+                cases.push(f.cases as f64);
+            }
+            Exploration::NotFound { .. } => missed += 1,
+        }
+    }
+    let (detect_median, detect_worst) = median_max(&mut detect);
+    let (shrink_median, shrink_worst) = median_max(&mut shrink);
+    let (cases_median, cases_worst) = median_max(&mut cases);
+    json!({
+        "cell": cell.name,
+        "seeds": seeds,
+        "not_found": missed,
+        "detect_s": { "median": detect_median, "worst": detect_worst },
+        "shrink_s": { "median": shrink_median, "worst": shrink_worst },
+        "cases_to_detect": { "median": cases_median, "worst": cases_worst },
+    })
+}
+
+/// Cases per second of a search that finds nothing (every case runs), with `jobs` threads.
+fn search_rate(jobs: usize) -> f64 {
+    let options = ExploreOptions {
+        jobs,
+        ..ExploreOptions::new(Algorithm::Redlock, vec![FaultProfile::ClockDrift], 400, 9)
+    };
+    let start = Instant::now();
+    let result = explore(&options, &|_| {}).expect("valid");
+    let cases = match result {
+        Exploration::NotFound { cases, .. } => cases,
+        Exploration::Found(f) => f.cases,
+    };
+    cases as f64 / start.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let seconds = env_number("LOCKCHECK_BENCH_SECONDS", 3);
+    let seeds = env_number("LOCKCHECK_BENCH_SEEDS", 20);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("lockcheck simulation benchmarks ({cores} cores, {seconds} s per reference scenario, {seeds} seeds per cell)\n");
+
+    println!("| reference scenario | runs/s (1 core) | simulated s per wall s | runs |");
+    println!("|---|---|---|---|");
+    let mut references = Vec::new();
+    for (name, s) in [
+        (
+            "single-redis, 2 clients, 10 s",
+            reference(Algorithm::SingleRedis, 2, None),
+        ),
+        (
+            "redlock, 5 masters, 3 clients, 10 s",
+            reference(Algorithm::Redlock, 3, Some(5)),
+        ),
+        (
+            "zk-sequential, 3 clients, 10 s",
+            reference(Algorithm::ZkSequential, 3, None),
+        ),
+        (
+            "mysql-row, 3 clients, 10 s",
+            reference(Algorithm::MysqlRow, 3, None),
+        ),
+    ] {
+        let (rate, speed, runs) = throughput(&s, Duration::from_secs(seconds));
+        println!("| {name} | {rate:.0} | {speed:.0} | {runs} |");
+        references.push(
+            json!({ "scenario": name, "runs_per_s": rate, "sim_speedup": speed, "runs": runs }),
+        );
+    }
+
+    println!("\n| known-unsafe cell | detect median s | detect worst s | shrink median s | shrink worst s | cases (median) | not found |");
+    println!("|---|---|---|---|---|---|---|");
+    let mut cells = Vec::new();
+    for cell in known_unsafe() {
+        let d = detection(&cell, seeds);
+        println!(
+            "| {} | {:.3} | {:.3} | {:.2} | {:.2} | {} | {} |",
+            cell.name,
+            d["detect_s"]["median"].as_f64().unwrap_or(f64::NAN),
+            d["detect_s"]["worst"].as_f64().unwrap_or(f64::NAN),
+            d["shrink_s"]["median"].as_f64().unwrap_or(f64::NAN),
+            d["shrink_s"]["worst"].as_f64().unwrap_or(f64::NAN),
+            d["cases_to_detect"]["median"].as_f64().unwrap_or(f64::NAN),
+            d["not_found"],
+        );
+        cells.push(d);
+    }
+
+    // Side by side, twice each, so that a burst of load on the machine hits both.
+    let mut one = Vec::new();
+    let mut two = Vec::new();
+    for _ in 0..2 {
+        one.push(search_rate(1));
+        two.push(search_rate(2));
+    }
+    let (one, two) = (
+        one.iter().sum::<f64>() / one.len() as f64,
+        two.iter().sum::<f64>() / two.len() as f64,
+    );
+    println!("\n| search (redlock × clock-drift, 400 cases) | cases/s |\n|---|---|");
+    println!(
+        "| --jobs 1 | {one:.0} |\n| --jobs 2 | {two:.0} |\n| ratio | {:.2}× |",
+        two / one
+    );
+
+    let report = json!({
+        "cores": cores,
+        "reference": references,
+        "detection": cells,
+        "scaling": { "jobs1_cases_per_s": one, "jobs2_cases_per_s": two, "ratio": two / one },
+    });
+    // Benches run in the package's directory: the workspace's target dir is one up.
+    let dir = std::env::var("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .join("bench");
+    std::fs::create_dir_all(&dir).expect("the target dir is writable");
+    let path = dir.join("simulation.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap() + "\n")
+        .expect("the target dir is writable");
+    println!("\nwritten: {}", path.display());
+}
