@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A family of faults to search over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -124,6 +125,10 @@ pub struct ExploreOptions {
     /// whose index is `index` modulo `count`. Joined by lowest failing case, the shards' results
     /// are the unsharded search's.
     pub shard: Shard,
+    /// Stop taking new cases after this much wall time (`--budget-seconds`). The cases run are
+    /// still a prefix of the case space and are counted, so the same verdict is reproduced by a
+    /// search of exactly that many cases; `None` runs all `cases`.
+    pub time_limit: Option<Duration>,
 }
 
 /// A slice of a search's case space.
@@ -190,6 +195,7 @@ impl ExploreOptions {
             safety_only: false,
             jobs: 1,
             shard: Shard::default(),
+            time_limit: None,
         }
     }
 }
@@ -228,6 +234,9 @@ pub struct Finding {
     pub cases: u32,
     /// Runs spent shrinking.
     pub shrink_runs: u32,
+    /// Wall time spent shrinking, for rates people read (never written into a report: it depends
+    /// on the machine).
+    pub shrink_elapsed: Duration,
 }
 
 /// How long a generated run lasts: a few leases, so a fault can outlast one and its aftermath
@@ -468,12 +477,9 @@ pub enum ExploreError {
     Invalid(String),
 }
 
-/// Searches for a violation; `progress(cases_run)` is called after every case until the first
-/// failure (shrinking runs are not counted as cases), from the threads that run them.
-pub fn explore(
-    options: &ExploreOptions,
-    progress: &(dyn Fn(u32) + Sync),
-) -> Result<Exploration, ExploreError> {
+/// Whether `options` can be searched as given: what [`explore`] refuses before running a case,
+/// for callers that read options from a file and want to name the entry at fault first.
+pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     if options.max_partition_ms == Some(0) {
         return Err(ExploreError::Invalid(
             "the longest partition must be at least 1 ms".into(),
@@ -497,8 +503,29 @@ pub fn explore(
             shard.count
         )));
     }
+    if options.time_limit == Some(Duration::ZERO) {
+        return Err(ExploreError::Invalid(
+            "a time budget must be longer than zero".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Searches for a violation; `progress(cases_run)` is called after every case until the first
+/// failure (shrinking runs are not counted as cases), from the threads that run them.
+pub fn explore(
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u32) + Sync),
+) -> Result<Exploration, ExploreError> {
+    check_options(options)?;
+    let shard = options.shard;
+    let started = Instant::now();
     let slots = shard.slots(options.cases);
     let next = AtomicU32::new(0);
+    // The first slot left unrun because the time budget ran out: results from later slots (a
+    // slower thread may still have been running one) are dropped, so the cases counted are
+    // always a prefix of the case space.
+    let cut = AtomicU32::new(u32::MAX);
     let first_failure = AtomicU64::new(u64::MAX);
     let done = AtomicU32::new(0);
     let results: Mutex<BTreeMap<u64, (bool, u64)>> = Mutex::new(BTreeMap::new());
@@ -510,6 +537,13 @@ pub fn explore(
         loop {
             let slot = next.fetch_add(1, Ordering::Relaxed);
             if slot >= slots {
+                return;
+            }
+            if options
+                .time_limit
+                .is_some_and(|limit| started.elapsed() >= limit)
+            {
+                cut.fetch_min(slot, Ordering::Relaxed);
                 return;
             }
             let case = shard.case(slot);
@@ -526,7 +560,7 @@ pub fn explore(
                 }
             };
             let outcome = run(&scenario);
-            let failed = counts(options, &outcome);
+            let failed = fails(options, &outcome);
             if failed {
                 first_failure.fetch_min(case, Ordering::Relaxed);
             }
@@ -553,7 +587,11 @@ pub fn explore(
     if let Some(reason) = aborted.into_inner().expect("the workers are done") {
         return Err(ExploreError::Aborted(reason));
     }
-    let results = results.into_inner().expect("the workers are done");
+    let mut results = results.into_inner().expect("the workers are done");
+    let cut = cut.into_inner();
+    if cut < slots {
+        results.retain(|&case, _| case < shard.case(cut));
+    }
     let failure = results
         .iter()
         .find(|(_, (failed, _))| *failed)
@@ -573,6 +611,7 @@ pub fn explore(
         .expect("the workers are done")
         .remove(&case)
         .expect("every failing case's outcome is kept");
+    let shrinking = Instant::now();
     let (original, scenario, outcome, shrink_runs) = shrink(options, case, first)?;
     Ok(Exploration::Found(Box::new(Finding {
         original,
@@ -582,11 +621,12 @@ pub fn explore(
         simulated_ns,
         cases,
         shrink_runs,
+        shrink_elapsed: shrinking.elapsed(),
     })))
 }
 
 /// Whether `outcome` fails the search (with `safety_only`, only safety violations do).
-fn counts(options: &ExploreOptions, outcome: &Outcome) -> bool {
+pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
     outcome
         .violations
         .iter()
@@ -627,7 +667,7 @@ fn shrink(
             runs += 1;
             let candidate = tree.current();
             let tried = run(&candidate);
-            if counts(options, &tried) {
+            if fails(options, &tried) {
                 smallest = candidate;
                 outcome = tried;
                 if !tree.simplify() {
