@@ -11,7 +11,7 @@ use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::report::{Report, ReportError};
 use crate::run;
 use crate::scenario::{Algorithm, Fault, Persistence, Scenario};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -126,7 +126,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 stats.shrink = finding.shrink_elapsed;
                 stats.search = started.elapsed().saturating_sub(finding.shrink_elapsed);
                 let mut report = Report::of_finding(&finding, &options.profiles, options.seed);
-                let path = write_report(&mut report, &cell.out, &cell.id)?;
+                let path = report.write(&cell.out, &cell.id)?;
                 regression::record(
                     &cell.out,
                     &cell.id,
@@ -159,7 +159,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     let verdict = match still_failing {
         Some((regression, outcome)) => {
             let mut report = Report::of_run(&regression.scenario, &outcome);
-            let path = write_report(&mut report, &cell.out, &cell.id)?;
+            let path = report.write(&cell.out, &cell.id)?;
             let story = story(&report);
             CellVerdict::Unsafe(Box::new(Unsafe {
                 report,
@@ -175,41 +175,6 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
         },
     };
     Ok(Searched { verdict, stats })
-}
-
-/// Writes `report` as `OUT/ID-HASH.json` and removes the cell's reports of earlier runs (files
-/// named `ID-` + 8 hex digits + `.json` or `.html`): the directory then shows each cell's
-/// current counterexample only.
-pub fn write_report(report: &mut Report, out: &Path, id: &str) -> Result<PathBuf, ReportError> {
-    let path = report.write(out, id)?;
-    let keep = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let entries = std::fs::read_dir(out).map_err(|source| ReportError::Io {
-        path: out.to_path_buf(),
-        source,
-    })?;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((stem, ext)) = name.rsplit_once('.') else {
-            continue;
-        };
-        let stale = matches!(ext, "json" | "html")
-            && stem != keep
-            && stem
-                .strip_prefix(id)
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|hash| hash.len() == 8 && hash.bytes().all(|b| b.is_ascii_hexdigit()));
-        if stale {
-            let stale_path = entry.path();
-            std::fs::remove_file(&stale_path).map_err(|source| ReportError::Io {
-                path: stale_path,
-                source,
-            })?;
-        }
-    }
-    Ok(path)
 }
 
 /// Runs `work` on every item with up to `jobs` threads; the results come back in the items'

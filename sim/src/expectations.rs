@@ -17,9 +17,11 @@
 //!
 //! Optional per entry: `seed` (default: the file's top-level `seed`, else 0), `max_drift`,
 //! `max_partition_ms`, `safety_only` (default true: only two holders or a lock freed under its
-//! holder count, the sense of "unsafe" in the known-results table).
+//! holder count, not deadlocks or order), `violation` (count only this kind, e.g.
+//! `"mutual_exclusion"`, the sense of "unsafe" in the known-results table).
 
 use crate::cell::CellVerdict;
+use crate::checker::ViolationKind;
 use crate::explore::{check_options, ExploreOptions, FaultProfile, DEFAULT_MAX_DRIFT};
 use crate::scenario::{Algorithm, Params, Scenario};
 use serde::Deserialize;
@@ -120,6 +122,8 @@ struct Entry {
     max_partition_ms: Option<u64>,
     #[serde(default = "yes")]
     safety_only: bool,
+    #[serde(default)]
+    violation: Option<ViolationKind>,
 }
 
 fn yes() -> bool {
@@ -198,6 +202,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
             max_drift,
             max_partition_ms: entry.max_partition_ms,
             safety_only: entry.safety_only,
+            only: entry.violation,
             ..ExploreOptions::new(
                 entry.algorithm,
                 entry.faults.clone(),
@@ -235,6 +240,7 @@ name = "single-redis-pause"
 algorithm = "single-redis"
 faults = ["pause"]
 cases = 100
+violation = "mutual_exclusion"
 expect = "unsafe"
 
 [[expect]]
@@ -254,6 +260,8 @@ expect = "not-found"
         assert_eq!(e[0].line, 4);
         assert_eq!(e[0].options.seed, 3);
         assert!(e[0].options.safety_only);
+        assert_eq!(e[0].options.only, Some(ViolationKind::MutualExclusion));
+        assert_eq!(e[1].options.only, None);
         assert_eq!(e[1].options.seed, 9);
         assert!(e[1].options.params.fencing);
         assert_eq!(e[1].options.params.ttl_ms, Some(5000));

@@ -9,6 +9,7 @@
 //! of lowest index, and shrinks it alone, in order. Nothing is read from the environment
 //! (proptest's `PROPTEST_*` variables are overridden).
 
+use crate::checker::ViolationKind;
 use crate::runner::{run, Outcome};
 use crate::scenario::{Algorithm, Fault, Params, Scenario, Workload};
 use crate::topology::Role;
@@ -119,6 +120,10 @@ pub struct ExploreOptions {
     /// Count only safety violations (two holders, a lock freed under its holder): a search for
     /// what breaks mutual exclusion, past the liveness failures it would otherwise stop at.
     pub safety_only: bool,
+    /// Count only violations of this kind: `MutualExclusion` is the sense of "unsafe" in the
+    /// known-results table (two clients inside at once at the resource), which another safety
+    /// violation found first would otherwise stand in for.
+    pub only: Option<ViolationKind>,
     /// Threads running cases at once (at least 1). Never changes the result.
     pub jobs: usize,
     /// This search's slice of the case space: shard `index` (0-based) of `count` takes the cases
@@ -193,6 +198,7 @@ impl ExploreOptions {
             max_drift: DEFAULT_MAX_DRIFT,
             max_partition_ms: None,
             safety_only: false,
+            only: None,
             jobs: 1,
             shard: Shard::default(),
             time_limit: None,
@@ -625,12 +631,12 @@ pub fn explore(
     })))
 }
 
-/// Whether `outcome` fails the search (with `safety_only`, only safety violations do).
+/// Whether `outcome` fails the search (with `safety_only`, only safety violations do; with
+/// `only`, only violations of that kind).
 pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
-    outcome
-        .violations
-        .iter()
-        .any(|v| !options.safety_only || v.kind.is_safety())
+    outcome.violations.iter().any(|v| {
+        (!options.safety_only || v.kind.is_safety()) && options.only.is_none_or(|k| v.kind == k)
+    })
 }
 
 /// Case `case` of the search seeded `seed`: its value tree, drawn from a generator seeded with

@@ -322,6 +322,7 @@ pub fn run_matrix(
         }
         _ => {}
     }
+    let previous = Matrix::read(out).ok();
     let specs = plan(&options.algorithms, &options.profiles);
     let results = cell::in_parallel(&specs, options.jobs, |spec| {
         let id = spec.id();
@@ -379,6 +380,7 @@ pub fn run_matrix(
         cells,
     };
     matrix.write(out)?;
+    matrix.remove_replaced(previous.as_ref(), out)?;
     Ok(MatrixRun { matrix, stats })
 }
 
@@ -429,6 +431,43 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MatrixError + '_ {
 }
 
 impl Matrix {
+    /// The report files its UNSAFE cells name.
+    fn reports(&self) -> Vec<&str> {
+        self.cells
+            .iter()
+            .filter_map(|c| match &c.result {
+                CellResult::Unsafe { report, .. } => Some(report.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Removes from `dir` the reports (`.json`, and a `.html` beside one) that `previous`, the
+    /// matrix written there before, named and this one no longer does, so that a regenerated
+    /// directory holds only current counterexamples. Files the matrix did not write (an
+    /// `explore` report, say) are never touched.
+    fn remove_replaced(&self, previous: Option<&Matrix>, dir: &Path) -> Result<(), MatrixError> {
+        let Some(previous) = previous else {
+            return Ok(());
+        };
+        let current = self.reports();
+        for old in previous.reports() {
+            if current.contains(&old) || old.contains(['/', '\\']) {
+                continue;
+            }
+            let json = dir.join(old);
+            for stale in [json.with_extension("html"), json] {
+                match std::fs::remove_file(&stale) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(io(&stale)(e));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes `matrix.json` and `matrix.md` into `dir`.
     pub fn write(&self, dir: &Path) -> Result<(), MatrixError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -717,6 +756,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
     if !missing.is_empty() {
         return bad(format!("shard(s) {} missing", missing.join(", ")));
     }
+    let previous = Matrix::read(out).ok();
     // In shard order, so that ties (a regression in two shards) resolve the same on every run.
     parts.sort_by_key(|(_, p)| p.shard.map(|s| s.index));
     let mut cells = Vec::new();
@@ -737,6 +777,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
         ..first
     };
     matrix.write(out)?;
+    matrix.remove_replaced(previous.as_ref(), out)?;
     Ok(matrix)
 }
 
@@ -778,7 +819,7 @@ fn merge_cell(
         if let Some(search) = r.search.as_mut() {
             search.cases = cases;
         }
-        let path = cell::write_report(&mut r, out, id)?;
+        let path = r.write(out, id)?;
         return Ok(CellResult::Unsafe {
             cases,
             case_index: Some(k),
@@ -797,7 +838,7 @@ fn merge_cell(
     });
     if let Some((dir, story, report)) = regression {
         let mut r = Report::read(&dir.join(report))?;
-        let path = cell::write_report(&mut r, out, id)?;
+        let path = r.write(out, id)?;
         return Ok(CellResult::Unsafe {
             cases: total_cases,
             case_index: None,

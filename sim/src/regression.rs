@@ -8,6 +8,7 @@
 //! parameters and fault profiles, because under other settings its failure would prove nothing
 //! about this search.
 
+use crate::checker::ViolationKind;
 use crate::explore::{ExploreOptions, FaultProfile};
 use crate::scenario::{Algorithm, Params, Scenario, ScenarioError};
 use serde::{Deserialize, Serialize};
@@ -64,6 +65,9 @@ pub struct SearchKey {
     pub max_partition_ms: Option<u64>,
     /// Whether only safety violations counted.
     pub safety_only: bool,
+    /// The only violation kind that counted, if one was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<ViolationKind>,
 }
 
 impl SearchKey {
@@ -76,6 +80,7 @@ impl SearchKey {
             max_drift: options.max_drift,
             max_partition_ms: options.max_partition_ms,
             safety_only: options.safety_only,
+            only: options.only,
         }
     }
 }
