@@ -735,8 +735,10 @@ fn progress_bar(len: u64, unit: &str) -> anyhow::Result<indicatif::ProgressBar> 
     Ok(bar)
 }
 
-/// Rates for people: the search's cases per second apart from the time spent shrinking.
-fn rates(stats: &[&CellStats], wall: Duration, threads: usize) -> String {
+/// Rates for people: the search's cases per second apart from the time spent shrinking. Each
+/// cell's search time is its own: one thread's for `matrix` and `check` (`per_thread`), the wall
+/// time of all threads for `explore`.
+fn rates(stats: &[&CellStats], wall: Duration, threads: usize, per_thread: bool) -> String {
     let cases: u64 = stats.iter().map(|s| u64::from(s.cases)).sum();
     let search: f64 = stats.iter().map(|s| s.search.as_secs_f64()).sum();
     let shrink_runs: u64 = stats.iter().map(|s| u64::from(s.shrink_runs)).sum();
@@ -748,9 +750,10 @@ fn rates(stats: &[&CellStats], wall: Duration, threads: usize) -> String {
         String::new()
     };
     format!(
-        "search: {cases} cases in {search:.1} s{replayed}, {:.0} cases/s per thread; shrinking: \
+        "search: {cases} cases in {search:.1} s{replayed}, {:.0} cases/s{}; shrinking: \
          {shrink_runs} runs in {shrink:.1} s; {:.1} s wall on {threads} thread(s)",
         cases as f64 / search.max(1e-9),
+        if per_thread { " per thread" } else { "" },
         wall.as_secs_f64()
     )
 }
@@ -810,7 +813,7 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
     };
     println!(
         "{}",
-        rates(&[&searched.stats], started.elapsed(), options.jobs)
+        rates(&[&searched.stats], started.elapsed(), options.jobs, false)
     );
     Ok(code)
 }
@@ -858,7 +861,7 @@ fn matrix_cmd(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
         out.join(matrix::JSON_FILE).display(),
     );
     let stats: Vec<&CellStats> = run.stats.values().collect();
-    println!("{}", rates(&stats, started.elapsed(), options.jobs));
+    println!("{}", rates(&stats, started.elapsed(), options.jobs, true));
     Ok(EXIT_OK)
 }
 
@@ -953,7 +956,7 @@ fn check_cmd(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
         "check: {} entries, {} as expected, {failed} not; {}",
         entries.len(),
         entries.len() - failed,
-        rates(&refs, started.elapsed(), jobs)
+        rates(&refs, started.elapsed(), jobs, true)
     );
     Ok(if failed > 0 { EXIT_FOUND } else { EXIT_OK })
 }
