@@ -6,7 +6,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Shard};
+use lockcheck_sim::cell::{self, CellSearch, CellStats, CellVerdict};
+use lockcheck_sim::explore::{ExploreOptions, FaultProfile, Shard};
+use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions};
 use lockcheck_sim::report::{replay, Report, RunWorld};
 use lockcheck_sim::scenario::{Params, Persistence};
 use lockcheck_sim::{run, Algorithm, Outcome, Scenario};
@@ -14,6 +16,8 @@ use std::io::IsTerminal;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// Exit code: nothing found, or replay identical.
 const EXIT_OK: u8 = 0;
@@ -41,6 +45,8 @@ Exit codes: 0 = nothing found (or replay identical), 1 = violation found (or rep
 lockcheck explore --algorithm single-redis --faults pause\n  \
 lockcheck replay reports/single-redis-pause-1a2b3c4d.json\n  \
 lockcheck run scenario.json --report reports/\n  \
+lockcheck matrix\n  \
+lockcheck check expectations/known-results.toml\n  \
 lockcheck real --algorithm single-redis --faults pause"
 )]
 struct Cli {
@@ -78,7 +84,8 @@ enum Command {
         /// Seed of the search: the same seed finds the same minimal case.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Where to write the report.
+        /// Where to write the report. Failing cases are also kept in DIR/regressions/ and run
+        /// first the next time.
         #[arg(long, value_name = "DIR", default_value = "reports")]
         out: PathBuf,
         /// Lease length in ms (Redis locks: default 10000; mysql-row: no lease unless given).
@@ -136,6 +143,102 @@ enum Command {
         /// the failing case of lowest index across the slices is the unsharded search's.
         #[arg(long, value_name = "I/N")]
         shard: Option<String>,
+    },
+    /// Every algorithm (with and without fencing where it has a token) × every fault profile.
+    ///
+    /// Each cell is one search (counting safety violations only: two holders at the resource, a
+    /// lock freed under its holder). A cell is UNSAFE, with its minimal counterexample's report
+    /// and the story in one line, or "not found" with the cases it ran and the simulated time
+    /// they covered. Writes DIR/matrix.md and DIR/matrix.json, each counterexample's report, and
+    /// DIR/regressions/ (failing cases, run first the next time). The same command writes the
+    /// same files whatever --jobs; shards joined by `lockcheck merge` write them too.
+    /// Exits 0 when the matrix is written, whatever it found (`lockcheck check` is the gate).
+    #[command(after_help = "Examples:\n  \
+lockcheck matrix                                   # every cell, the default budget, into reports/\n  \
+lockcheck matrix --cases 200 --out /tmp/m          # a quicker look\n  \
+lockcheck matrix --algorithms redlock,zk-sequential --faults pause,clock-jump\n  \
+lockcheck matrix --budget-seconds 30               # 30 s per cell; each cell records its cases\n  \
+lockcheck matrix --shard 1/2 --out m1              # on machine 1 (machine 2: --shard 2/2 --out m2)\n  \
+lockcheck merge m1 m2 --out reports                # the matrix of the unsharded run\n\n\
+Exit codes: 0 = written, 2 = bad input (unknown algorithm or profile, --cases 0, both --cases \
+and --budget-seconds, --shard with --budget-seconds).")]
+    Matrix {
+        /// Cases per cell. Deterministic: the same seed gives the same matrix.
+        #[arg(long, value_name = "N", conflicts_with = "budget_seconds",
+              default_value_t = matrix::DEFAULT_CASES)]
+        cases: u32,
+        /// Wall time per cell instead of a case count; each cell records the cases it ran, so
+        /// `--cases` reproduces its verdict.
+        #[arg(long, value_name = "S")]
+        budget_seconds: Option<u64>,
+        /// Seed of every cell's search.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Cells searched at once [default: all cores]. Never changes the result.
+        #[arg(long, value_name = "J")]
+        jobs: Option<usize>,
+        /// Run only slice I of N of every cell's cases (1-based), e.g. one per CI job; join the
+        /// shards' directories with `lockcheck merge`.
+        #[arg(long, value_name = "I/N")]
+        shard: Option<String>,
+        /// Where to write the matrix, the reports and the regressions.
+        #[arg(long, value_name = "DIR", default_value = "reports")]
+        out: PathBuf,
+        /// Only these algorithms, comma-separated [default: all].
+        #[arg(long, value_name = "A[,A...]")]
+        algorithms: Option<String>,
+        /// Only these fault profiles, comma-separated [default: all].
+        #[arg(long, value_name = "F[,F...]")]
+        faults: Option<String>,
+    },
+    /// Join the output directories of `lockcheck matrix --shard I/N` runs into one matrix.
+    ///
+    /// Per cell, the lowest failing case across the shards is the one the unsharded search finds
+    /// (its report is copied); cases and simulated time add up. The result is byte for byte the
+    /// matrix of one unsharded run with the same seed and --cases. Shards that do not fit
+    /// together (another seed, budget or set of cells; a shard missing or given twice) are
+    /// refused with exit code 2.
+    #[command(after_help = "Example:\n  \
+lockcheck matrix --shard 1/3 --out m1   # on three machines, 1/3, 2/3, 3/3\n  \
+lockcheck merge m1 m2 m3 --out reports")]
+    Merge {
+        /// The shards' output directories, every shard exactly once.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Where to write the merged matrix and its reports.
+        #[arg(long, value_name = "DIR", default_value = "reports")]
+        out: PathBuf,
+    },
+    /// Check searches against the verdicts they must reach (a TOML file of expectations).
+    ///
+    /// Each [[expect]] entry names an algorithm, its params (the scenario file's names), fault
+    /// profiles, a budget (cases) and the expected verdict, "unsafe" or "not-found". Exit 1 when
+    /// an entry expected not-found is found unsafe (its report path is printed) or one expected
+    /// unsafe is not found within its budget; 0 when every entry is as expected; 2 for a
+    /// malformed file (the line is named). Failing cases are kept in DIR/regressions/ and run
+    /// first the next time; one that still fails settles its entry at once.
+    #[command(after_help = "Example:\n  \
+lockcheck check expectations/known-results.toml\n\n\
+An entry:\n  \
+[[expect]]\n  \
+name = \"single-redis-pause\"\n  \
+about = \"holder pause longer than the TTL\"\n  \
+algorithm = \"single-redis\"\n  \
+faults = [\"pause\"]\n  \
+params = { ttl_ms = 10000 }\n  \
+cases = 300\n  \
+expect = \"unsafe\"\n\n\
+Optional: seed, max_drift, max_partition_ms, safety_only (default true), violation \
+(count only this kind, e.g. \"mutual_exclusion\").")]
+    Check {
+        /// The expectations file.
+        file: PathBuf,
+        /// Where to write reports of the violations found, and the regressions.
+        #[arg(long, value_name = "DIR", default_value = "reports/check")]
+        out: PathBuf,
+        /// Entries searched at once [default: all cores]. Never changes a verdict.
+        #[arg(long, value_name = "J")]
+        jobs: Option<usize>,
     },
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
@@ -323,11 +426,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             let mut check = Scenario::new(algorithm);
             check.params = params.clone();
             check.validate().map_err(|e| usage(e.to_string()))?;
-            let jobs = match jobs {
-                Some(0) => return Err(usage("--jobs must be at least 1")),
-                Some(j) => j,
-                None => std::thread::available_parallelism().map_or(1, usize::from),
-            };
+            let jobs = parse_jobs(jobs)?;
             let shard = match shard {
                 Some(text) => Shard::parse(&text).map_err(usage)?,
                 None => Shard::default(),
@@ -343,6 +442,61 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             explore_cmd(&options, &faults, &out)
         }
+        Command::Matrix {
+            cases,
+            budget_seconds,
+            seed,
+            jobs,
+            shard,
+            out,
+            algorithms,
+            faults,
+        } => {
+            // clap refuses --cases together with --budget-seconds.
+            let budget = match budget_seconds {
+                Some(0) => return Err(usage("--budget-seconds must be at least 1")),
+                Some(s) => Budget::Seconds(s),
+                None if cases == 0 => return Err(usage("--cases must be at least 1")),
+                None => Budget::Cases(cases),
+            };
+            let shard = shard
+                .map(|text| Shard::parse(&text).map_err(usage))
+                .transpose()?;
+            if shard.is_some() && matches!(budget, Budget::Seconds(_)) {
+                return Err(usage(
+                    "--shard needs --cases: with a wall-time budget each machine runs a \
+                     different number of cases, and the shards would not join into one search",
+                ));
+            }
+            let algorithms = match algorithms {
+                None => Algorithm::ALL.to_vec(),
+                Some(list) => {
+                    let mut out = Vec::new();
+                    for name in list.split(',').map(str::trim) {
+                        let a = parse_algorithm(name)?;
+                        if !out.contains(&a) {
+                            out.push(a);
+                        }
+                    }
+                    out
+                }
+            };
+            let profiles = match faults {
+                None => FaultProfile::ALL.to_vec(),
+                Some(list) => FaultProfile::parse_list(&list).map_err(usage)?,
+            };
+            let options = MatrixOptions {
+                algorithms,
+                profiles,
+                budget,
+                seed,
+                jobs: parse_jobs(jobs)?,
+                shard,
+            };
+            matrix_cmd(&options, &out)
+        }
+        Command::Merge { dirs, out } => merge_cmd(&dirs, &out),
+        Command::Check { file, out, jobs } => check_cmd(&file, &out, parse_jobs(jobs)?),
         Command::Replay { report } => replay_cmd(&report),
         Command::Timeline { report } => timeline_cmd(&report),
         Command::Real {
@@ -408,6 +562,15 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             };
             real_cmd(&scenario, &servers, report.as_deref())
         }
+    }
+}
+
+/// `--jobs`: at least 1; all cores when not given.
+fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
+    match jobs {
+        Some(0) => Err(usage("--jobs must be at least 1")),
+        Some(j) => Ok(j),
+        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
     }
 }
 
@@ -567,58 +730,248 @@ fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
     })
 }
 
-fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<u8> {
+/// A progress bar on stderr when it is a terminal, hidden otherwise (logs and pipes get only the
+/// final lines).
+fn progress_bar(len: u64, unit: &str) -> anyhow::Result<indicatif::ProgressBar> {
     let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(u64::from(options.cases))
+        indicatif::ProgressBar::new(len)
     } else {
         indicatif::ProgressBar::hidden()
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} cases {per_sec} {msg}")
-            .context("progress bar template")?,
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} {{elapsed_precise}} {{msg}}"
+        ))
+        .context("progress bar template")?,
     );
-    let started = std::time::Instant::now();
-    let result = explore(options, &|n| bar.set_position(u64::from(n)))?;
+    Ok(bar)
+}
+
+/// Rates for people: the search's cases per second apart from the time spent shrinking. Each
+/// cell's search time is its own: one thread's for `matrix` and `check` (`per_thread`), the wall
+/// time of all threads for `explore`.
+fn rates(stats: &[&CellStats], wall: Duration, threads: usize, per_thread: bool) -> String {
+    let cases: u64 = stats.iter().map(|s| u64::from(s.cases)).sum();
+    let search: f64 = stats.iter().map(|s| s.search.as_secs_f64()).sum();
+    let shrink_runs: u64 = stats.iter().map(|s| u64::from(s.shrink_runs)).sum();
+    let shrink: f64 = stats.iter().map(|s| s.shrink.as_secs_f64()).sum();
+    let regressions: usize = stats.iter().map(|s| s.regressions).sum();
+    let replayed = if regressions > 0 {
+        format!(" (after {regressions} persisted failure(s) replayed first)")
+    } else {
+        String::new()
+    };
+    format!(
+        "search: {cases} cases in {search:.1} s{replayed}, {:.0} cases/s{}; shrinking: \
+         {shrink_runs} runs in {shrink:.1} s; {:.1} s wall on {threads} thread(s)",
+        cases as f64 / search.max(1e-9),
+        if per_thread { " per thread" } else { "" },
+        wall.as_secs_f64()
+    )
+}
+
+fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<u8> {
+    let bar = progress_bar(u64::from(options.cases), "cases")?;
+    let started = Instant::now();
+    let done = AtomicU64::new(0);
+    let cell = CellSearch {
+        id: format!("{}-{}", options.algorithm.name(), faults.replace(',', "+")),
+        options: options.clone(),
+        out: out.to_path_buf(),
+        settle_on_regression: false,
+    };
+    let searched = cell::search(&cell, &|| {
+        bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1)
+    })?;
     bar.finish_and_clear();
-    let secs = started.elapsed().as_secs_f64();
-    match result {
-        Exploration::NotFound {
+    let name = options.algorithm.name();
+    let code = match &searched.verdict {
+        CellVerdict::NotFound {
             cases,
             simulated_ns,
         } => {
             println!(
-                "NOT FOUND: {} × [{faults}]: no violation in {cases} cases ({:.0} simulated seconds) \
-                 with seed {}; {:.0} cases/s",
-                options.algorithm.name(),
-                simulated_ns as f64 / 1e9,
+                "NOT FOUND: {name} × [{faults}]: no violation in {cases} cases ({:.0} simulated \
+                 seconds) with seed {}",
+                *simulated_ns as f64 / 1e9,
                 options.seed,
-                f64::from(cases) / secs.max(1e-9),
             );
-            Ok(EXIT_OK)
+            EXIT_OK
         }
-        Exploration::Found(finding) => {
-            let mut report = Report::of_finding(&finding, &options.profiles, options.seed);
-            let name = format!("{}-{}", options.algorithm.name(), faults.replace(',', "+"));
-            let path = report.write(out, &name)?;
-            println!(
-                "UNSAFE: {} × [{faults}]: found at case {} after {} cases ({:.0} cases/s), shrunk in {} runs",
-                options.algorithm.name(),
-                finding.case_index,
-                finding.cases,
-                f64::from(finding.cases) / secs.max(1e-9),
-                finding.shrink_runs
-            );
+        CellVerdict::Unsafe(found) => {
+            let report = &found.report;
+            match found.case_index {
+                Some(k) => println!(
+                    "UNSAFE: {name} × [{faults}]: found at case {k} after {} cases, shrunk in {} runs",
+                    found.cases,
+                    searched.stats.shrink_runs
+                ),
+                None => println!(
+                    "UNSAFE: {name} × [{faults}]: a persisted failure ({}) still fails; the \
+                     search did not reach it in {} cases",
+                    lockcheck_sim::regression::path(out, &cell.id).display(),
+                    found.cases
+                ),
+            }
             println!("  {}", report.summary);
             println!("  minimal schedule:");
             for line in &report.schedule {
                 println!("    {line}");
             }
-            println!("  report: {}", path.display());
-            println!("  timeline: {}", Report::timeline_path(&path).display());
+            println!("  report: {}", found.path.display());
+            println!("  timeline: {}", Report::timeline_path(&found.path).display());
             println!("  replay: {}", report.replay_command);
-            Ok(EXIT_FOUND)
+            EXIT_FOUND
+        }
+    };
+    println!(
+        "{}",
+        rates(&[&searched.stats], started.elapsed(), options.jobs, false)
+    );
+    Ok(code)
+}
+
+fn matrix_cmd(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
+    let cells = matrix::plan(&options.algorithms, &options.profiles).len();
+    let bar = progress_bar(cells as u64, "cells")?;
+    let started = Instant::now();
+    let cases = AtomicU64::new(0);
+    let found = AtomicU64::new(0);
+    let run = matrix::run_matrix(options, out, &|event| match event {
+        MatrixEvent::Case => {
+            let n = cases.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(64) {
+                bar.set_message(format!(
+                    "{n} cases, {} UNSAFE",
+                    found.load(Ordering::Relaxed)
+                ));
+            }
+        }
+        MatrixEvent::CellDone { result, .. } => {
+            if matches!(result, CellResult::Unsafe { .. }) {
+                found.fetch_add(1, Ordering::Relaxed);
+            }
+            bar.inc(1);
+        }
+    })
+    .map_err(|e| usage(e.to_string()))?;
+    bar.finish_and_clear();
+    let m = &run.matrix;
+    let count = |f: fn(&CellResult) -> bool| m.cells.iter().filter(|c| f(&c.result)).count();
+    for c in &m.cells {
+        if let CellResult::Unsafe { story, report, .. } = &c.result {
+            println!("UNSAFE {}: {story}", c.id);
+            println!("  report: {}", out.join(report).display());
         }
     }
+    println!(
+        "matrix: {} cells: {} UNSAFE, {} not found, {} skipped; {} and {}",
+        m.cells.len(),
+        count(|r| matches!(r, CellResult::Unsafe { .. })),
+        count(|r| matches!(r, CellResult::NotFound { .. })),
+        count(|r| matches!(r, CellResult::Skipped { .. })),
+        out.join(matrix::MARKDOWN_FILE).display(),
+        out.join(matrix::JSON_FILE).display(),
+    );
+    let stats: Vec<&CellStats> = run.stats.values().collect();
+    println!("{}", rates(&stats, started.elapsed(), options.jobs, true));
+    Ok(EXIT_OK)
+}
+
+fn merge_cmd(dirs: &[PathBuf], out: &Path) -> anyhow::Result<u8> {
+    let m = matrix::merge(dirs, out).map_err(|e| usage(e.to_string()))?;
+    let unsafe_cells = m
+        .cells
+        .iter()
+        .filter(|c| matches!(c.result, CellResult::Unsafe { .. }))
+        .count();
+    println!(
+        "merged {} shard(s): {} cells, {unsafe_cells} UNSAFE; {} and {}",
+        dirs.len(),
+        m.cells.len(),
+        out.join(matrix::MARKDOWN_FILE).display(),
+        out.join(matrix::JSON_FILE).display(),
+    );
+    Ok(EXIT_OK)
+}
+
+fn check_cmd(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
+    let entries = lockcheck_sim::expectations::read(file).map_err(|e| usage(e.to_string()))?;
+    let bar = progress_bar(entries.len() as u64, "entries")?;
+    let started = Instant::now();
+    let results = cell::in_parallel(&entries, jobs, |entry| {
+        let cell = CellSearch {
+            id: entry.name.clone(),
+            options: entry.options.clone(),
+            out: out.to_path_buf(),
+            settle_on_regression: true,
+        };
+        let result = cell::search(&cell, &|| {});
+        bar.inc(1);
+        result
+    });
+    bar.finish_and_clear();
+    let mut failed = 0;
+    let mut stats = Vec::new();
+    for (entry, result) in entries.iter().zip(results) {
+        let searched =
+            result.map_err(|e| usage(format!("{}: {}: {e}", file.display(), entry.name)))?;
+        let ok = entry.met_by(&searched.verdict);
+        let at = format!("{}:{}", file.display(), entry.line);
+        let expected = match entry.expect {
+            lockcheck_sim::expectations::Expected::Unsafe => "UNSAFE",
+            lockcheck_sim::expectations::Expected::NotFound => "not found",
+        };
+        let settled = if searched.stats.regression_failed && searched.stats.cases == 0 {
+            " (a persisted failure still fails)"
+        } else {
+            ""
+        };
+        let verdict = match &searched.verdict {
+            CellVerdict::Unsafe(u) => match u.case_index {
+                Some(k) => format!("UNSAFE at case {k} ({} cases)", u.cases),
+                None => format!("UNSAFE{settled}"),
+            },
+            CellVerdict::NotFound {
+                cases,
+                simulated_ns,
+            } => format!(
+                "not found in {cases} cases ({:.1} simulated hours)",
+                *simulated_ns as f64 / 3.6e12
+            ),
+        };
+        if ok {
+            println!("ok    {} ({at}): {verdict}", entry.name);
+        } else {
+            failed += 1;
+            println!(
+                "FAIL  {} ({at}): expected {expected}, got {verdict}",
+                entry.name
+            );
+            if let Some(about) = &entry.about {
+                println!("      expected because: {about}");
+            }
+            match &searched.verdict {
+                CellVerdict::Unsafe(u) => {
+                    println!("      {}", u.story);
+                    println!("      report: {}", u.path.display());
+                }
+                CellVerdict::NotFound { .. } => println!(
+                    "      the known violation was not found within the budget: a change lost \
+                     it, or the entry needs more cases or other params"
+                ),
+            }
+        }
+        stats.push(searched.stats);
+    }
+    let refs: Vec<&CellStats> = stats.iter().collect();
+    println!(
+        "check: {} entries, {} as expected, {failed} not; {}",
+        entries.len(),
+        entries.len() - failed,
+        rates(&refs, started.elapsed(), jobs, true)
+    );
+    Ok(if failed > 0 { EXIT_FOUND } else { EXIT_OK })
 }
 
 /// (Re)writes the HTML timeline of the report at `path`, beside it.

@@ -9,6 +9,7 @@
 //! of lowest index, and shrinks it alone, in order. Nothing is read from the environment
 //! (proptest's `PROPTEST_*` variables are overridden).
 
+use crate::checker::ViolationKind;
 use crate::runner::{run, Outcome};
 use crate::scenario::{Algorithm, Fault, Params, Scenario, Workload};
 use crate::topology::Role;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A family of faults to search over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -118,12 +120,20 @@ pub struct ExploreOptions {
     /// Count only safety violations (two holders, a lock freed under its holder): a search for
     /// what breaks mutual exclusion, past the liveness failures it would otherwise stop at.
     pub safety_only: bool,
+    /// Count only violations of this kind: `MutualExclusion` is the sense of "unsafe" in the
+    /// known-results table (two clients inside at once at the resource), which another safety
+    /// violation found first would otherwise stand in for.
+    pub only: Option<ViolationKind>,
     /// Threads running cases at once (at least 1). Never changes the result.
     pub jobs: usize,
     /// This search's slice of the case space: shard `index` (0-based) of `count` takes the cases
     /// whose index is `index` modulo `count`. Joined by lowest failing case, the shards' results
     /// are the unsharded search's.
     pub shard: Shard,
+    /// Stop taking new cases after this much wall time (`--budget-seconds`). The cases run are
+    /// still a prefix of the case space and are counted, so the same verdict is reproduced by a
+    /// search of exactly that many cases; `None` runs all `cases`.
+    pub time_limit: Option<Duration>,
 }
 
 /// A slice of a search's case space.
@@ -188,8 +198,10 @@ impl ExploreOptions {
             max_drift: DEFAULT_MAX_DRIFT,
             max_partition_ms: None,
             safety_only: false,
+            only: None,
             jobs: 1,
             shard: Shard::default(),
+            time_limit: None,
         }
     }
 }
@@ -228,6 +240,9 @@ pub struct Finding {
     pub cases: u32,
     /// Runs spent shrinking.
     pub shrink_runs: u32,
+    /// Wall time spent shrinking, for rates people read (never written into a report: it depends
+    /// on the machine).
+    pub shrink_elapsed: Duration,
 }
 
 /// How long a generated run lasts: a few leases, so a fault can outlast one and its aftermath
@@ -468,12 +483,9 @@ pub enum ExploreError {
     Invalid(String),
 }
 
-/// Searches for a violation; `progress(cases_run)` is called after every case until the first
-/// failure (shrinking runs are not counted as cases), from the threads that run them.
-pub fn explore(
-    options: &ExploreOptions,
-    progress: &(dyn Fn(u32) + Sync),
-) -> Result<Exploration, ExploreError> {
+/// Whether `options` can be searched as given: what [`explore`] refuses before running a case,
+/// for callers that read options from a file and want to name the entry at fault first.
+pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     if options.max_partition_ms == Some(0) {
         return Err(ExploreError::Invalid(
             "the longest partition must be at least 1 ms".into(),
@@ -497,8 +509,29 @@ pub fn explore(
             shard.count
         )));
     }
+    if options.time_limit == Some(Duration::ZERO) {
+        return Err(ExploreError::Invalid(
+            "a time budget must be longer than zero".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Searches for a violation; `progress(cases_run)` is called after every case until the first
+/// failure (shrinking runs are not counted as cases), from the threads that run them.
+pub fn explore(
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u32) + Sync),
+) -> Result<Exploration, ExploreError> {
+    check_options(options)?;
+    let shard = options.shard;
+    let started = Instant::now();
     let slots = shard.slots(options.cases);
     let next = AtomicU32::new(0);
+    // The first slot left unrun because the time budget ran out: results from later slots (a
+    // slower thread may still have been running one) are dropped, so the cases counted are
+    // always a prefix of the case space.
+    let cut = AtomicU32::new(u32::MAX);
     let first_failure = AtomicU64::new(u64::MAX);
     let done = AtomicU32::new(0);
     let results: Mutex<BTreeMap<u64, (bool, u64)>> = Mutex::new(BTreeMap::new());
@@ -510,6 +543,13 @@ pub fn explore(
         loop {
             let slot = next.fetch_add(1, Ordering::Relaxed);
             if slot >= slots {
+                return;
+            }
+            if options
+                .time_limit
+                .is_some_and(|limit| started.elapsed() >= limit)
+            {
+                cut.fetch_min(slot, Ordering::Relaxed);
                 return;
             }
             let case = shard.case(slot);
@@ -526,7 +566,7 @@ pub fn explore(
                 }
             };
             let outcome = run(&scenario);
-            let failed = counts(options, &outcome);
+            let failed = fails(options, &outcome);
             if failed {
                 first_failure.fetch_min(case, Ordering::Relaxed);
             }
@@ -553,7 +593,11 @@ pub fn explore(
     if let Some(reason) = aborted.into_inner().expect("the workers are done") {
         return Err(ExploreError::Aborted(reason));
     }
-    let results = results.into_inner().expect("the workers are done");
+    let mut results = results.into_inner().expect("the workers are done");
+    let cut = cut.into_inner();
+    if cut < slots {
+        results.retain(|&case, _| case < shard.case(cut));
+    }
     let failure = results
         .iter()
         .find(|(_, (failed, _))| *failed)
@@ -573,6 +617,7 @@ pub fn explore(
         .expect("the workers are done")
         .remove(&case)
         .expect("every failing case's outcome is kept");
+    let shrinking = Instant::now();
     let (original, scenario, outcome, shrink_runs) = shrink(options, case, first)?;
     Ok(Exploration::Found(Box::new(Finding {
         original,
@@ -582,15 +627,16 @@ pub fn explore(
         simulated_ns,
         cases,
         shrink_runs,
+        shrink_elapsed: shrinking.elapsed(),
     })))
 }
 
-/// Whether `outcome` fails the search (with `safety_only`, only safety violations do).
-fn counts(options: &ExploreOptions, outcome: &Outcome) -> bool {
-    outcome
-        .violations
-        .iter()
-        .any(|v| !options.safety_only || v.kind.is_safety())
+/// Whether `outcome` fails the search (with `safety_only`, only safety violations do; with
+/// `only`, only violations of that kind).
+pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
+    outcome.violations.iter().any(|v| {
+        (!options.safety_only || v.kind.is_safety()) && options.only.is_none_or(|k| v.kind == k)
+    })
 }
 
 /// Case `case` of the search seeded `seed`: its value tree, drawn from a generator seeded with
@@ -627,7 +673,7 @@ fn shrink(
             runs += 1;
             let candidate = tree.current();
             let tried = run(&candidate);
-            if counts(options, &tried) {
+            if fails(options, &tried) {
                 smallest = candidate;
                 outcome = tried;
                 if !tree.simplify() {

@@ -5,7 +5,10 @@
 //! lets the [`nemesis`] strike at the scheduled true times, and returns the [`History`] with the
 //! [`checker`]'s verdict. The same scenario always yields the same history, byte for byte.
 //! [`explore`] searches fault schedules with proptest and shrinks what it finds; [`report`] writes
-//! and replays the result, and [`timeline`] draws it as a self-contained HTML page.
+//! and replays the result, and [`timeline`] draws it as a self-contained HTML page. [`cell`] is
+//! one search with its persisted failures ([`regression`]) replayed first; [`matrix`] runs every
+//! algorithm × fault profile, and [`expectations`] checks searches against the verdicts they
+//! must reach.
 //!
 //! The parts follow Jepsen's split: [`workload`] (what clients do), [`nemesis`] (faults),
 //! [`checker`] (what must hold), [`history`] (what happened), with the simulated servers in
@@ -21,19 +24,23 @@ compile_error!(
      setting: unset them, or add `--cfg madsim` to them."
 );
 
+pub mod cell;
 pub mod checker;
 pub mod client;
 pub mod clock;
 pub mod disk;
 pub mod env;
+pub mod expectations;
 pub mod explore;
 pub mod history;
 pub mod lock;
+pub mod matrix;
 pub mod message_faults;
 pub mod mysql;
 pub mod nemesis;
 pub mod net;
 pub mod redis;
+pub mod regression;
 pub mod report;
 pub mod resource;
 pub mod runner;

@@ -102,3 +102,32 @@ fn shards_are_named_one_based_and_bad_ones_refused() {
         assert!(Shard::parse(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn a_time_budget_runs_a_prefix_that_a_case_count_reproduces() {
+    // However many cases the wall-time budget allows, they are cases 0..n: a search of exactly n
+    // cases (which is what a cell records) reaches the same verdict over the same cases.
+    let base = ExploreOptions {
+        cases: u32::MAX,
+        time_limit: Some(std::time::Duration::from_millis(300)),
+        ..options(
+            Algorithm::SingleRedis,
+            &[FaultProfile::None],
+            Params::default(),
+            0,
+        )
+    };
+    let timed = search(&base, 2, Shard::default());
+    let Exploration::NotFound { cases, .. } = timed else {
+        panic!("nothing to find without faults: {}", summary(&timed));
+    };
+    let counted = ExploreOptions {
+        cases,
+        time_limit: None,
+        ..base.clone()
+    };
+    assert_eq!(
+        summary(&timed),
+        summary(&search(&counted, 1, Shard::default()))
+    );
+}

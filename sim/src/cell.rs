@@ -1,0 +1,323 @@
+//! One cell: a search as `matrix`, `check` and `explore` carry it out — the failures persisted by
+//! earlier runs first ([`regression`]), then the search ([`explore`]), then the report.
+//!
+//! A search that finds a violation always decides the report, so a cell's report is the one a
+//! fresh run (no regression files) writes, byte for byte. A persisted failure matters when the
+//! search does not reach it (a smaller budget, another seed, a changed generator): the cell is
+//! then UNSAFE by that regression, and its report is the regression's own run.
+
+use crate::explore::{explore, fails, Exploration, ExploreError, ExploreOptions};
+use crate::regression::{self, Regression, RegressionError, SearchKey};
+use crate::report::{Report, ReportError};
+use crate::run;
+use crate::scenario::{Algorithm, Fault, Persistence, Scenario};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why a cell could not be searched.
+#[derive(Debug, Error)]
+pub enum CellError {
+    /// A regression file could not be read or written.
+    #[error(transparent)]
+    Regression(#[from] RegressionError),
+    /// The search could not run.
+    #[error(transparent)]
+    Explore(#[from] ExploreError),
+    /// The report could not be written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+}
+
+/// What to search, and where its report and regressions go.
+#[derive(Clone, Debug)]
+pub struct CellSearch {
+    /// Names the report (`OUT/ID-HASH.json`) and the regression file (`OUT/regressions/ID.json`).
+    pub id: String,
+    /// The search.
+    pub options: ExploreOptions,
+    /// The output directory.
+    pub out: PathBuf,
+    /// Whether a persisted failure that still fails settles the cell without searching (`check`
+    /// judges verdicts; `matrix` and `explore` search anyway, for the report a fresh run writes).
+    pub settle_on_regression: bool,
+}
+
+/// The verdict of a cell.
+#[derive(Clone, Debug)]
+pub enum CellVerdict {
+    /// A violation, with its report (written).
+    Unsafe(Box<Unsafe>),
+    /// Nothing in the budget.
+    NotFound {
+        /// Cases run.
+        cases: u32,
+        /// Simulated time they covered, in ns.
+        simulated_ns: u64,
+    },
+}
+
+/// An UNSAFE cell.
+#[derive(Clone, Debug)]
+pub struct Unsafe {
+    /// The report, as written.
+    pub report: Report,
+    /// Where it was written.
+    pub path: PathBuf,
+    /// The failing case's index in the search; `None` when only a persisted regression failed.
+    pub case_index: Option<u64>,
+    /// Cases the search ran: up to and including the failing one, or all it ran when only a
+    /// regression failed.
+    pub cases: u32,
+    /// The violation in one line, with the faults that caused it.
+    pub story: String,
+}
+
+/// How the time of a cell was spent, for the summary people read (never written to a file that
+/// must be reproducible).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CellStats {
+    /// Cases the search ran.
+    pub cases: u32,
+    /// Wall time of the search (regressions and cases), without shrinking.
+    pub search: Duration,
+    /// Runs spent shrinking.
+    pub shrink_runs: u32,
+    /// Wall time spent shrinking.
+    pub shrink: Duration,
+    /// Persisted failures replayed.
+    pub regressions: usize,
+    /// Whether one of them still failed.
+    pub regression_failed: bool,
+}
+
+/// The result of a cell.
+#[derive(Clone, Debug)]
+pub struct Searched {
+    /// The verdict.
+    pub verdict: CellVerdict,
+    /// Where the time went.
+    pub stats: CellStats,
+}
+
+/// Searches one cell; `on_case` is called after every case the search runs.
+pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched, CellError> {
+    let options = &cell.options;
+    let started = Instant::now();
+    let key = SearchKey::of(options);
+    let regressions = regression::load(&cell.out, &cell.id, &key)?;
+    let mut stats = CellStats {
+        regressions: regressions.len(),
+        ..CellStats::default()
+    };
+    let still_failing = regressions.into_iter().find_map(|r| {
+        let outcome = run(&r.scenario);
+        fails(options, &outcome).then_some((r, outcome))
+    });
+    stats.regression_failed = still_failing.is_some();
+    let (cases, simulated_ns) = if still_failing.is_some() && cell.settle_on_regression {
+        (0, 0)
+    } else {
+        match explore(options, &|_| on_case())? {
+            Exploration::Found(finding) => {
+                stats.cases = finding.cases;
+                stats.shrink_runs = finding.shrink_runs;
+                stats.shrink = finding.shrink_elapsed;
+                stats.search = started.elapsed().saturating_sub(finding.shrink_elapsed);
+                let mut report = Report::of_finding(&finding, &options.profiles, options.seed);
+                let path = report.write(&cell.out, &cell.id)?;
+                regression::record(
+                    &cell.out,
+                    &cell.id,
+                    Regression {
+                        search: key,
+                        found_with_seed: options.seed,
+                        case_index: Some(finding.case_index),
+                        scenario: finding.scenario.clone(),
+                        history_hash: finding.outcome.digest.clone(),
+                    },
+                )?;
+                let story = story(&report);
+                let verdict = CellVerdict::Unsafe(Box::new(Unsafe {
+                    report,
+                    path,
+                    case_index: Some(finding.case_index),
+                    cases: finding.cases,
+                    story,
+                }));
+                return Ok(Searched { verdict, stats });
+            }
+            Exploration::NotFound {
+                cases,
+                simulated_ns,
+            } => (cases, simulated_ns),
+        }
+    };
+    stats.cases = cases;
+    stats.search = started.elapsed();
+    let verdict = match still_failing {
+        Some((regression, outcome)) => {
+            let mut report = Report::of_run(&regression.scenario, &outcome);
+            let path = report.write(&cell.out, &cell.id)?;
+            let story = story(&report);
+            CellVerdict::Unsafe(Box::new(Unsafe {
+                report,
+                path,
+                case_index: None,
+                cases,
+                story,
+            }))
+        }
+        None => CellVerdict::NotFound {
+            cases,
+            simulated_ns,
+        },
+    };
+    Ok(Searched { verdict, stats })
+}
+
+/// Runs `work` on every item with up to `jobs` threads; the results come back in the items'
+/// order, whatever order they finished in.
+pub fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    jobs: usize,
+    work: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let next = Mutex::new(0usize);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new(items.iter().map(|_| None).collect());
+    let worker = || loop {
+        let i = {
+            let mut n = next.lock().expect("no worker panics holding it");
+            let i = *n;
+            *n += 1;
+            i
+        };
+        let Some(item) = items.get(i) else { return };
+        let r = work(item);
+        results.lock().expect("no worker panics holding it")[i] = Some(r);
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..jobs.clamp(1, items.len().max(1)) {
+            scope.spawn(worker);
+        }
+        worker();
+    });
+    results
+        .into_inner()
+        .expect("the workers are done")
+        .into_iter()
+        .map(|r| r.expect("every item was worked on"))
+        .collect()
+}
+
+/// The violation of `report` in one line, after the faults of its (minimal) schedule, each told
+/// against the lock's lease where that explains it: "client-1 paused 12.1 s > TTL 10 s at 9.9 s;
+/// then client-1 entered at … : two holders at once".
+pub fn story(report: &Report) -> String {
+    let scenario = &report.scenario;
+    let mut faults: Vec<&Fault> = scenario.faults.iter().collect();
+    faults.sort_by_key(|f| f.at_ms());
+    let faults: Vec<String> = faults.iter().map(|f| fault_story(f, scenario)).collect();
+    let what = report
+        .violations
+        .first()
+        .map_or_else(|| report.summary.clone(), |v| v.story.clone());
+    if faults.is_empty() {
+        format!("no faults; {what}")
+    } else {
+        format!("{}; then {what}", faults.join(", "))
+    }
+}
+
+/// The lease a fault is measured against: its name and length in ms (none for a lock that does not
+/// expire).
+fn lease(scenario: &Scenario) -> Option<(&'static str, u64)> {
+    let (algorithm, params) = (scenario.algorithm, &scenario.params);
+    let name = match algorithm {
+        a if a.is_zookeeper() => "session timeout",
+        Algorithm::MysqlForUpdateHeld => "wait_timeout",
+        _ if params.ttl_ms_for(algorithm).is_some() => "TTL",
+        _ => return None,
+    };
+    Some((name, algorithm.lease_ms(params)))
+}
+
+/// A span in seconds, exact to the millisecond ("10 s", "9.999 s"), so that a span just under the
+/// lease never prints as equal to it.
+fn secs(ms: u64) -> String {
+    let (whole, frac) = (ms / 1000, ms % 1000);
+    if frac == 0 {
+        format!("{whole} s")
+    } else {
+        let digits = format!("{frac:03}");
+        format!("{whole}.{} s", digits.trim_end_matches('0'))
+    }
+}
+
+/// "> TTL 10 s" or "< TTL 10 s": how a span compares with the lease.
+fn against_lease(span_ms: u64, scenario: &Scenario) -> String {
+    match lease(scenario) {
+        Some((name, ms)) => format!(
+            " {} {name} {}",
+            if span_ms > ms { ">" } else { "<" },
+            secs(ms)
+        ),
+        None => String::new(),
+    }
+}
+
+fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
+    let at = |ms: u64| format!("at {ms} ms");
+    match fault {
+        Fault::Pause {
+            at_ms,
+            node,
+            for_ms,
+        } => format!(
+            "{node} paused {}{} {}",
+            secs(*for_ms),
+            against_lease(*for_ms, scenario),
+            at(*at_ms)
+        ),
+        Fault::ClockJump { at_ms, node, by_ms } => format!(
+            "{node}'s wall clock jumped {}{}{} {}",
+            if *by_ms < 0 { "-" } else { "+" },
+            secs(by_ms.unsigned_abs()),
+            against_lease(by_ms.unsigned_abs(), scenario),
+            at(*at_ms)
+        ),
+        Fault::ClockDrift { at_ms, node, rate } => {
+            format!("{node}'s clocks ran at {rate}x from {}", secs(*at_ms))
+        }
+        Fault::Crash { at_ms, node } => {
+            let persistence = match scenario.params.persistence_of(scenario.algorithm, node) {
+                Persistence::None => "none",
+                Persistence::Everysec => "everysec",
+                Persistence::Always => "always",
+            };
+            format!("{node} crashed {} (persistence {persistence})", at(*at_ms))
+        }
+        Fault::Restart { at_ms, node } => {
+            let delay = scenario.params.restart_delay_of(node);
+            if delay > 0 {
+                format!("{node} restarted no sooner than {} later", secs(delay))
+            } else {
+                format!("{node} restarted {}", at(*at_ms))
+            }
+        }
+        Fault::Failover { at_ms, node } => format!("{node} promoted {}", at(*at_ms)),
+        Fault::Partition {
+            at_ms,
+            isolate,
+            for_ms,
+        } => format!(
+            "[{}] cut off {}{} {}",
+            isolate.join(", "),
+            secs(*for_ms),
+            against_lease(*for_ms, scenario),
+            at(*at_ms)
+        ),
+        Fault::Loss { .. } | Fault::Delay { .. } => fault.describe(),
+    }
+}

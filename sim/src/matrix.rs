@@ -1,0 +1,859 @@
+//! The verdict matrix: every algorithm (with and without fencing where it has a token) × every
+//! fault profile. Each cell is UNSAFE, with its minimal counterexample's report and the story in
+//! one line, or NOT FOUND, with the cases it ran and the simulated time they covered — never
+//! "safe" without its budget. Written as `matrix.json` (for machines, and for [`merge`]) and
+//! `matrix.md` (for people); both are functions of the cells alone, so the same command writes
+//! the same bytes on any machine, with any number of threads or shards.
+//!
+//! A cell counts **safety** violations only (two holders at the resource, a lock freed under its
+//! holder), the sense of "unsafe" in the known-results table; deadlocks and order are liveness,
+//! which `lockcheck explore` without `--safety-only` searches for.
+
+use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
+use crate::explore::{ExploreOptions, FaultProfile, Shard};
+use crate::report::{Report, ReportError};
+use crate::scenario::{Algorithm, Params, Scenario};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+/// Cases per cell when neither `--cases` nor `--budget-seconds` is given: the whole matrix then
+/// takes a few minutes on 2 cores (README.md gives the measured time).
+pub const DEFAULT_CASES: u32 = 1_000;
+
+/// The `wait_timeout` of the MariaDB server in the `mysql-for-update-held` cells, in ms: the other
+/// locks' lease, so that a pause can outlast it within a run. (With MariaDB's default of 8 hours a
+/// generated run would last 32 simulated hours and take seconds, and no pause would reach it.)
+pub const FOR_UPDATE_WAIT_TIMEOUT_MS: u64 = 10_000;
+
+/// The file names a matrix directory holds.
+pub const JSON_FILE: &str = "matrix.json";
+/// The rendering for people.
+pub const MARKDOWN_FILE: &str = "matrix.md";
+
+/// Something the matrix could not do.
+#[derive(Debug, Error)]
+pub enum MatrixError {
+    /// A cell's search failed.
+    #[error("cell {id}: {source}")]
+    Cell {
+        /// The cell.
+        id: String,
+        /// Why.
+        source: CellError,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A `matrix.json` is not one.
+    #[error("{path}: not a lockcheck matrix: {message}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A counterexample report could not be read or written.
+    #[error(transparent)]
+    Report(#[from] ReportError),
+    /// The options cannot be carried out, or shards do not fit together.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// How long each cell searches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    /// This many cases per cell: the verdicts are deterministic.
+    Cases(u32),
+    /// This much wall time per cell, in seconds. A cell records the cases it ran, so that
+    /// `--cases` reproduces its verdict; the same command may run more or fewer on another
+    /// machine.
+    Seconds(u64),
+}
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MatrixOptions {
+    /// The rows, in order (each with its fencing variant where it has one).
+    pub algorithms: Vec<Algorithm>,
+    /// The columns, in order.
+    pub profiles: Vec<FaultProfile>,
+    /// Each cell's budget.
+    pub budget: Budget,
+    /// Seed of every cell's search.
+    pub seed: u64,
+    /// Cells searched at once (each on one thread). Never changes the result.
+    pub jobs: usize,
+    /// This run's slice of every cell's case space; `None` for all of it.
+    pub shard: Option<Shard>,
+}
+
+/// Which search a cell is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CellSpec {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Whether the resource checks the lock's fencing token.
+    pub fencing: bool,
+    /// The fault profile.
+    pub profile: FaultProfile,
+}
+
+impl CellSpec {
+    /// The cell's name: `single-redis-pause`, `single-redis-fencing-pause`. Names its report and
+    /// its regression file.
+    pub fn id(&self) -> String {
+        format!(
+            "{}{}-{}",
+            self.algorithm.name(),
+            if self.fencing { "-fencing" } else { "" },
+            self.profile.name()
+        )
+    }
+
+    /// The parameters the cell searches with, or why the cell cannot be searched. Every cell
+    /// takes the defaults (README.md), except: fencing where the row says so; one replica for
+    /// `failover`, which needs one to promote; and [`FOR_UPDATE_WAIT_TIMEOUT_MS`] for
+    /// `mysql-for-update-held`.
+    pub fn params(&self) -> Result<Params, String> {
+        let mut params = Params {
+            fencing: self.fencing,
+            ..Params::default()
+        };
+        if self.algorithm == Algorithm::MysqlForUpdateHeld {
+            params.wait_timeout_ms = Some(FOR_UPDATE_WAIT_TIMEOUT_MS);
+        }
+        if self.profile == FaultProfile::Failover {
+            if !has_replicas(self.algorithm) {
+                return Err(
+                    "no replica to promote: asynchronous replicas are modelled for the \
+                            single-server Redis locks"
+                        .into(),
+                );
+            }
+            params.replicas = 1;
+        }
+        let mut scenario = Scenario::new(self.algorithm);
+        scenario.params = params.clone();
+        scenario.validate().map_err(|e| e.to_string())?;
+        Ok(params)
+    }
+
+    /// The `lockcheck explore` flags that search this cell alone (with `--cases`, `--seed`).
+    fn explore_flags(&self) -> String {
+        let mut flags = format!(
+            "--algorithm {} --faults {} --safety-only",
+            self.algorithm.name(),
+            self.profile.name()
+        );
+        if self.fencing {
+            flags.push_str(" --fencing");
+        }
+        if self.profile == FaultProfile::Failover {
+            flags.push_str(" --replicas 1");
+        }
+        if self.algorithm == Algorithm::MysqlForUpdateHeld {
+            let _ = write!(flags, " --wait-timeout-ms {FOR_UPDATE_WAIT_TIMEOUT_MS}");
+        }
+        flags
+    }
+}
+
+/// Whether `algorithm` produces a fencing token: a scenario accepts `fencing: true` exactly then.
+pub fn has_fencing(algorithm: Algorithm) -> bool {
+    let mut scenario = Scenario::new(algorithm);
+    scenario.params.fencing = true;
+    scenario.validate().is_ok()
+}
+
+/// Whether `algorithm` can run with asynchronous replicas (and so be failed over).
+fn has_replicas(algorithm: Algorithm) -> bool {
+    let mut scenario = Scenario::new(algorithm);
+    scenario.params.replicas = 1;
+    scenario.validate().is_ok()
+}
+
+/// The cells of `algorithms` × `profiles`: each algorithm, then its fencing variant where it has
+/// a token, each under every profile, in the order given.
+pub fn plan(algorithms: &[Algorithm], profiles: &[FaultProfile]) -> Vec<CellSpec> {
+    let mut cells = Vec::new();
+    for &algorithm in algorithms {
+        for fencing in [false, true] {
+            if fencing && !has_fencing(algorithm) {
+                continue;
+            }
+            for &profile in profiles {
+                cells.push(CellSpec {
+                    algorithm,
+                    fencing,
+                    profile,
+                });
+            }
+        }
+    }
+    cells
+}
+
+/// A whole matrix (or one shard's part of it), as `matrix.json` holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Matrix {
+    /// Version of lockcheck that wrote it.
+    pub lockcheck: String,
+    /// Seed of every cell's search.
+    pub seed: u64,
+    /// Each cell's budget.
+    pub budget: Budget,
+    /// The slice of each cell's case space this file covers; absent for the whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<Shard>,
+    /// The rows, in order.
+    pub algorithms: Vec<Algorithm>,
+    /// The columns, in order.
+    pub profiles: Vec<FaultProfile>,
+    /// Every cell, row by row.
+    pub cells: Vec<Cell>,
+}
+
+/// One cell and its verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Its name (see [`CellSpec::id`]).
+    pub id: String,
+    /// Which search.
+    #[serde(flatten)]
+    pub spec: CellSpec,
+    /// The parameters searched with; absent for a skipped cell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Params>,
+    /// The verdict.
+    #[serde(flatten)]
+    pub result: CellResult,
+}
+
+/// A cell's verdict.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum CellResult {
+    /// A safety violation was found.
+    Unsafe {
+        /// Cases run up to and including the failing one (when only a persisted regression
+        /// failed: every case the search ran).
+        cases: u32,
+        /// The failing case's index in the cell's search; absent when only a persisted
+        /// regression failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        case_index: Option<u64>,
+        /// The violation in one line, with the faults that caused it.
+        story: String,
+        /// The report's file name, beside `matrix.json`.
+        report: String,
+    },
+    /// Nothing in the budget: not a proof of safety.
+    NotFound {
+        /// Cases run.
+        cases: u32,
+        /// Simulated time they covered, in ns.
+        simulated_ns: u64,
+    },
+    /// The cell does not exist for this algorithm (e.g. `failover` without replicas).
+    Skipped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What happened while a matrix ran, for a progress display.
+#[derive(Clone, Copy, Debug)]
+pub enum MatrixEvent<'a> {
+    /// A case of some cell's search ran.
+    Case,
+    /// A cell is done.
+    CellDone {
+        /// Its name.
+        id: &'a str,
+        /// Its verdict.
+        result: &'a CellResult,
+    },
+}
+
+/// A matrix run: what was written, and where the time went.
+#[derive(Clone, Debug)]
+pub struct MatrixRun {
+    /// The matrix, as written.
+    pub matrix: Matrix,
+    /// Where the time of each searched cell went, by cell name.
+    pub stats: BTreeMap<String, CellStats>,
+}
+
+/// Runs every cell of `options` and writes `matrix.json`, `matrix.md`, the counterexamples'
+/// reports and the regression files into `out`.
+pub fn run_matrix(
+    options: &MatrixOptions,
+    out: &Path,
+    progress: &(dyn Fn(MatrixEvent<'_>) + Sync),
+) -> Result<MatrixRun, MatrixError> {
+    if options.jobs == 0 {
+        return Err(MatrixError::Invalid("--jobs must be at least 1".into()));
+    }
+    match options.budget {
+        Budget::Cases(0) => return Err(MatrixError::Invalid("--cases must be at least 1".into())),
+        Budget::Seconds(0) => {
+            return Err(MatrixError::Invalid(
+                "--budget-seconds must be at least 1".into(),
+            ))
+        }
+        Budget::Seconds(_) if options.shard.is_some() => {
+            return Err(MatrixError::Invalid(
+                "--shard needs --cases: with a wall-time budget each machine would run a \
+                 different number of cases, and the shards would not join into one search"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
+    let previous = Matrix::read(out).ok();
+    let specs = plan(&options.algorithms, &options.profiles);
+    let results = cell::in_parallel(&specs, options.jobs, |spec| {
+        let id = spec.id();
+        let (params, result, stats) = match spec.params() {
+            Err(reason) => (None, Ok(CellResult::Skipped { reason }), None),
+            Ok(params) => {
+                let search = CellSearch {
+                    id: id.clone(),
+                    options: explore_options(options, spec, params.clone()),
+                    out: out.to_path_buf(),
+                    settle_on_regression: false,
+                };
+                match cell::search(&search, &|| progress(MatrixEvent::Case)) {
+                    Ok(searched) => (
+                        Some(params),
+                        Ok(result_of(&searched.verdict)),
+                        Some(searched.stats),
+                    ),
+                    Err(source) => (
+                        Some(params),
+                        Err(MatrixError::Cell {
+                            id: id.clone(),
+                            source,
+                        }),
+                        None,
+                    ),
+                }
+            }
+        };
+        if let Ok(result) = &result {
+            progress(MatrixEvent::CellDone { id: &id, result });
+        }
+        (id, *spec, params, result, stats)
+    });
+    let mut cells = Vec::new();
+    let mut stats = BTreeMap::new();
+    for (id, spec, params, result, cell_stats) in results {
+        if let Some(s) = cell_stats {
+            stats.insert(id.clone(), s);
+        }
+        cells.push(Cell {
+            id,
+            spec,
+            params,
+            result: result?,
+        });
+    }
+    let matrix = Matrix {
+        lockcheck: env!("CARGO_PKG_VERSION").to_string(),
+        seed: options.seed,
+        budget: options.budget,
+        shard: options.shard,
+        algorithms: options.algorithms.clone(),
+        profiles: options.profiles.clone(),
+        cells,
+    };
+    matrix.write(out)?;
+    matrix.remove_replaced(previous.as_ref(), out)?;
+    Ok(MatrixRun { matrix, stats })
+}
+
+/// The search of one cell.
+fn explore_options(options: &MatrixOptions, spec: &CellSpec, params: Params) -> ExploreOptions {
+    let (cases, time_limit) = match options.budget {
+        Budget::Cases(n) => (n, None),
+        Budget::Seconds(s) => (u32::MAX, Some(Duration::from_secs(s))),
+    };
+    ExploreOptions {
+        params,
+        safety_only: true,
+        shard: options.shard.unwrap_or_default(),
+        time_limit,
+        ..ExploreOptions::new(spec.algorithm, vec![spec.profile], cases, options.seed)
+    }
+}
+
+fn result_of(verdict: &CellVerdict) -> CellResult {
+    match verdict {
+        CellVerdict::Unsafe(u) => CellResult::Unsafe {
+            cases: u.cases,
+            case_index: u.case_index,
+            story: u.story.clone(),
+            report: file_name(&u.path),
+        },
+        CellVerdict::NotFound {
+            cases,
+            simulated_ns,
+        } => CellResult::NotFound {
+            cases: *cases,
+            simulated_ns: *simulated_ns,
+        },
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> MatrixError + '_ {
+    move |source| MatrixError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Matrix {
+    /// The report files its UNSAFE cells name.
+    fn reports(&self) -> Vec<&str> {
+        self.cells
+            .iter()
+            .filter_map(|c| match &c.result {
+                CellResult::Unsafe { report, .. } => Some(report.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Removes from `dir` the reports (`.json`, and a `.html` beside one) that `previous`, the
+    /// matrix written there before, named and this one no longer does, so that a regenerated
+    /// directory holds only current counterexamples. Files the matrix did not write (an
+    /// `explore` report, say) are never touched.
+    fn remove_replaced(&self, previous: Option<&Matrix>, dir: &Path) -> Result<(), MatrixError> {
+        let Some(previous) = previous else {
+            return Ok(());
+        };
+        let current = self.reports();
+        for old in previous.reports() {
+            if current.contains(&old) || old.contains(['/', '\\']) {
+                continue;
+            }
+            let json = dir.join(old);
+            for stale in [json.with_extension("html"), json] {
+                match std::fs::remove_file(&stale) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(io(&stale)(e));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `matrix.json` and `matrix.md` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<(), MatrixError> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let json = dir.join(JSON_FILE);
+        let text = serde_json::to_string_pretty(self).expect("a matrix serializes");
+        std::fs::write(&json, text + "\n").map_err(io(&json))?;
+        let md = dir.join(MARKDOWN_FILE);
+        std::fs::write(&md, self.to_markdown()).map_err(io(&md))
+    }
+
+    /// Reads `DIR/matrix.json`.
+    pub fn read(dir: &Path) -> Result<Matrix, MatrixError> {
+        let path = dir.join(JSON_FILE);
+        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
+        let de = &mut serde_json::Deserializer::from_str(&text);
+        serde_path_to_error::deserialize(de).map_err(|e| MatrixError::Malformed {
+            message: format!("at {}: {}", e.path(), e.inner()),
+            path,
+        })
+    }
+
+    /// The command that writes this matrix again.
+    pub fn command(&self) -> String {
+        let mut command = String::from("lockcheck matrix");
+        match self.budget {
+            Budget::Cases(n) => {
+                let _ = write!(command, " --cases {n}");
+            }
+            Budget::Seconds(s) => {
+                let _ = write!(command, " --budget-seconds {s}");
+            }
+        }
+        let _ = write!(command, " --seed {}", self.seed);
+        if self.algorithms != Algorithm::ALL {
+            let names: Vec<&str> = self.algorithms.iter().map(|a| a.name()).collect();
+            let _ = write!(command, " --algorithms {}", names.join(","));
+        }
+        if self.profiles != FaultProfile::ALL {
+            let names: Vec<&str> = self.profiles.iter().map(|p| p.name()).collect();
+            let _ = write!(command, " --faults {}", names.join(","));
+        }
+        if let Some(shard) = self.shard {
+            let _ = write!(command, " --shard {}/{}", shard.index + 1, shard.count);
+        }
+        command
+    }
+
+    /// The matrix for people: a table of verdicts, then each UNSAFE cell's story and report.
+    pub fn to_markdown(&self) -> String {
+        let mut md = String::new();
+        let budget = match self.budget {
+            Budget::Cases(n) => format!("{n} cases per cell"),
+            Budget::Seconds(s) => format!(
+                "{s} s of wall time per cell (each cell shows the cases it ran; rerun one with \
+                 `--cases`)"
+            ),
+        };
+        let _ = writeln!(md, "# Verdict matrix\n");
+        if let Some(shard) = self.shard {
+            let _ = writeln!(
+                md,
+                "**Shard {} of {}: a partial matrix** (each cell covers this shard's slice of \
+                 its cases). Join the shards with `lockcheck merge DIR…`.\n",
+                shard.index + 1,
+                shard.count
+            );
+        }
+        let _ = writeln!(
+            md,
+            "`{}` (lockcheck {}): seed {}, {budget}.\n\n\
+             Each cell is one search: the algorithm, with the resource checking its fencing token \
+             or not, under one fault profile. **UNSAFE**: a safety violation (two holders at the \
+             resource, or a lock freed under its holder), shrunk to a minimal counterexample \
+             whose report replays byte for byte. *not found*: nothing in that many cases, which \
+             covered that much simulated time — not a proof of safety. Liveness failures \
+             (deadlocks) and order are not counted here (`lockcheck explore` without \
+             `--safety-only` searches for them).\n",
+            self.command(),
+            self.lockcheck,
+            self.seed
+        );
+        let header: Vec<&str> = self.profiles.iter().map(|p| p.name()).collect();
+        let _ = writeln!(md, "| algorithm | {} |", header.join(" | "));
+        let _ = writeln!(md, "|---|{}", "---|".repeat(header.len()));
+        let mut skipped: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for row in self.cells.chunks(self.profiles.len().max(1)) {
+            let Some(first) = row.first() else { continue };
+            let name = if first.spec.fencing {
+                format!("{} + fencing", first.spec.algorithm.name())
+            } else {
+                first.spec.algorithm.name().to_string()
+            };
+            let cells: Vec<String> = row
+                .iter()
+                .map(|c| match &c.result {
+                    CellResult::Unsafe { case_index, .. } => format!(
+                        "[**UNSAFE**](#{}){}",
+                        c.id,
+                        if case_index.is_none() {
+                            " (regression)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    CellResult::NotFound {
+                        cases,
+                        simulated_ns,
+                    } => format!("not found: {cases} cases, {}", hours(*simulated_ns)),
+                    CellResult::Skipped { reason } => {
+                        skipped
+                            .entry(reason.clone())
+                            .or_default()
+                            .push(c.id.clone());
+                        "—".to_string()
+                    }
+                })
+                .collect();
+            let _ = writeln!(md, "| {name} | {} |", cells.join(" | "));
+        }
+        md.push('\n');
+        for (reason, ids) in &skipped {
+            let _ = writeln!(md, "— skipped ({}): {reason}.", ids.join(", "));
+        }
+        let without: Vec<&str> = self
+            .algorithms
+            .iter()
+            .filter(|a| !has_fencing(**a))
+            .map(|a| a.name())
+            .collect();
+        if !without.is_empty() {
+            let _ = writeln!(
+                md,
+                "No fencing row for {}: no monotonic token to check (a scenario refuses \
+                 `fencing: true` for them).",
+                without.join(", ")
+            );
+        }
+        let _ = writeln!(
+            md,
+            "\nParameters: every default (README.md, \"Scenario files\"), except one replica in \
+             the `failover` cells, `wait_timeout_ms` {FOR_UPDATE_WAIT_TIMEOUT_MS} for \
+             `mysql-for-update-held`, and `restart_delay_ms` raised to the lease by \
+             `crash-delayed-restart`. `clock-drift` draws rates within ±5 % (five times \
+             Redlock's drift factor); `partition` draws cuts of up to twice the lease. Each \
+             cell's exact parameters are in `matrix.json`."
+        );
+        let mut any = false;
+        for c in &self.cells {
+            let CellResult::Unsafe {
+                cases,
+                case_index,
+                story,
+                report,
+            } = &c.result
+            else {
+                continue;
+            };
+            if !any {
+                let _ = writeln!(md, "\n## UNSAFE cells");
+                any = true;
+            }
+            let found = match case_index {
+                Some(k) => format!("Found at case {k} ({cases} cases run)."),
+                None => format!(
+                    "A persisted regression still fails; the search did not reach it in \
+                     {cases} cases."
+                ),
+            };
+            let shard = self
+                .shard
+                .map(|s| format!(" --shard {}/{}", s.index + 1, s.count))
+                .unwrap_or_default();
+            let rerun = match case_index {
+                Some(k) => format!(
+                    "rerun: `lockcheck explore {} --seed {} --cases {}{shard}`",
+                    c.spec.explore_flags(),
+                    self.seed,
+                    k + 1
+                ),
+                None => "`lockcheck replay` reruns it".to_string(),
+            };
+            let _ = writeln!(
+                md,
+                "\n### {}\n\n{found} {story}\n\nReport: [{report}]({report}) · {rerun}",
+                c.id
+            );
+        }
+        md
+    }
+}
+
+/// Simulated time for people: hours with one decimal.
+fn hours(ns: u64) -> String {
+    format!("{:.1} h", ns as f64 / 3.6e12)
+}
+
+/// Joins the matrices that `lockcheck matrix --shard I/N` wrote into `dirs` (one per shard, every
+/// shard exactly once) into the matrix one unsharded run would have written, and writes it with
+/// its reports into `out`. Per cell, the lowest failing case across the shards is the unsharded
+/// search's (its report is copied, counting the cases of every shard up to it); cases and
+/// simulated time of cells with no failure add up. Shards that do not fit together (another seed,
+/// budget, version or set of cells; a shard missing or given twice) are refused.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
+    let bad = |m: String| Err(MatrixError::Invalid(m));
+    if dirs.is_empty() {
+        return bad("merge needs the output directory of every shard".into());
+    }
+    let mut parts: Vec<(&PathBuf, Matrix)> = Vec::new();
+    for dir in dirs {
+        parts.push((dir, Matrix::read(dir)?));
+    }
+    let out_abs = std::path::absolute(out).map_err(io(out))?;
+    for (dir, _) in &parts {
+        if std::path::absolute(dir).map_err(io(dir))? == out_abs {
+            return bad(format!(
+                "--out {}: that is a shard's own directory; merge into another",
+                out.display()
+            ));
+        }
+    }
+    let (first_dir, first) = (parts[0].0, parts[0].1.clone());
+    let Some(count) = first.shard.map(|s| s.count) else {
+        return bad(format!(
+            "{}: not a shard (written without --shard); there is nothing to merge",
+            first_dir.display()
+        ));
+    };
+    if matches!(first.budget, Budget::Seconds(_)) {
+        return bad(format!(
+            "{}: a wall-time budget; only shards of a --cases matrix join into one search",
+            first_dir.display()
+        ));
+    }
+    let mut seen: BTreeMap<u32, &PathBuf> = BTreeMap::new();
+    for (dir, part) in &parts {
+        let Some(shard) = part.shard else {
+            return bad(format!(
+                "{}: not a shard (written without --shard)",
+                dir.display()
+            ));
+        };
+        let differs = |what: &str| {
+            bad(format!(
+                "{} and {} do not fit together: different {what}",
+                first_dir.display(),
+                dir.display()
+            ))
+        };
+        if shard.count != count {
+            return differs("shard counts");
+        }
+        if part.seed != first.seed {
+            return differs("seeds");
+        }
+        if part.budget != first.budget {
+            return differs("budgets (--cases)");
+        }
+        if part.lockcheck != first.lockcheck {
+            return differs("lockcheck versions");
+        }
+        if part.algorithms != first.algorithms || part.profiles != first.profiles {
+            return differs("algorithms or fault profiles");
+        }
+        let same_cells = part.cells.len() == first.cells.len()
+            && part
+                .cells
+                .iter()
+                .zip(&first.cells)
+                .all(|(a, b)| a.id == b.id && a.spec == b.spec && a.params == b.params);
+        if !same_cells {
+            return differs("cells or cell parameters");
+        }
+        if let Some(other) = seen.insert(shard.index, dir) {
+            return bad(format!(
+                "shard {}/{count} given twice: {} and {}",
+                shard.index + 1,
+                other.display(),
+                dir.display()
+            ));
+        }
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !seen.contains_key(i))
+        .map(|i| format!("{}/{count}", i + 1))
+        .collect();
+    if !missing.is_empty() {
+        return bad(format!("shard(s) {} missing", missing.join(", ")));
+    }
+    let previous = Matrix::read(out).ok();
+    // In shard order, so that ties (a regression in two shards) resolve the same on every run.
+    parts.sort_by_key(|(_, p)| p.shard.map(|s| s.index));
+    let mut cells = Vec::new();
+    for (i, template) in first.cells.iter().enumerate() {
+        let results: Vec<(&PathBuf, &CellResult)> = parts
+            .iter()
+            .map(|(d, p)| (*d, &p.cells[i].result))
+            .collect();
+        let result = merge_cell(&template.id, &results, out)?;
+        cells.push(Cell {
+            result,
+            ..template.clone()
+        });
+    }
+    let matrix = Matrix {
+        shard: None,
+        cells,
+        ..first
+    };
+    matrix.write(out)?;
+    matrix.remove_replaced(previous.as_ref(), out)?;
+    Ok(matrix)
+}
+
+/// One cell of the merged matrix from its shards' results.
+fn merge_cell(
+    id: &str,
+    results: &[(&PathBuf, &CellResult)],
+    out: &Path,
+) -> Result<CellResult, MatrixError> {
+    let total_cases: u32 = results
+        .iter()
+        .map(|(_, r)| match r {
+            CellResult::Unsafe { cases, .. } | CellResult::NotFound { cases, .. } => *cases,
+            CellResult::Skipped { .. } => 0,
+        })
+        .sum();
+    if let Some((_, CellResult::Skipped { reason })) = results.first() {
+        return Ok(CellResult::Skipped {
+            reason: reason.clone(),
+        });
+    }
+    let found = results
+        .iter()
+        .filter_map(|(dir, r)| match r {
+            CellResult::Unsafe {
+                case_index: Some(k),
+                story,
+                report,
+                ..
+            } => Some((*k, *dir, story, report)),
+            _ => None,
+        })
+        .min_by_key(|(k, ..)| *k);
+    if let Some((k, dir, story, report)) = found {
+        // Every shard ran all its cases below k (none failed there), so the whole search ran
+        // cases 0..=k: the unsharded search's count.
+        let cases = u32::try_from(k + 1).unwrap_or(u32::MAX);
+        let mut r = Report::read(&dir.join(report))?;
+        if let Some(search) = r.search.as_mut() {
+            search.cases = cases;
+        }
+        let path = r.write(out, id)?;
+        return Ok(CellResult::Unsafe {
+            cases,
+            case_index: Some(k),
+            story: story.clone(),
+            report: file_name(&path),
+        });
+    }
+    let regression = results.iter().find_map(|(dir, r)| match r {
+        CellResult::Unsafe {
+            case_index: None,
+            story,
+            report,
+            ..
+        } => Some((*dir, story, report)),
+        _ => None,
+    });
+    if let Some((dir, story, report)) = regression {
+        let mut r = Report::read(&dir.join(report))?;
+        let path = r.write(out, id)?;
+        return Ok(CellResult::Unsafe {
+            cases: total_cases,
+            case_index: None,
+            story: story.clone(),
+            report: file_name(&path),
+        });
+    }
+    Ok(CellResult::NotFound {
+        cases: total_cases,
+        simulated_ns: results
+            .iter()
+            .map(|(_, r)| match r {
+                CellResult::NotFound { simulated_ns, .. } => *simulated_ns,
+                _ => 0,
+            })
+            .sum(),
+    })
+}

@@ -1,0 +1,179 @@
+//! Persisted failures: every failing scenario a search finds is kept in `OUT/regressions/ID.json`
+//! and run again, first, the next time the same search runs — as proptest's regression files do,
+//! but with whole scenarios, so that a failure once found is not lost when the generator, the
+//! seed or the budget changes and the search no longer reaches it.
+//!
+//! A file keeps every failure of one cell (a matrix cell, a `check` entry, an `explore` search),
+//! each with the search it came from: a scenario is replayed only for the same algorithm,
+//! parameters and fault profiles, because under other settings its failure would prove nothing
+//! about this search.
+
+use crate::checker::ViolationKind;
+use crate::explore::{ExploreOptions, FaultProfile};
+use crate::scenario::{Algorithm, Params, Scenario, ScenarioError};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// A regression file that cannot be read or written.
+#[derive(Debug, Error)]
+pub enum RegressionError {
+    /// The file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a lockcheck regression file.
+    #[error("{path}: not a lockcheck regression file: {message}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A scenario inside the file is not runnable.
+    #[error("{path}: regression {index}: {source}")]
+    Scenario {
+        /// The file.
+        path: PathBuf,
+        /// Which entry, from 0.
+        index: usize,
+        /// Why.
+        source: ScenarioError,
+    },
+}
+
+/// What decides whether a failure found by one search says anything about another: everything
+/// that shapes the cases, but not the seed, the budget, the threads or the shard (a scenario
+/// found under any of those is just as valid a case of this search).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchKey {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its parameters.
+    pub params: Params,
+    /// The fault profiles searched.
+    pub profiles: Vec<FaultProfile>,
+    /// `--max-drift`.
+    pub max_drift: f64,
+    /// `--max-partition-ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_partition_ms: Option<u64>,
+    /// Whether only safety violations counted.
+    pub safety_only: bool,
+    /// The only violation kind that counted, if one was named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<ViolationKind>,
+}
+
+impl SearchKey {
+    /// The key of the search `options` describes.
+    pub fn of(options: &ExploreOptions) -> SearchKey {
+        SearchKey {
+            algorithm: options.algorithm,
+            params: options.params.clone(),
+            profiles: options.profiles.clone(),
+            max_drift: options.max_drift,
+            max_partition_ms: options.max_partition_ms,
+            safety_only: options.safety_only,
+            only: options.only,
+        }
+    }
+}
+
+/// One persisted failure.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Regression {
+    /// The search that found it.
+    pub search: SearchKey,
+    /// The seed of that search and the index of the failing case in it, for people.
+    pub found_with_seed: u64,
+    /// The failing case's index in that search (absent when it came from another regression).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case_index: Option<u64>,
+    /// The (shrunk) failing scenario: runnable as is.
+    pub scenario: Scenario,
+    /// The history hash it had when found (a replay that differs still counts if it fails).
+    pub history_hash: String,
+}
+
+/// The file's shape.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegressionFile {
+    /// Oldest first: replayed in this order.
+    regressions: Vec<Regression>,
+}
+
+/// Where the regressions of cell `id` are kept under the output directory `out`.
+pub fn path(out: &Path, id: &str) -> PathBuf {
+    out.join("regressions").join(format!("{id}.json"))
+}
+
+/// The persisted failures of cell `id` found by a search with `key`, oldest first (none when the
+/// file does not exist). Entries of other searches stay in the file but are not returned.
+pub fn load(out: &Path, id: &str, key: &SearchKey) -> Result<Vec<Regression>, RegressionError> {
+    Ok(read(&path(out, id))?
+        .regressions
+        .into_iter()
+        .filter(|r| r.search == *key)
+        .collect())
+}
+
+/// Adds `regression` to cell `id`'s file unless the same scenario is already there for the same
+/// search.
+pub fn record(out: &Path, id: &str, regression: Regression) -> Result<(), RegressionError> {
+    let file = path(out, id);
+    let mut all = read(&file)?;
+    let known = all
+        .regressions
+        .iter()
+        .any(|r| r.search == regression.search && r.scenario == regression.scenario);
+    if known {
+        return Ok(());
+    }
+    all.regressions.push(regression);
+    let io = |source| RegressionError::Io {
+        path: file.clone(),
+        source,
+    };
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let json = serde_json::to_string_pretty(&all).expect("regressions serialize");
+    std::fs::write(&file, json + "\n").map_err(io)
+}
+
+fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegressionFile::default()),
+        Err(source) => {
+            return Err(RegressionError::Io {
+                path: file.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let de = &mut serde_json::Deserializer::from_str(&text);
+    let parsed: RegressionFile =
+        serde_path_to_error::deserialize(de).map_err(|e| RegressionError::Malformed {
+            path: file.to_path_buf(),
+            message: format!("at {}: {}", e.path(), e.inner()),
+        })?;
+    for (index, r) in parsed.regressions.iter().enumerate() {
+        r.scenario
+            .validate()
+            .map_err(|source| RegressionError::Scenario {
+                path: file.to_path_buf(),
+                index,
+                source,
+            })?;
+    }
+    Ok(parsed)
+}
