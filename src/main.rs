@@ -819,7 +819,10 @@ fn explore_cmd(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Re
                 println!("    {line}");
             }
             println!("  report: {}", found.path.display());
-            println!("  timeline: {}", Report::timeline_path(&found.path).display());
+            println!(
+                "  timeline: {}",
+                Report::timeline_path(&found.path).display()
+            );
             println!("  replay: {}", report.replay_command);
             EXIT_FOUND
         }

@@ -285,52 +285,103 @@ fn last_holder(history: &[Entry]) -> Option<(&str, u64, String)> {
 }
 
 /// A lock key deleted at its owner's request while the owner, by its own operations, still held
-/// the lock: for a reentrant lock, an inner release must leave the lock held.
+/// that very lock: for a reentrant lock, an inner release must leave the lock held. What a key
+/// held is known from its value (a string lock: the token) or from the last owner field written
+/// into it on that server (a hash lock: the owner, which is the guard's token); a deletion of
+/// anything else (a stale key from an earlier attempt, landing late on a server that was paused
+/// or cut off) frees nothing the client holds.
 pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
-    let mut depth: BTreeMap<&str, i64> = BTreeMap::new();
-    // Lock keys: written as a value or a hash field. Queues and deadline sets are not locks, and
-    // a purge that empties them is no release.
-    let mut locks: BTreeSet<&str> = BTreeSet::new();
+    // Per client, the tokens of the locks it holds, once per acquisition not yet released.
+    let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    // Lock keys, per server: what each holds now (a string's value, a hash's owner field).
+    // Queues and deadline sets are not locks, and a purge that empties them is no release.
+    let mut holding: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     let mut found = Vec::new();
     for e in history {
         match (&e.op, e.kind) {
             (
                 Op::Key {
                     key,
-                    change: KeyChange::Set | KeyChange::FieldSet,
+                    change: KeyChange::Set,
+                    value: Some(value),
                     ..
                 },
                 _,
             ) => {
-                locks.insert(key);
+                holding.insert((e.node.as_str(), key), value);
             }
-            (Op::Acquire { .. }, Kind::Ok) => *depth.entry(&e.node).or_default() += 1,
-            (Op::Release { .. }, Kind::Invoke) => *depth.entry(&e.node).or_default() -= 1,
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::FieldSet,
+                    field: Some(owner),
+                    ..
+                },
+                _,
+            ) => {
+                holding.insert((e.node.as_str(), key), owner);
+            }
+            (
+                Op::Acquire {
+                    token: Some(token), ..
+                },
+                Kind::Ok,
+            ) => held.entry(&e.node).or_default().push(token),
+            (Op::Release { token, .. }, Kind::Invoke) => {
+                if let Some(tokens) = held.get_mut(e.node.as_str()) {
+                    if let Some(at) = tokens.iter().rposition(|t| t == token) {
+                        tokens.remove(at);
+                    }
+                }
+            }
             // A crashed client is a new process when it restarts: it holds nothing.
             (Op::Nemesis { kind, .. }, _) if kind == "crash" => {
-                depth.remove(e.node.as_str());
+                held.remove(e.node.as_str());
             }
             (
                 Op::Key {
                     key,
                     change: KeyChange::Deleted,
+                    value,
                     by: Some(by),
                     ..
                 },
                 _,
-            ) if locks.contains(key.as_str()) && depth.get(by.as_str()).is_some_and(|d| *d > 0) => {
-                let d = depth[by.as_str()];
-                found.push(Violation {
-                    kind: ViolationKind::FreedWhileHeld,
-                    clients: vec![by.clone()],
-                    tokens: vec![],
-                    at_ns: e.true_ns,
-                    entries: vec![e.index],
-                    story: format!(
-                        "{by}'s release deleted {key} at {} while it still held the lock {d} level(s) deep",
-                        ms(e.true_ns)
-                    ),
-                });
+            ) => {
+                let lock = value
+                    .as_deref()
+                    .or_else(|| holding.get(&(e.node.as_str(), key.as_str())).copied());
+                holding.remove(&(e.node.as_str(), key.as_str()));
+                let Some(lock) = lock else { continue };
+                let d = held
+                    .get(by.as_str())
+                    .map_or(0, |tokens| tokens.iter().filter(|t| **t == lock).count());
+                if d > 0 {
+                    found.push(Violation {
+                        kind: ViolationKind::FreedWhileHeld,
+                        clients: vec![by.clone()],
+                        tokens: vec![lock.to_string()],
+                        at_ns: e.true_ns,
+                        entries: vec![e.index],
+                        story: format!(
+                            "{by}'s release deleted {key} on {} at {} while it still held that \
+                             lock {d} level(s) deep",
+                            e.node,
+                            ms(e.true_ns)
+                        ),
+                    });
+                }
+            }
+            // Expired or lost with its server: no longer held by anyone there.
+            (
+                Op::Key {
+                    key,
+                    change: KeyChange::Expired | KeyChange::Deleted | KeyChange::Lost,
+                    ..
+                },
+                _,
+            ) => {
+                holding.remove(&(e.node.as_str(), key.as_str()));
             }
             _ => {}
         }
@@ -812,6 +863,52 @@ mod tests {
             reentrancy(&ok.entries).is_empty(),
             "the outer release frees it"
         );
+    }
+
+    #[test]
+    fn deleting_a_stale_key_of_an_earlier_attempt_frees_nothing_the_client_holds() {
+        // client-0's first attempt (t0) failed; its clean-up reached redis-2, paused meanwhile,
+        // only after its second attempt (t1) had succeeded elsewhere: redis-2 sets t0 late and
+        // deletes it. client-0 still holds t1, which nothing touched.
+        let set = |value: &str| Op::Key {
+            key: "lock".into(),
+            change: KeyChange::Set,
+            field: None,
+            value: Some(value.into()),
+            by: Some("client-0".into()),
+            expires_local_ns: None,
+        };
+        let deleted = |value: &str| Op::Key {
+            key: "lock".into(),
+            change: KeyChange::Deleted,
+            field: None,
+            value: Some(value.into()),
+            by: Some("client-0".into()),
+            expires_local_ns: None,
+        };
+        let mut h = History::default();
+        h.push(0, "redis-0", 0, Kind::Observe, set("t1"));
+        h.push(
+            1,
+            "client-0",
+            1,
+            Kind::Ok,
+            Op::Acquire {
+                token: Some("t1".into()),
+                fence: None,
+                valid_ns: None,
+                error: None,
+                shared: false,
+            },
+        );
+        h.push(2, "redis-2", 2, Kind::Observe, set("t0"));
+        h.push(3, "redis-2", 3, Kind::Observe, deleted("t0"));
+        assert!(reentrancy(&h.entries).is_empty());
+        // Its own lock deleted while it holds it is one.
+        h.push(4, "redis-0", 4, Kind::Observe, deleted("t1"));
+        let found = reentrancy(&h.entries);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].tokens, vec!["t1".to_string()]);
     }
 
     /// A ZooKeeper server's change to the node at `path`.
