@@ -393,16 +393,15 @@ fn lockcheck_real(args: &[&str], envs: &[(&str, &str)]) -> Output {
 fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
     // Refused before any server is needed: these pass without redis-server installed.
     let scratch = Scratch::new("real-refuses");
-    let lossy = scratch.file(
-        "loss.json",
-        r#"{"algorithm": "single-redis",
-            "faults": [{"at_ms": 100, "fault": "loss", "node": "client-0", "rate": 0.5,
-                        "for_ms": 1000}]}"#,
+    // Replication and failover are the simulator's alone so far.
+    let replicated = scratch.file(
+        "replicas.json",
+        r#"{"algorithm": "single-redis", "params": {"replicas": 1}}"#,
     );
     for (args, needle) in [
         (
-            vec!["--scenario", lossy.to_str().unwrap()],
-            "not supported in real mode yet",
+            vec!["--scenario", replicated.to_str().unwrap()],
+            "replication and failover",
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "partition"],
