@@ -18,7 +18,7 @@ use std::cell::RefCell;
 
 mod common;
 
-use common::{assert_safe, kinds, one_at_a_time, sections};
+use common::{assert_safe, assert_two_holders_including, kinds, one_at_a_time, sections};
 
 /// Whether MariaDB is installed (mariadbd and mariadb-install-db, in /usr/sbin too); see
 /// [`common::installed`].
@@ -91,13 +91,7 @@ fn a_holder_paused_past_wait_timeout_loses_the_transaction_held_lock_as_in_the_s
     let _serial = one_at_a_time();
     let s = profile::scenario(Algorithm::MysqlForUpdateHeld, Profile::Pause, &shape(3)).unwrap();
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]
@@ -132,13 +126,7 @@ fn a_forward_jump_of_the_database_clock_hands_mysql_row_to_a_second_holder() {
     let _serial = one_at_a_time();
     let s = profile::scenario(Algorithm::MysqlRow, Profile::ClockJump, &shape(3)).unwrap();
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]

@@ -15,7 +15,7 @@ use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload}
 
 mod common;
 
-use common::{assert_safe, kinds, one_at_a_time, sections};
+use common::{assert_safe, assert_two_holders_including, kinds, one_at_a_time, sections};
 
 /// Whether redis-server is installed; see [`common::installed`].
 fn servers_installed() -> bool {
@@ -67,13 +67,7 @@ fn a_holder_paused_longer_than_the_ttl_breaks_single_redis_as_in_the_simulation(
     let _serial = one_at_a_time();
     let s = profile::scenario(Algorithm::SingleRedis, Profile::Pause, &shape(3, 2_000)).unwrap();
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]
@@ -261,13 +255,7 @@ fn a_forward_clock_jump_on_a_real_master_of_the_holders_quorum_breaks_redlock() 
         "{node} is in client-0's quorum"
     );
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]
@@ -370,13 +358,7 @@ fn a_write_delayed_past_the_lease_lands_inside_the_next_holders_section() {
     }
     let _serial = one_at_a_time();
     let real = run_real(&delayed_write());
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]

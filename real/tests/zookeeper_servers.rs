@@ -10,7 +10,6 @@
 use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::RealRun;
-use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::history::{Op, Phase};
 use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, Workload};
 
@@ -20,7 +19,7 @@ const SESSION_MS: u64 = 4_000;
 
 mod common;
 
-use common::{assert_safe, one_at_a_time, sections};
+use common::{assert_safe, assert_two_holders_including, one_at_a_time, sections};
 
 /// Whether ZooKeeper (java and its jar) is installed; see [`common::installed`].
 fn zookeeper_installed() -> bool {
@@ -89,13 +88,7 @@ fn a_holder_paused_longer_than_its_session_breaks_zk_sequential_as_in_the_simula
     let algorithm = Algorithm::ZkSequential;
     let s = profile::scenario(algorithm, Profile::Pause, &shape(algorithm, 2)).unwrap();
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]
@@ -128,13 +121,7 @@ fn a_holder_cut_off_longer_than_its_session_through_the_proxy_breaks_zk_sequenti
     let algorithm = Algorithm::ZkSequential;
     let s = profile::scenario(algorithm, Profile::Partition, &shape(algorithm, 2)).unwrap();
     let real = run_real(&s);
-    let v = real
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&real, "client-0");
 }
 
 #[test]
@@ -235,13 +222,7 @@ fn a_server_whose_clocks_run_twice_as_fast_ends_a_paused_holders_session_early()
     let true_clock = run_real(&paused_holder_on_a_drifting_server(1.0, 3_000));
     assert_safe(&true_clock);
     let fast = run_real(&paused_holder_on_a_drifting_server(2.0, 3_000));
-    let v = fast
-        .outcome
-        .violations
-        .first()
-        .unwrap_or_else(|| panic!("no violation:\n{:#?}", fast.outcome.history));
-    assert_eq!(v.kind, ViolationKind::MutualExclusion);
-    assert!(v.clients.contains(&"client-0".to_string()), "{v:?}");
+    assert_two_holders_including(&fast, "client-0");
 }
 
 #[test]

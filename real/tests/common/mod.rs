@@ -99,6 +99,19 @@ pub fn sections(real: &RealRun) -> usize {
 }
 
 /// No violation.
+/// The run's first violation is two holders at once, `client` one of them (the story's stale
+/// holder).
+pub fn assert_two_holders_including(real: &RealRun, client: &str) {
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion, "{v:?}");
+    assert!(v.clients.iter().any(|c| c == client), "{v:?}");
+}
+
+/// No violation at all.
 pub fn assert_safe(real: &RealRun) {
     assert!(
         real.outcome.violations.is_empty(),
