@@ -255,12 +255,16 @@ fn secs(ms: u64) -> String {
     }
 }
 
-/// "> TTL 10 s" or "< TTL 10 s": how a span compares with the lease.
+/// "> TTL 10 s", "= TTL 10 s" or "< TTL 10 s": how a span compares with the lease.
 fn against_lease(span_ms: u64, scenario: &Scenario) -> String {
     match lease(scenario) {
         Some((name, ms)) => format!(
             " {} {name} {}",
-            if span_ms > ms { ">" } else { "<" },
+            match span_ms.cmp(&ms) {
+                std::cmp::Ordering::Greater => ">",
+                std::cmp::Ordering::Equal => "=",
+                std::cmp::Ordering::Less => "<",
+            },
             secs(ms)
         ),
         None => String::new(),

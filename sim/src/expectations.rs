@@ -188,6 +188,16 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         if entry.faults.is_empty() {
             return bad("faults must name at least one profile (\"none\" for none)".into());
         }
+        if let Some(kind) = entry.violation {
+            // A search that counts only safety violations never counts any other kind: such an
+            // entry could never be found unsafe, and an expected "not-found" could never fail.
+            if entry.safety_only && !kind.is_safety() {
+                return bad(format!(
+                    "violation {kind:?} is not a safety violation, and the search counts only \
+                     those (safety_only = true): set safety_only = false to count it"
+                ));
+            }
+        }
         let max_drift = entry.max_drift.unwrap_or(DEFAULT_MAX_DRIFT);
         if !(0.0..1.0).contains(&max_drift) {
             return bad(format!("max_drift must be in [0, 1), got {max_drift}"));
@@ -292,6 +302,12 @@ expect = "not-found"
                  params = { fencing = true }\ncases = 1\nexpect = \"unsafe\"\n",
                 3,
                 "fencing",
+            ),
+            (
+                "[[expect]]\nname = \"a\"\nalgorithm = \"redis-fair\"\nfaults = [\"none\"]\n\
+                 cases = 1\nviolation = \"fifo_order\"\nexpect = \"not-found\"\n",
+                1,
+                "safety_only = false",
             ),
             (
                 "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"meteor\"]\n\

@@ -14,7 +14,7 @@ use crate::explore::{ExploreOptions, FaultProfile, Shard};
 use crate::report::{Report, ReportError};
 use crate::scenario::{Algorithm, Params, Scenario};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -443,15 +443,25 @@ impl Matrix {
     }
 
     /// Removes from `dir` the reports (`.json`, and a `.html` beside one) that `previous`, the
-    /// matrix written there before, named and this one no longer does, so that a regenerated
-    /// directory holds only current counterexamples. Files the matrix did not write (an
+    /// matrix written there before, named for a cell this one searched again and no longer
+    /// names, so that a regenerated directory holds only current counterexamples. Files the matrix did not write (an
     /// `explore` report, say) are never touched.
     fn remove_replaced(&self, previous: Option<&Matrix>, dir: &Path) -> Result<(), MatrixError> {
         let Some(previous) = previous else {
             return Ok(());
         };
         let current = self.reports();
-        for old in previous.reports() {
+        // Only cells this matrix searched again: a partial matrix (`--algorithms`, `--faults`)
+        // written over a full one leaves the other cells' reports alone.
+        let searched: BTreeSet<&str> = self.cells.iter().map(|c| c.id.as_str()).collect();
+        let replaced = previous
+            .cells
+            .iter()
+            .filter(|c| searched.contains(c.id.as_str()));
+        for old in replaced.filter_map(|c| match &c.result {
+            CellResult::Unsafe { report, .. } => Some(report.as_str()),
+            _ => None,
+        }) {
             if current.contains(&old) || old.contains(['/', '\\']) {
                 continue;
             }
