@@ -31,7 +31,7 @@ impl Env for SimEnv {
 
     async fn sleep(&self, duration: Duration) {
         let true_duration = self.world.clock(self.node).true_duration(duration);
-        madsim::time::sleep(true_duration).await
+        crate::timer::sleep(true_duration).await
     }
 
     fn random_u64(&self) -> u64 {

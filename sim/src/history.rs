@@ -224,13 +224,24 @@ impl History {
     /// identical exactly when their digests are; FNV is enough because this detects divergence,
     /// it does not defend against an adversary.
     pub fn digest(&self) -> String {
-        let json = serde_json::to_vec(self).expect("a history always serializes");
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in json {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        // Hashed as it is written: every run computes its digest, and the JSON text of a
+        // history is the largest thing a run would otherwise allocate.
+        struct Fnv1a(u64);
+        impl std::io::Write for Fnv1a {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                for &byte in bytes {
+                    self.0 ^= u64::from(byte);
+                    self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+                }
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
         }
-        format!("{hash:016x}")
+        let mut hash = Fnv1a(0xcbf2_9ce4_8422_2325);
+        serde_json::to_writer(&mut hash, self).expect("a history always serializes");
+        format!("{:016x}", hash.0)
     }
 
     /// The index of the first entry where two histories differ, if they do.

@@ -46,6 +46,7 @@ pub mod resource;
 pub mod runner;
 pub mod scenario;
 pub mod timeline;
+pub mod timer;
 pub mod topology;
 pub mod workload;
 pub mod world;

@@ -10,7 +10,6 @@ use crate::history::{Kind, Op};
 use crate::scenario::{Fault, Scenario};
 use crate::topology::Topology;
 use crate::world::World;
-use madsim::net::NetSim;
 use madsim::runtime::Handle;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -232,75 +231,90 @@ pub fn quiet_after_ns(timeline: &Timeline) -> u64 {
     timeline.last().map_or(0, |(t, _, _)| *t)
 }
 
+/// Applies the actions of `timeline` that are due now, at once, and returns the rest.
+///
+/// The runner calls this after creating the client nodes and before any of them has run: a fault
+/// scheduled for the run's start (a partition at 0 ms) is in place for the clients' first
+/// request, instead of racing it.
+pub fn apply_due(world: &World, mut timeline: Timeline) -> Timeline {
+    let now = world.true_ns();
+    let due = timeline.iter().take_while(|(at, _, _)| *at <= now).count();
+    for (_, action, text) in timeline.drain(..due) {
+        apply(world, action, text);
+    }
+    timeline
+}
+
 /// Applies `timeline` in order, sleeping to each action's time. Runs on the main node.
 pub async fn run(world: Arc<World>, timeline: Timeline) {
-    let handle = Handle::current();
-    let net = NetSim::current();
-    let topology = world.topology.clone();
     for (at, action, text) in timeline {
         let now = world.true_ns();
         if at > now {
             madsim::time::sleep(Duration::from_nanos(at - now)).await;
         }
-        let target = match &action {
-            Action::Pause(n)
-            | Action::Resume(n)
-            | Action::Crash(n)
-            | Action::Restart(n)
-            | Action::ClockJump(n, _)
-            | Action::ClockDrift(n, _)
-            | Action::MessagesStart(n, ..)
-            | Action::MessagesEnd(n, _)
-            | Action::Skipped(n)
-            | Action::Failover(n) => *n,
-            Action::Cut(_, g) | Action::Heal(_, g) => g[0],
-        };
-        let id = |n: usize| world.node_id(n);
-        let kind = action.kind();
-        match action {
-            Action::Skipped(_) => {}
-            Action::Failover(n) => world.set_primary(n),
-            Action::Pause(n) => handle.pause(id(n)),
-            Action::Resume(n) => handle.resume(id(n)),
-            Action::Crash(n) => {
-                handle.kill(id(n));
-                world.set_down(n, true);
-            }
-            Action::Restart(n) => {
-                handle.restart(id(n));
-                world.set_down(n, false);
-            }
-            Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
-            Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
-            Action::Cut(_, group) => {
-                for (a, b) in links_across(&topology, &group) {
-                    if world.cut(a, b) {
-                        net.clog_link(id(a), id(b));
-                    }
-                }
-            }
-            Action::Heal(_, group) => {
-                for (a, b) in links_across(&topology, &group) {
-                    if world.heal(a, b) {
-                        net.unclog_link(id(a), id(b));
-                    }
-                }
-            }
-            Action::MessagesStart(n, fault, loss, delay) => {
-                world.set_message_fault(n, fault, Some((loss, delay)))
-            }
-            Action::MessagesEnd(n, fault) => world.set_message_fault(n, fault, None),
-        }
-        world.record(
-            target,
-            Kind::Observe,
-            Op::Nemesis {
-                kind: kind.to_string(),
-                action: text,
-                target: Some(topology.name(target).to_string()),
-            },
-        );
+        apply(&world, action, text);
     }
+}
+
+/// Applies one action now and records it.
+fn apply(world: &World, action: Action, text: String) {
+    let handle = Handle::current();
+    let topology = &world.topology;
+    let target = match &action {
+        Action::Pause(n)
+        | Action::Resume(n)
+        | Action::Crash(n)
+        | Action::Restart(n)
+        | Action::ClockJump(n, _)
+        | Action::ClockDrift(n, _)
+        | Action::MessagesStart(n, ..)
+        | Action::MessagesEnd(n, _)
+        | Action::Skipped(n)
+        | Action::Failover(n) => *n,
+        Action::Cut(_, g) | Action::Heal(_, g) => g[0],
+    };
+    let id = |n: usize| world.node_id(n);
+    let kind = action.kind();
+    match action {
+        Action::Skipped(_) => {}
+        Action::Failover(n) => world.set_primary(n),
+        Action::Pause(n) => handle.pause(id(n)),
+        Action::Resume(n) => handle.resume(id(n)),
+        Action::Crash(n) => {
+            handle.kill(id(n));
+            world.set_down(n, true);
+        }
+        Action::Restart(n) => {
+            handle.restart(id(n));
+            world.set_down(n, false);
+        }
+        Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
+        Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
+        // The network (crate::net) drops messages on cut links when they are sent.
+        Action::Cut(_, group) => {
+            for (a, b) in links_across(topology, &group) {
+                world.cut(a, b);
+            }
+        }
+        Action::Heal(_, group) => {
+            for (a, b) in links_across(topology, &group) {
+                world.heal(a, b);
+            }
+        }
+        Action::MessagesStart(n, fault, loss, delay) => {
+            world.set_message_fault(n, fault, Some((loss, delay)))
+        }
+        Action::MessagesEnd(n, fault) => world.set_message_fault(n, fault, None),
+    }
+    world.record(
+        target,
+        Kind::Observe,
+        Op::Nemesis {
+            kind: kind.to_string(),
+            action: text,
+            target: Some(topology.name(target).to_string()),
+        },
+    );
 }
 
 /// Both directions of every link between `group` and the other nodes. The liveness probe is left

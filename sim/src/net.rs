@@ -1,24 +1,33 @@
 //! Request/reply messaging between simulated nodes, with the nemesis's message faults.
 //!
-//! Built on madsim's raw endpoints: messages are Rust values (no serialization), latency and
-//! partitions (clogged links) come from madsim's network, and a paused node's messages queue up
-//! until it resumes. On top, this layer drops and delays messages for `loss` and `delay` faults.
-//! Randomness is drawn only while such a fault is active, so a schedule without them leaves the
-//! seed's random stream untouched (shrinking stays stable).
+//! Messages are Rust values (no serialization) handed from one node's [`Port`] to another's
+//! inbox. Each takes a random latency (1–10 ms, drawn from madsim's seeded generator) plus the
+//! extra delay of any `delay` fault, and waits in the receiver's inbox until it is due: it is in
+//! flight in the network, not in a task of its sender, so a sender that stops or crashes does not
+//! take its messages with it. A paused node's messages queue up until it resumes; a crashed
+//! node's inbox goes with it. On top, this layer drops messages for partitions and `loss`.
+//! Randomness beyond the latency is drawn only while such a fault is active, so a schedule
+//! without them leaves the seed's random stream as it was (shrinking stays stable).
+//!
+//! This replaces madsim's endpoints, which format both addresses as strings and hash them for
+//! every message: a fifth of a Redlock run went there.
 
 use crate::redis::Snapshot;
 use crate::topology::Topology;
 use crate::world::World;
 use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_algorithms::StoreError;
-use madsim::net::Endpoint;
+use madsim::rand::Rng;
+use madsim::time::Instant;
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// The tag requests are sent with; replies use per-call tags above it.
@@ -109,56 +118,225 @@ fn lost(world: &World, from: usize, to: usize) -> bool {
     loss > 0.0 && madsim::rand::random::<f64>() < loss
 }
 
-/// Transmits `payload` from node `from` to `to`, after any extra delay of a `delay` fault.
-async fn transmit(
-    world: &World,
-    ep: &Endpoint,
-    from: usize,
-    to: SocketAddr,
-    tag: u64,
-    payload: Box<dyn Any + Send + Sync>,
-) {
-    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    let (_, delay) = world.message_faults(from, to_node);
-    if delay.is_zero() {
-        // A send error means the destination is gone; the sender's timeout covers it.
-        let _ = ep.send_to_raw(to, tag, payload).await;
-    } else {
-        let ep = ep.clone();
-        madsim::task::spawn_local(async move {
-            madsim::time::sleep(delay).await;
-            let _ = ep.send_to_raw(to, tag, payload).await;
-        });
+/// The latency of every message: what madsim's network drew (its default `send_latency`).
+const LATENCY_NS: std::ops::Range<u64> = 1_000_000..10_000_000;
+/// Where a node's ephemeral ports start.
+const FIRST_EPHEMERAL_PORT: u16 = 40_000;
+
+/// A message's content.
+pub type Payload = Box<dyn Any + Send + Sync>;
+
+/// A message waiting in an inbox.
+struct Letter {
+    from: SocketAddr,
+    payload: Payload,
+}
+
+/// The letters of one tag, by when they are due (then by when they were sent), and the task
+/// waiting for them.
+#[derive(Default)]
+struct Mailbox {
+    letters: BTreeMap<(Instant, u64), Letter>,
+    waiter: Option<Waker>,
+}
+
+/// A bound port's inbox: a mailbox per open tag. Letters for a tag nobody has open are dropped,
+/// as a reply to a request its client stopped waiting for is.
+#[derive(Default)]
+struct Inbox(Mutex<BTreeMap<u64, Mailbox>>);
+
+/// The simulated network's state: which inbox each bound address leads to.
+#[derive(Default)]
+pub struct Network {
+    inboxes: BTreeMap<SocketAddr, Weak<Inbox>>,
+    /// Per node, the next ephemeral port.
+    next_port: BTreeMap<usize, u16>,
+    /// Letters sent so far: orders letters due at the same instant.
+    sent: u64,
+}
+
+/// An address bound on a node, with its inbox. Dropped with its node's tasks (a crash), which
+/// loses whatever was queued for it.
+pub struct Port {
+    world: Arc<World>,
+    addr: SocketAddr,
+    inbox: Arc<Inbox>,
+}
+
+impl Port {
+    /// Binds `addr` (a restarted server binds its address again; the newest binding wins).
+    fn bind(world: Arc<World>, addr: SocketAddr, tags: &[u64]) -> Port {
+        let inbox = Arc::new(Inbox::default());
+        {
+            let mut mailboxes = inbox.0.lock().expect("never poisoned");
+            for &tag in tags {
+                mailboxes.insert(tag, Mailbox::default());
+            }
+        }
+        world.network().inboxes.insert(addr, Arc::downgrade(&inbox));
+        Port { world, addr, inbox }
+    }
+
+    /// Binds an ephemeral port of node `node`.
+    fn bind_ephemeral(world: Arc<World>, node: usize, tags: &[u64]) -> Port {
+        let port = {
+            let mut network = world.network();
+            let next = network
+                .next_port
+                .entry(node)
+                .or_insert(FIRST_EPHEMERAL_PORT);
+            *next += 1;
+            *next - 1
+        };
+        let addr = SocketAddr::new(Topology::addr(node).ip(), port);
+        Port::bind(world, addr, tags)
+    }
+
+    /// Starts accepting letters for `tag` (a call's reply).
+    fn open(&self, tag: u64) {
+        self.inbox
+            .0
+            .lock()
+            .expect("never poisoned")
+            .insert(tag, Mailbox::default());
+    }
+
+    /// Stops accepting letters for `tag`, dropping any still queued.
+    fn close(&self, tag: u64) {
+        self.inbox.0.lock().expect("never poisoned").remove(&tag);
+    }
+
+    /// The next letter for `tag` once it is due: its sender and content.
+    fn recv(&self, tag: u64) -> Recv<'_> {
+        Recv {
+            inbox: &self.inbox,
+            tag,
+            timer: None,
+        }
     }
 }
 
-/// Pushes an unasked message (a watch event) from node `from`'s endpoint `ep` to the client at
-/// `to`, unless it is lost.
-pub async fn push(
+impl Drop for Port {
+    fn drop(&mut self) {
+        let mut network = self.world.network();
+        let ours = network
+            .inboxes
+            .get(&self.addr)
+            .is_some_and(|inbox| std::ptr::eq(inbox.as_ptr(), Arc::as_ptr(&self.inbox)));
+        if ours {
+            network.inboxes.remove(&self.addr);
+        }
+    }
+}
+
+/// Waits for the next due letter of one tag; see [`Port::recv`].
+struct Recv<'a> {
+    inbox: &'a Inbox,
+    tag: u64,
+    /// The timer armed for the earliest letter not yet due.
+    timer: Option<(Instant, crate::timer::Sleep)>,
+}
+
+impl Future for Recv<'_> {
+    type Output = Option<(Payload, SocketAddr)>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        loop {
+            let due = {
+                let mut mailboxes = this.inbox.0.lock().expect("never poisoned");
+                let Some(mailbox) = mailboxes.get_mut(&this.tag) else {
+                    return Poll::Ready(None); // closed
+                };
+                let now = Instant::now();
+                match mailbox.letters.first_entry() {
+                    Some(first) if first.key().0 <= now => {
+                        let letter = first.remove();
+                        return Poll::Ready(Some((letter.payload, letter.from)));
+                    }
+                    Some(first) => {
+                        let due = first.key().0;
+                        mailbox.waiter = Some(cx.waker().clone());
+                        due
+                    }
+                    None => {
+                        mailbox.waiter = Some(cx.waker().clone());
+                        this.timer = None;
+                        return Poll::Pending;
+                    }
+                }
+            };
+            if this.timer.as_ref().map(|(at, _)| *at) != Some(due) {
+                this.timer = Some((due, crate::timer::sleep_until(due)));
+            }
+            let (_, timer) = this.timer.as_mut().expect("set above");
+            if Pin::new(timer).poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Due now: take it.
+        }
+    }
+}
+
+/// Sends `payload` from `from` (on node `from_node`) to `to`: it arrives after the network's
+/// latency plus the extra delay of a `delay` fault, unless its destination is gone by then.
+fn transmit(
     world: &World,
-    ep: &Endpoint,
-    from: usize,
+    from_node: usize,
+    from: SocketAddr,
     to: SocketAddr,
-    payload: Box<dyn Any + Send + Sync>,
+    tag: u64,
+    payload: Payload,
 ) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    if !lost(world, from, to_node) {
-        transmit(world, ep, from, to, PUSH_TAG, payload).await;
+    let (_, delay) = world.message_faults(from_node, to_node);
+    // madsim's seeded generator: the draw is part of the run's replayable randomness.
+    let latency = Duration::from_nanos(madsim::rand::thread_rng().gen_range(LATENCY_NS));
+    let due = Instant::now() + latency + delay;
+    let (inbox, seq) = {
+        let mut network = world.network();
+        network.sent += 1;
+        (
+            network.inboxes.get(&to).and_then(Weak::upgrade),
+            network.sent,
+        )
+    };
+    // Nobody bound there (crashed, or not started): lost; the sender's timeout covers it.
+    let Some(inbox) = inbox else {
+        return;
+    };
+    let mut mailboxes = inbox.0.lock().expect("never poisoned");
+    let Some(mailbox) = mailboxes.get_mut(&tag) else {
+        return;
+    };
+    mailbox.letters.insert((due, seq), Letter { from, payload });
+    let earliest = mailbox.letters.first_key_value().map(|(key, _)| *key) == Some((due, seq));
+    if earliest {
+        if let Some(waiter) = mailbox.waiter.take() {
+            waiter.wake();
+        }
     }
+}
+
+/// Pushes an unasked message (a watch event) from node `from`'s port to the client at `to`,
+/// unless it is lost.
+pub async fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    if !lost(world, from, to_node) {
+        transmit(world, from, port.addr, to, PUSH_TAG, payload);
+    }
+}
+
+/// Binds node `node`'s port for pushing messages (watch events) to clients.
+pub fn bind_pusher(world: Arc<World>, node: usize) -> Port {
+    Port::bind_ephemeral(world, node, &[])
 }
 
 /// Sends a reply, unless it is lost.
-async fn reply(
-    world: &World,
-    ep: &Endpoint,
-    from: usize,
-    to: SocketAddr,
-    tag: u64,
-    response: Response,
-) {
+fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, response: Response) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
     if !lost(world, from, to_node) {
-        transmit(world, ep, from, to, tag, Box::new(response)).await;
+        transmit(world, from, port.addr, to, tag, Box::new(response));
     }
 }
 
@@ -166,23 +344,20 @@ async fn reply(
 pub struct RpcClient {
     world: Arc<World>,
     me: usize,
-    ep: Endpoint,
+    port: Port,
     next_tag: Cell<u64>,
     /// Next sequence number per server: one connection each, as a Redis client has.
     next_seq: RefCell<BTreeMap<usize, u64>>,
 }
 
 impl RpcClient {
-    /// Opens node `me`'s client endpoint. Call on that node.
+    /// Opens node `me`'s client port. Call on that node.
     pub async fn bind(world: Arc<World>, me: usize) -> RpcClient {
-        let ip = Topology::addr(me).ip();
-        let ep = Endpoint::bind(SocketAddr::new(ip, 0))
-            .await
-            .expect("a fresh node can bind an ephemeral port");
+        let port = Port::bind_ephemeral(world.clone(), me, &[PUSH_TAG]);
         RpcClient {
             world,
             me,
-            ep,
+            port,
             next_tag: Cell::new(REQUEST_TAG + 1),
             next_seq: RefCell::new(BTreeMap::new()),
         }
@@ -190,18 +365,12 @@ impl RpcClient {
 
     /// The address servers reply and push to.
     pub fn local_addr(&self) -> SocketAddr {
-        self.ep
-            .local_addr()
-            .expect("a bound endpoint has an address")
+        self.port.addr
     }
 
     /// Waits for the next message a server pushed to this client.
-    pub async fn next_push(&self) -> Option<Box<dyn Any + Send + Sync>> {
-        self.ep
-            .recv_from_raw(PUSH_TAG)
-            .await
-            .ok()
-            .map(|(payload, _)| payload)
+    pub async fn next_push(&self) -> Option<Payload> {
+        self.port.recv(PUSH_TAG).await.map(|(payload, _)| payload)
     }
 
     /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock.
@@ -213,6 +382,16 @@ impl RpcClient {
     ) -> Result<Response, StoreError> {
         let reply_tag = self.next_tag.get();
         self.next_tag.set(reply_tag + 1);
+        self.port.open(reply_tag);
+        // However the wait ends (reply, timeout, or the caller dropping it), a late reply to
+        // this call is dropped.
+        struct Close<'a>(&'a Port, u64);
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                self.0.close(self.1);
+            }
+        }
+        let _close = Close(&self.port, reply_tag);
         if !lost(&self.world, self.me, to) {
             let seq = {
                 let mut seqs = self.next_seq.borrow_mut();
@@ -225,23 +404,21 @@ impl RpcClient {
                 seq,
                 request,
             };
-            let to = Topology::addr(to);
             transmit(
                 &self.world,
-                &self.ep,
                 self.me,
-                to,
+                self.port.addr,
+                Topology::addr(to),
                 REQUEST_TAG,
                 Box::new(envelope),
-            )
-            .await;
+            );
         }
         let wait = self.world.clock(self.me).true_duration(timeout);
-        match madsim::time::timeout(wait, self.ep.recv_from_raw(reply_tag)).await {
-            Ok(Ok((payload, _))) => Ok(*payload
+        match crate::timer::timeout(wait, self.port.recv(reply_tag)).await {
+            Ok(Some((payload, _))) => Ok(*payload
                 .downcast::<Response>()
                 .expect("replies are Responses")),
-            Ok(Err(e)) => Err(StoreError::Unreachable(e.to_string())),
+            Ok(None) => Err(StoreError::Unreachable("the reply port closed".into())),
             Err(_) => Err(StoreError::Timeout),
         }
     }
@@ -254,17 +431,19 @@ pub async fn serve(
     me: usize,
     mut handle: impl FnMut(usize, Request) -> Handled,
 ) {
-    let ep = Endpoint::bind(Topology::addr(me))
-        .await
-        .expect("a fresh node can bind its service port");
+    let port = Rc::new(Port::bind(
+        world.clone(),
+        Topology::addr(me),
+        &[REQUEST_TAG],
+    ));
     // Each client connection's requests are served in the order sent, as TCP delivers them:
-    // madsim's mailbox hands out queued messages in no particular order (a paused server finds a
-    // backlog), so requests that arrive early wait for their predecessors. A connection's first
+    // Latencies are drawn per message, so a connection's requests can overtake each other in
+    // flight; requests that arrive early wait for their predecessors. A connection's first
     // request seen by this (possibly restarted) server process sets where its sequence starts.
     let mut next: BTreeMap<SocketAddr, u64> = BTreeMap::new();
     let mut early: BTreeMap<(SocketAddr, u64), Envelope> = BTreeMap::new();
     loop {
-        let Ok((payload, from)) = ep.recv_from_raw(REQUEST_TAG).await else {
+        let Some((payload, from)) = port.recv(REQUEST_TAG).await else {
             return;
         };
         let envelope = *payload
@@ -289,13 +468,13 @@ pub async fn serve(
         for envelope in ready {
             match handle(from_node, envelope.request) {
                 Handled::Now(response) => {
-                    reply(&world, &ep, me, from, envelope.reply_tag, response).await
+                    reply(&world, &port, me, from, envelope.reply_tag, response)
                 }
                 Handled::Later(response) => {
-                    let (world, ep) = (world.clone(), ep.clone());
+                    let (world, port) = (world.clone(), port.clone());
                     madsim::task::spawn_local(async move {
                         let response = response.await;
-                        reply(&world, &ep, me, from, envelope.reply_tag, response).await;
+                        reply(&world, &port, me, from, envelope.reply_tag, response);
                     });
                 }
             }

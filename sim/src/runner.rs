@@ -140,6 +140,8 @@ async fn simulate(scenario: Scenario) -> History {
     for &client in &clients {
         start_node(&handle, &world, client, move |w| run_client(w, client));
     }
+    // No client has run yet: what is due at their start is in place for their first step.
+    let timeline = nemesis::apply_due(&world, timeline);
     let nemesis = madsim::task::spawn(nemesis::run(world.clone(), timeline));
 
     // The run ends when every client is done (or down for good) and the nemesis is through, or,

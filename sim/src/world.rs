@@ -34,6 +34,8 @@ pub struct World {
     primary: Mutex<usize>,
     /// Directed links currently cut, with how many partitions cut each (they may overlap).
     cuts: Mutex<BTreeMap<(usize, usize), u32>>,
+    /// Bound addresses and their inboxes.
+    network: Mutex<crate::net::Network>,
 }
 
 impl World {
@@ -56,7 +58,13 @@ impl World {
             finished: Mutex::new(vec![false; clients]),
             primary: Mutex::new(clients),
             cuts: Mutex::new(BTreeMap::new()),
+            network: Mutex::new(crate::net::Network::default()),
         }
+    }
+
+    /// The simulated network's bindings (see [`crate::net`]).
+    pub(crate) fn network(&self) -> std::sync::MutexGuard<'_, crate::net::Network> {
+        self.network.lock().unwrap()
     }
 
     /// True time since the start of the run.

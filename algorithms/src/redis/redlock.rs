@@ -20,7 +20,7 @@ use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry};
-use futures_util::future::join_all;
+use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -87,11 +87,17 @@ impl<S: RedisStore> Redlock<S> {
 
     /// Runs `command` on every master at once; each reply or error in master order.
     async fn on_all(&self, command: Command) -> Vec<Result<Reply, LockError>> {
-        join_all(self.masters.iter().map(|m| {
-            let command = command.clone();
-            async move { m.call(command).await.map_err(LockError::from) }
-        }))
-        .await
+        // Not `join_all`: for a handful of futures it polls every one of them whenever any is
+        // woken, and each needless poll of a pending request re-arms its timeout.
+        self.masters
+            .iter()
+            .map(|m| {
+                let command = command.clone();
+                async move { m.call(command).await.map_err(LockError::from) }
+            })
+            .collect::<FuturesOrdered<_>>()
+            .collect()
+            .await
     }
 
     /// One attempt.

@@ -23,7 +23,6 @@ use lockcheck_algorithms::redis::command::{
     double_to_integer, fpconv_dtoa, Command, Reply, Script,
 };
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -43,7 +42,7 @@ const MAX_REPLY_DEPTH: usize = 1000;
 /// read-only globals. Redis makes the global table and the library tables read-only so that one
 /// script can neither leave state behind for the next nor break the sandbox; stock Lua has no
 /// read-only tables, so scripts get proxies that reject writes. It returns the environment scripts
-/// run in and the real `redis` table, into which each `EVAL` plugs `call` and `pcall`.
+/// run in and the real `redis` table, into which the engine puts `call` and `pcall`.
 const PRELUDE: &str = r#"
 local status_reply, error_reply, call_error_text = ...
 local base = _G
@@ -118,6 +117,28 @@ setmetatable(base, {
 return env, redis
 "#;
 
+thread_local! {
+    /// The prelude compiled once per thread: parsing it was a third of an engine's start-up, and
+    /// every simulated Redis server that runs a script starts one.
+    static PRELUDE_BYTECODE: std::cell::OnceCell<Vec<u8>> = const { std::cell::OnceCell::new() };
+}
+
+/// The prelude as a function of `lua`, loaded from the thread's compiled copy (with its debug
+/// information, so its error positions stay the same).
+fn prelude(lua: &Lua) -> mlua::Result<Function> {
+    let bytecode = PRELUDE_BYTECODE.with(|cell| match cell.get() {
+        Some(bytecode) => Ok::<_, mlua::Error>(bytecode.clone()),
+        None => {
+            let function = lua.load(PRELUDE).set_name("=redis").into_function()?;
+            Ok(cell.get_or_init(|| function.dump(false)).clone())
+        }
+    })?;
+    lua.load(bytecode)
+        .set_name("=redis")
+        .set_mode(mlua::ChunkMode::Binary)
+        .into_function()
+}
+
 /// A Lua state set up like Redis's scripting engine, with its script cache.
 pub(crate) struct Engine {
     lua: Lua,
@@ -125,9 +146,6 @@ pub(crate) struct Engine {
     globals: Table,
     /// The read-only view of the globals that scripts run in.
     env: Table,
-    /// The real `redis` table (scripts see a read-only view), where each `EVAL` plugs in `call`
-    /// and `pcall` bound to the keyspace it runs against.
-    redis: Table,
     /// Taken before any script runs, so no script can replace what the engine calls.
     xpcall: Function,
     /// Redis's error handler for a script's run (see [`error_handler`]).
@@ -174,16 +192,21 @@ impl Engine {
                 _ => None,
             })
         })?;
-        let (env, redis): (Table, Table) = lua.load(PRELUDE).set_name("=redis").call((
-            status_reply,
-            error_reply,
-            call_error_text,
-        ))?;
+        let (env, redis): (Table, Table) =
+            prelude(&lua)?.call((status_reply, error_reply, call_error_text))?;
+        let call = lua.create_function(|lua, argv: MultiValue| {
+            execute(lua, argv)?.map_err(|text| mlua::Error::external(CallError(text)))
+        })?;
+        let pcall = lua.create_function(|lua, argv: MultiValue| match execute(lua, argv)? {
+            Ok(value) => Ok(value),
+            Err(text) => error_table(lua, &text),
+        })?;
+        redis.raw_set("call", call)?;
+        redis.raw_set("pcall", pcall)?;
         Ok(Engine {
             lua,
             globals,
             env,
-            redis,
             xpcall,
             handler,
             scripts: BTreeMap::new(),
@@ -206,9 +229,14 @@ impl Engine {
             Ok(function) => function,
             Err(reply) => return reply,
         };
-        // Shared by `redis.call` and `redis.pcall`; a command never runs Lua, so the two never
-        // borrow it at once.
-        let target = RefCell::new((keyspace, effects));
+        // `redis.call` and `redis.pcall` are created once per engine (a scoped pair per run cost
+        // as much as the script itself) and find the data through the state's app data: the
+        // keyspace is moved in for the run and moved back out, whatever the outcome.
+        self.lua.set_app_data(Target {
+            keyspace: std::mem::take(keyspace),
+            effects: std::mem::take(effects),
+            now_ms,
+        });
         let run = || -> mlua::Result<Reply> {
             let keys = self
                 .lua
@@ -218,39 +246,25 @@ impl Engine {
                 .create_sequence_from(args.iter().map(String::as_str))?;
             self.globals.raw_set("KEYS", keys)?;
             self.globals.raw_set("ARGV", args)?;
-            self.lua.scope(|scope| {
-                let call = scope.create_function(|lua, argv: MultiValue| {
-                    let mut target = target.borrow_mut();
-                    let (keyspace, effects) = &mut *target;
-                    execute(lua, keyspace, now_ms, effects, argv)?
-                        .map_err(|text| mlua::Error::external(CallError(text)))
-                })?;
-                let pcall = scope.create_function(|lua, argv: MultiValue| {
-                    let mut target = target.borrow_mut();
-                    let (keyspace, effects) = &mut *target;
-                    match execute(lua, keyspace, now_ms, effects, argv)? {
-                        Ok(value) => Ok(value),
-                        Err(text) => error_table(lua, &text),
-                    }
-                })?;
-                self.redis.raw_set("call", call)?;
-                self.redis.raw_set("pcall", pcall)?;
-                let outcome = self
-                    .xpcall
-                    .call::<(bool, Value)>((function, self.handler.clone()));
-                self.redis.raw_set("call", Value::Nil)?;
-                self.redis.raw_set("pcall", Value::Nil)?;
-                let (ok, value) = outcome?;
-                Ok(if ok {
-                    lua_to_reply(&value, 0)
-                } else {
-                    script_error(&value, &script.sha1)
-                })
+            let (ok, value) = self
+                .xpcall
+                .call::<(bool, Value)>((function, self.handler.clone()))?;
+            Ok(if ok {
+                lua_to_reply(&value, 0)
+            } else {
+                script_error(&value, &script.sha1)
             })
         };
+        let reply = run();
+        let target = self
+            .lua
+            .remove_app_data::<Target>()
+            .expect("the target stays in place for the script's run");
+        *keyspace = target.keyspace;
+        *effects = target.effects;
         // Only a failure of the engine itself (e.g. out of memory) gets here; script errors are
         // replies.
-        run().unwrap_or_else(|err| Reply::Error(one_line(&format!("ERR {err}"))))
+        reply.unwrap_or_else(|err| Reply::Error(one_line(&format!("ERR {err}"))))
     }
 
     /// The compiled script, compiling it on first use. Like Redis, the body becomes a function
@@ -285,6 +299,14 @@ impl Engine {
     }
 }
 
+/// What `redis.call` runs against during one `EVAL`: moved into the Lua state's app data for the
+/// script's run. Time is frozen for the whole run, as Redis 7 freezes it.
+struct Target {
+    keyspace: Keyspace,
+    effects: Vec<KeyEffect>,
+    now_ms: u64,
+}
+
 /// The error `redis.call` raises, carrying the text of the `{err=…}` table Redis would raise. A
 /// Rust callback can only raise a Rust error, so the engine's handler and the script-visible
 /// `pcall`/`xpcall` turn it back into the table (or its text) Redis scripts expect.
@@ -309,13 +331,7 @@ fn call_error_text(err: &mlua::Error) -> Option<&str> {
 
 /// Runs one command for `redis.call`/`redis.pcall`: `Ok` with the reply as Lua sees it, or `Err`
 /// with the text for the `{err=…}` table when the command (or its arguments) failed.
-fn execute(
-    lua: &Lua,
-    keyspace: &mut Keyspace,
-    now_ms: u64,
-    effects: &mut Vec<KeyEffect>,
-    argv: MultiValue,
-) -> mlua::Result<Result<Value, String>> {
+fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
     if argv.is_empty() {
         let err = "ERR Please specify at least one argument for this redis lib call";
         return Ok(Err(lua_error_text(err)));
@@ -333,7 +349,18 @@ fn execute(
         });
     }
     let reply = match Command::parse(&args) {
-        Ok(cmd) => keyspace.exec(&cmd, now_ms, effects),
+        Ok(cmd) => {
+            // A command never runs Lua, so this borrow is the only one while it lasts.
+            let mut target = lua.app_data_mut::<Target>().ok_or_else(|| {
+                mlua::Error::runtime("redis.call is only available while a script runs")
+            })?;
+            let Target {
+                keyspace,
+                effects,
+                now_ms,
+            } = &mut *target;
+            keyspace.exec(&cmd, *now_ms, effects)
+        }
         Err(err) => Reply::Error(err),
     };
     match reply {

@@ -7,9 +7,7 @@ use super::model::{EventType, Op, OpResult, SessionId, Snapshot, WatchEvent, ZkE
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
-use crate::topology::Topology;
 use crate::world::World;
-use madsim::net::Endpoint;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -69,7 +67,7 @@ struct Server {
     world: Arc<World>,
     me: usize,
     /// The endpoint watch events leave from.
-    pusher: Endpoint,
+    pusher: crate::net::Port,
     disk: Arc<Disk<Snapshot>>,
     model: RefCell<ZkModel>,
     /// Where each session's client is, for pushing its watch events.
@@ -229,9 +227,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         Some(snapshot) => ZkModel::restore(snapshot, mono),
         None => ZkModel::new(),
     };
-    let pusher = Endpoint::bind(SocketAddr::new(Topology::addr(me).ip(), 0))
-        .await
-        .expect("a fresh node can bind an ephemeral port");
+    let pusher = crate::net::bind_pusher(world.clone(), me);
     let server = Rc::new(Server {
         world: world.clone(),
         me,
