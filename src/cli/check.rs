@@ -3,6 +3,7 @@
 use super::progress::{progress_bar, rates};
 use super::{usage, EXIT_FOUND, EXIT_OK};
 use lockcheck_sim::cell::{self, CellSearch, CellStats, CellVerdict};
+use lockcheck_sim::matrix;
 use std::path::Path;
 use std::time::Instant;
 
@@ -43,16 +44,22 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             ""
         };
         let verdict = match &searched.verdict {
-            CellVerdict::Unsafe(u) => match u.case_index {
-                Some(k) => format!("UNSAFE at case {k} ({} cases)", u.cases),
-                None => format!("UNSAFE{settled}"),
+            CellVerdict::Unsafe(u) => match (u.case_index, &u.regression) {
+                (Some(k), _) => format!("UNSAFE at case {k} ({} cases)", u.cases),
+                (None, Some(persisted)) => {
+                    format!(
+                        "UNSAFE{settled} (persisted{})",
+                        super::explore::origin(persisted)
+                    )
+                }
+                (None, None) => format!("UNSAFE{settled}"),
             },
             CellVerdict::NotFound {
                 cases,
                 simulated_ns,
             } => format!(
-                "not found in {cases} cases ({:.1} simulated hours)",
-                *simulated_ns as f64 / 3.6e12
+                "not found in {cases} cases ({} simulated)",
+                matrix::hours(*simulated_ns)
             ),
         };
         if ok {

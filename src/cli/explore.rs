@@ -3,11 +3,10 @@
 use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_FOUND, EXIT_OK};
 use clap::Args;
-use lockcheck_sim::cell::{self, CellSearch, CellVerdict};
-use lockcheck_sim::explore::{ExploreOptions, FaultProfile, Shard};
+use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
+use lockcheck_sim::explore::{check_options, ExploreOptions, FaultProfile, Shard};
 use lockcheck_sim::report::Report;
 use lockcheck_sim::scenario::{Params, Persistence};
-use lockcheck_sim::Scenario;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -92,6 +91,14 @@ pub struct ExploreArgs {
 
 /// Runs `lockcheck explore`.
 pub fn explore(args: ExploreArgs) -> anyhow::Result<u8> {
+    let (options, faults, out) = options(args)?;
+    search(&options, &faults, &out)
+}
+
+/// The search the arguments describe, with the `--faults` text (it names the report) and the
+/// output directory; a usage error when they cannot be searched ([`check_options`], the check
+/// every caller of the library shares).
+fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf)> {
     let ExploreArgs {
         algorithm,
         faults,
@@ -128,17 +135,6 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<u8> {
             )))
         }
     };
-    if max_partition_ms == Some(0) {
-        return Err(usage("--max-partition-ms must be at least 1"));
-    }
-    if cases == 0 {
-        return Err(usage("--cases must be at least 1"));
-    }
-    if !(0.0..1.0).contains(&max_drift) {
-        return Err(usage(format!(
-            "--max-drift must be in [0, 1), got {max_drift}"
-        )));
-    }
     let params = Params {
         ttl_ms,
         fencing,
@@ -153,10 +149,6 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<u8> {
         lock_wait_timeout_ms,
         ..Params::default()
     };
-    let mut check = Scenario::new(algorithm);
-    check.params = params.clone();
-    check.validate().map_err(|e| usage(e.to_string()))?;
-    let jobs = parse_jobs(jobs)?;
     let shard = match shard {
         Some(text) => Shard::parse(&text).map_err(usage)?,
         None => Shard::default(),
@@ -166,11 +158,12 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<u8> {
         max_drift,
         max_partition_ms,
         safety_only,
-        jobs,
+        jobs: parse_jobs(jobs)?,
         shard,
         ..ExploreOptions::new(algorithm, profiles, cases, seed)
     };
-    search(&options, &faults, &out)
+    check_options(&options).map_err(|e| usage(e.to_string()))?;
+    Ok((options, faults, out))
 }
 
 /// Searches, and prints what was found for people.
@@ -211,9 +204,10 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
                     searched.stats.shrink_runs
                 ),
                 None => println!(
-                    "UNSAFE: {name} × [{faults}]: a persisted failure ({}) still fails; the \
+                    "UNSAFE: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
                      search did not reach it in {} cases",
                     lockcheck_sim::regression::path(out, &cell.id).display(),
+                    found.regression.as_ref().map_or_else(String::new, origin),
                     found.cases
                 ),
             }
@@ -236,4 +230,60 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
         rates(&[&searched.stats], started.elapsed(), options.jobs, false)
     );
     Ok(code)
+}
+
+/// Where a persisted failure was found, and whether its history is still the one it had then.
+pub fn origin(persisted: &Persisted) -> String {
+    let r = &persisted.regression;
+    format!(
+        ", found with seed {} at case {}{}",
+        r.found_with_seed,
+        r.case_index,
+        if persisted.history_changed {
+            "; its history differs from when it was found"
+        } else {
+            ""
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+    use lockcheck_sim::explore::FaultProfile;
+    use lockcheck_sim::matrix::plan;
+    use lockcheck_sim::Algorithm;
+
+    #[test]
+    fn every_cells_rerun_flags_parse_back_to_its_search() {
+        let mut searched = 0;
+        for spec in plan(Algorithm::ALL, FaultProfile::ALL) {
+            let Ok(params) = spec.params() else { continue };
+            let flags = spec
+                .explore_flags(&params)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.id()));
+            let argv = ["lockcheck", "explore"]
+                .into_iter()
+                .chain(flags.split(' '))
+                .chain(["--cases", "7", "--seed", "3", "--jobs", "1"]);
+            let Command::Explore(args) = Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()))
+                .command
+            else {
+                panic!("{flags}: not explore");
+            };
+            let (options, ..) =
+                options(args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
+            let expected = ExploreOptions {
+                params,
+                safety_only: true,
+                ..ExploreOptions::new(spec.algorithm, vec![spec.profile], 7, 3)
+            };
+            assert_eq!(options, expected, "{}: {flags}", spec.id());
+            searched += 1;
+        }
+        assert!(searched > 50, "{searched} cells");
+    }
 }

@@ -90,9 +90,11 @@ and --budget-seconds, --shard with --budget-seconds).")]
     ///
     /// Per cell, the lowest failing case across the shards is the one the unsharded search finds
     /// (its report is copied); cases and simulated time add up. The result is byte for byte the
-    /// matrix of one unsharded run with the same seed and --cases. Shards that do not fit
-    /// together (another seed, budget or set of cells; a shard missing or given twice) are
-    /// refused with exit code 2.
+    /// matrix of one unsharded run with the same seed and --cases. Every shard's persisted
+    /// failures (DIR/regressions/) are kept in the merged directory, to be replayed first the
+    /// next time. Shards that do not fit together (another seed, budget or set of cells; a shard
+    /// missing or given twice; a cell whose cases are not its shard's) are refused with exit
+    /// code 2.
     #[command(after_help = "Example:\n  \
 lockcheck matrix --shard 1/3 --out m1   # on three machines, 1/3, 2/3, 3/3\n  \
 lockcheck merge m1 m2 m3 --out reports")]

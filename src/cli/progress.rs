@@ -31,10 +31,14 @@ pub fn rates(stats: &[&CellStats], wall: Duration, threads: usize, per_thread: b
     let shrink_runs: u64 = stats.iter().map(|s| u64::from(s.shrink_runs)).sum();
     let shrink: f64 = stats.iter().map(|s| s.shrink.as_secs_f64()).sum();
     let regressions: usize = stats.iter().map(|s| s.regressions).sum();
-    let replayed = if regressions > 0 {
-        format!(" (after {regressions} persisted failure(s) replayed first)")
-    } else {
-        String::new()
+    let changed: usize = stats.iter().map(|s| s.regressions_changed).sum();
+    let replayed = match (regressions, changed) {
+        (0, _) => String::new(),
+        (n, 0) => format!(" (after {n} persisted failure(s) replayed first)"),
+        (n, c) => format!(
+            " (after {n} persisted failure(s) replayed first, {c} of them with another history \
+             than when found: the simulator or the algorithm changed since)"
+        ),
     };
     format!(
         "search: {cases} cases in {search:.1} s{replayed}, {:.0} cases/s{}; shrinking: \

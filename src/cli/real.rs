@@ -6,7 +6,7 @@ use clap::Args;
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
 use lockcheck_sim::report::Report;
-use lockcheck_sim::{Algorithm, Scenario};
+use lockcheck_sim::Scenario;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -149,16 +149,14 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
             .collect::<Vec<_>>()
             .join(", "),
     };
+    let lease = match lockcheck_sim::cell::lease(scenario) {
+        Some((name, ms)) => format!("{name} {ms} ms"),
+        None => "no lease".to_string(),
+    };
     println!(
-        "real run: {} with {} client(s), {} {} ms, against {against}",
+        "real run: {} with {} client(s), {lease}, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
-        match scenario.algorithm {
-            a if a.is_zookeeper() => "session timeout",
-            Algorithm::MysqlForUpdateHeld => "wait_timeout",
-            _ => "TTL",
-        },
-        scenario.algorithm.lease_ms(&scenario.params),
     );
     for fault in &scenario.faults {
         println!("  {}", fault.describe());
