@@ -75,8 +75,6 @@ pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
     })
 }
 
-/// A progress bar on stderr when it is a terminal, hidden otherwise (logs and pipes get only the
-
 /// (Re)writes the HTML timeline of the report at `path`, beside it.
 pub fn timeline(path: &Path) -> anyhow::Result<u8> {
     let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
