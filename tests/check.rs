@@ -163,19 +163,33 @@ fn a_malformed_expectations_file_exits_2_naming_the_line() {
     }
 }
 
-/// Every file directly in `dir` (not the regressions, which each shard keeps for itself), by name.
+/// Every file under `dir` (reports, timelines, the matrix, the regressions), by path relative to
+/// `dir`.
 fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .map(|p| {
-            (
-                p.file_name().unwrap().to_string_lossy().into_owned(),
-                std::fs::read(&p).unwrap(),
-            )
-        })
-        .collect()
+    fn walk(root: &Path, dir: &Path, into: &mut BTreeMap<String, Vec<u8>>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, into);
+            } else {
+                let name = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                into.insert(name, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    let mut all = BTreeMap::new();
+    walk(dir, dir, &mut all);
+    all
+}
+
+/// The entries of a regression file.
+fn regressions(bytes: &[u8]) -> Vec<serde_json::Value> {
+    let file: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    file["regressions"].as_array().unwrap().clone()
 }
 
 const SMALL: &[&str] = &[
@@ -218,23 +232,62 @@ fn threads_and_merged_shards_write_the_same_matrix_and_reports() {
     );
     assert_eq!(one, two);
 
+    assert!(
+        one.keys().any(|k| k.starts_with("regressions/")),
+        "{:?}",
+        one.keys()
+    );
+
     let merged = scratch.sub("merged");
-    small_matrix(&merged.join("s1"), &["--shard", "1/2"]);
-    small_matrix(&merged.join("s2"), &["--shard", "2/2"]);
+    let s1 = small_matrix(&merged.join("s1"), &["--shard", "1/2"]);
+    let s2 = small_matrix(&merged.join("s2"), &["--shard", "2/2"]);
     let o = lockcheck_in(&merged, &["merge", "s2/out", "s1/out", "--out", "out"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    assert_eq!(one, files(&merged.join("out")));
+    let joined = files(&merged.join("out"));
+    // The matrix, every report and timeline: byte for byte the unsharded run's.
+    let outside = |tree: &BTreeMap<String, Vec<u8>>| -> BTreeMap<String, Vec<u8>> {
+        tree.iter()
+            .filter(|(k, _)| !k.starts_with("regressions/"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    assert_eq!(outside(&one), outside(&joined));
+    // The regressions: the same files, each beginning with the unsharded run's failure, then the
+    // failures the shards found past it (a shard's slice fails at a higher case too), none lost.
+    let names = |tree: &BTreeMap<String, Vec<u8>>| -> Vec<String> {
+        tree.keys()
+            .filter(|k| k.starts_with("regressions/"))
+            .cloned()
+            .collect()
+    };
+    assert_eq!(names(&one), names(&joined));
+    let mut past = 0;
+    for name in names(&one) {
+        let (whole, kept) = (regressions(&one[&name]), regressions(&joined[&name]));
+        assert_eq!(whole[..], kept[..whole.len()], "{name}");
+        for shard in [&s1, &s2] {
+            for r in shard.get(&name).map(|b| regressions(b)).unwrap_or_default() {
+                assert!(kept.contains(&r), "{name}: a shard's failure is lost: {r}");
+            }
+        }
+        past += kept.len() - whole.len();
+    }
+    assert!(
+        past > 0,
+        "the shards found no failure past the unsharded search's"
+    );
 }
 
 #[test]
 fn merge_refuses_shards_that_do_not_fit() {
     let scratch = Scratch::new("misfit");
     for (dir, extra) in [
-        ("a", vec!["--shard", "1/2", "--seed", "3"]),
-        ("b", vec!["--shard", "2/2", "--seed", "3"]),
-        ("c", vec!["--shard", "2/2", "--seed", "4"]),
-        ("d", vec!["--shard", "2/3", "--seed", "3"]),
-        ("whole", vec!["--seed", "3"]),
+        ("a", vec!["--shard", "1/2", "--seed", "3", "--cases", "10"]),
+        ("b", vec!["--shard", "2/2", "--seed", "3", "--cases", "10"]),
+        ("c", vec!["--shard", "2/2", "--seed", "4", "--cases", "10"]),
+        ("d", vec!["--shard", "2/3", "--seed", "3", "--cases", "10"]),
+        ("e", vec!["--shard", "2/2", "--seed", "3", "--cases", "12"]),
+        ("whole", vec!["--seed", "3", "--cases", "10"]),
     ] {
         let mut args = vec![
             "matrix",
@@ -242,8 +295,6 @@ fn merge_refuses_shards_that_do_not_fit() {
             "single-redis",
             "--faults",
             "none",
-            "--cases",
-            "10",
             "--out",
             "out",
         ];
@@ -251,13 +302,48 @@ fn merge_refuses_shards_that_do_not_fit() {
         let o = lockcheck_in(&scratch.sub(dir), &args);
         assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     }
+    // Shard 2/2's matrix.json edited, as a mix of runs would leave it: a cell that ran another
+    // number of cases than the slice has, and a failing case that is not the shard's.
+    let matrix = std::fs::read_to_string(scratch.0.join("b/out/matrix.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&matrix).unwrap();
+    let tampered = |name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut json = json.clone();
+        edit(&mut json["cells"][0]);
+        let dir = scratch.sub(&format!("{name}/out"));
+        std::fs::write(dir.join("matrix.json"), json.to_string()).unwrap();
+    };
+    tampered("fewer", &|cell| cell["cases"] = 4.into());
+    tampered("foreign", &|cell| {
+        *cell = serde_json::json!({
+            "id": cell["id"], "algorithm": cell["algorithm"], "fencing": cell["fencing"],
+            "profile": cell["profile"], "params": cell["params"], "verdict": "unsafe",
+            "cases": 1, "case_index": 2, "story": "?", "report": "x.json",
+        })
+    });
+    tampered("late", &|cell| {
+        *cell = serde_json::json!({
+            "id": cell["id"], "algorithm": cell["algorithm"], "fencing": cell["fencing"],
+            "profile": cell["profile"], "params": cell["params"], "verdict": "unsafe",
+            "cases": 6, "case_index": 11, "story": "?", "report": "x.json",
+        })
+    });
     for (dirs, needle) in [
         (vec!["a/out"], "missing"),
         (vec!["a/out", "a/out"], "given twice"),
         (vec!["a/out", "c/out"], "seeds"),
         (vec!["a/out", "d/out"], "shard counts"),
+        (vec!["a/out", "e/out"], "budgets"),
         (vec!["whole/out"], "not a shard"),
         (vec!["a/out", "nowhere"], "nowhere"),
+        (
+            vec!["a/out", "fewer/out"],
+            "4 cases run where the shard's slice has 5",
+        ),
+        (
+            vec!["a/out", "foreign/out"],
+            "case 2 is not in shard 2/2's slice",
+        ),
+        (vec!["a/out", "late/out"], "past the budget"),
     ] {
         let mut args = vec!["merge"];
         args.extend(&dirs);
@@ -265,7 +351,10 @@ fn merge_refuses_shards_that_do_not_fit() {
         let o = lockcheck_in(&scratch.0, &args);
         assert_eq!(o.status.code(), Some(2), "{dirs:?}: {}", text(&o));
         assert!(text(&o).contains(needle), "{dirs:?}: {}", text(&o));
+        assert!(!scratch.0.join("merged").exists(), "{dirs:?}: written");
     }
+    let o = lockcheck_in(&scratch.0, &["merge", "a/out", "b/out", "--out", "merged"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
 #[test]
@@ -336,27 +425,50 @@ fn a_persisted_failure_is_replayed_first_and_keeps_its_cell_unsafe() {
 #[test]
 fn a_wall_time_budget_records_the_cases_each_cell_ran() {
     let scratch = Scratch::new("seconds");
-    let o = lockcheck_in(
-        &scratch.0,
-        &[
+    let matrix = |dir: &Path, budget: &[&str]| -> serde_json::Value {
+        let mut args = vec![
             "matrix",
             "--algorithms",
             "single-redis",
             "--faults",
-            "none",
-            "--budget-seconds",
-            "1",
+            "none,pause",
             "--out",
             "out",
-        ],
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(scratch.0.join("out/matrix.json")).unwrap())
+        ];
+        args.extend(budget);
+        let o = lockcheck_in(dir, &args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", text(&o));
+        serde_json::from_str(&std::fs::read_to_string(dir.join("out/matrix.json")).unwrap())
+            .unwrap()
+    };
+    let timed_dir = scratch.sub("timed");
+    let timed = matrix(&timed_dir, &["--budget-seconds", "1"]);
+    assert_eq!(timed["budget"]["seconds"], 1);
+    let cells = timed["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 4, "{timed}");
+    // Each cell again with `--cases` set to the cases it recorded: the same verdict, the same
+    // counts and simulated time, the same report byte for byte. (A rerun searches every cell
+    // with that many cases; only the cell that recorded them is compared.)
+    for cell in cells {
+        let cases = cell["cases"].as_u64().unwrap();
+        assert!(cases >= 1, "{cell}");
+        let dir = scratch.sub(&format!("cases-{}-{cases}", cell["id"].as_str().unwrap()));
+        let rerun = matrix(&dir, &["--cases", &cases.to_string()]);
+        let again = rerun["cells"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == cell["id"])
             .unwrap();
-    assert_eq!(json["budget"]["seconds"], 1);
-    for cell in json["cells"].as_array().unwrap() {
-        assert_eq!(cell["verdict"], "not_found", "{cell}");
-        assert!(cell["cases"].as_u64().unwrap() >= 1, "{cell}");
+        assert_eq!(cell, again, "--cases {cases}");
+        if let Some(report) = cell["report"].as_str() {
+            for file in [report.to_string(), report.replace(".json", ".html")] {
+                assert_eq!(
+                    std::fs::read(timed_dir.join("out").join(&file)).unwrap(),
+                    std::fs::read(dir.join("out").join(&file)).unwrap(),
+                    "{file}"
+                );
+            }
+        }
     }
 }

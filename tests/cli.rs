@@ -231,6 +231,28 @@ fn bad_input_exits_2_naming_the_problem() {
             "ttl_ms",
         ),
     ];
+    // The search options explore checks through the library's one check (the same as an
+    // expectations entry's), each named by its flag.
+    let mut cases = cases;
+    for (extra, needle) in [
+        (&["--cases", "0"][..], "--cases"),
+        (&["--max-drift", "1.5"][..], "--max-drift"),
+        (&["--max-partition-ms", "0"][..], "--max-partition-ms"),
+        (&["--jobs", "0"][..], "--jobs"),
+        (&["--shard", "0/2"][..], "--shard"),
+        (&["--faults", "failover"][..], "--replicas"),
+        (&["--fencing", "--algorithm", "redlock"][..], "fencing"),
+    ] {
+        let mut args: Vec<String> = vec!["explore".into(), "--out".into()];
+        args.push(scratch.0.join("explore-out").to_string_lossy().into_owned());
+        for (flag, default) in [("--algorithm", "single-redis"), ("--faults", "pause")] {
+            if !extra.contains(&flag) {
+                args.extend([flag.to_string(), default.to_string()]);
+            }
+        }
+        args.extend(extra.iter().map(|a| a.to_string()));
+        cases.push((args, needle));
+    }
     let files = [
         (r#"{"algorithm": "paxos"}"#, "paxos"),
         (

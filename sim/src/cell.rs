@@ -6,7 +6,7 @@
 //! search does not reach it (a smaller budget, another seed, a changed generator): the cell is
 //! then UNSAFE by that regression, and its report is the regression's own run.
 
-use crate::explore::{explore, fails, Exploration, ExploreError, ExploreOptions};
+use crate::explore::{check_options, explore, fails, Exploration, ExploreError, ExploreOptions};
 use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::report::{Report, ReportError};
 use crate::run;
@@ -67,11 +67,23 @@ pub struct Unsafe {
     pub path: PathBuf,
     /// The failing case's index in the search; `None` when only a persisted regression failed.
     pub case_index: Option<u64>,
+    /// The persisted failure that made the cell UNSAFE, when the search did not reach it.
+    pub regression: Option<Persisted>,
     /// Cases the search ran: up to and including the failing one, or all it ran when only a
     /// regression failed.
     pub cases: u32,
     /// The violation in one line, with the faults that caused it.
     pub story: String,
+}
+
+/// A persisted failure that still fails, as replayed.
+#[derive(Clone, Debug)]
+pub struct Persisted {
+    /// Where it was found: the search, its seed and case.
+    pub regression: Regression,
+    /// Whether its replay's history differs from the one it had when found (it still fails, so
+    /// it still counts; but the simulator or the algorithm changed since).
+    pub history_changed: bool,
 }
 
 /// How the time of a cell was spent, for the summary people read (never written to a file that
@@ -90,6 +102,8 @@ pub struct CellStats {
     pub regressions: usize,
     /// Whether one of them still failed.
     pub regression_failed: bool,
+    /// How many of those replayed yielded another history than when they were found.
+    pub regressions_changed: usize,
 }
 
 /// The result of a cell.
@@ -104,6 +118,7 @@ pub struct Searched {
 /// Searches one cell; `on_case` is called after every case the search runs.
 pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched, CellError> {
     let options = &cell.options;
+    check_options(options)?;
     let started = Instant::now();
     let key = SearchKey::of(options);
     let regressions = regression::load(&cell.out, &cell.id, &key)?;
@@ -113,6 +128,9 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     };
     let still_failing = regressions.into_iter().find_map(|r| {
         let outcome = run(&r.scenario);
+        if outcome.digest != r.history_hash {
+            stats.regressions_changed += 1;
+        }
         fails(options, &outcome).then_some((r, outcome))
     });
     stats.regression_failed = still_failing.is_some();
@@ -133,7 +151,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                     Regression {
                         search: key,
                         found_with_seed: options.seed,
-                        case_index: Some(finding.case_index),
+                        case_index: finding.case_index,
                         scenario: finding.scenario.clone(),
                         history_hash: finding.outcome.digest.clone(),
                     },
@@ -143,6 +161,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                     report,
                     path,
                     case_index: Some(finding.case_index),
+                    regression: None,
                     cases: finding.cases,
                     story,
                 }));
@@ -161,10 +180,15 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
             let mut report = Report::of_run(&regression.scenario, &outcome);
             let path = report.write(&cell.out, &cell.id)?;
             let story = story(&report);
+            let history_changed = outcome.digest != regression.history_hash;
             CellVerdict::Unsafe(Box::new(Unsafe {
                 report,
                 path,
                 case_index: None,
+                regression: Some(Persisted {
+                    regression,
+                    history_changed,
+                }),
                 cases,
                 story,
             }))
@@ -232,7 +256,7 @@ pub fn story(report: &Report) -> String {
 
 /// The lease a fault is measured against: its name and length in ms (none for a lock that does not
 /// expire).
-fn lease(scenario: &Scenario) -> Option<(&'static str, u64)> {
+pub fn lease(scenario: &Scenario) -> Option<(&'static str, u64)> {
     let (algorithm, params) = (scenario.algorithm, &scenario.params);
     let name = match algorithm {
         a if a.is_zookeeper() => "session timeout",

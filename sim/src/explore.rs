@@ -11,7 +11,7 @@
 
 use crate::checker::ViolationKind;
 use crate::runner::{run, Outcome};
-use crate::scenario::{Algorithm, Fault, Params, Scenario, Workload};
+use crate::scenario::{Algorithm, Fault, Params, Scenario, ScenarioError, Workload};
 use crate::topology::Role;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -170,13 +170,30 @@ impl Shard {
         })
     }
 
+    /// Whether the slice exists (`index` < `count`).
+    pub fn check(self) -> Result<(), String> {
+        if self.count == 0 || self.index >= self.count {
+            return Err(format!(
+                "shard {} of {} does not exist",
+                self.index + 1,
+                self.count
+            ));
+        }
+        Ok(())
+    }
+
     /// The global index of this shard's `slot`-th case.
-    fn case(self, slot: u32) -> u64 {
+    pub fn case(self, slot: u32) -> u64 {
         u64::from(slot) * u64::from(self.count) + u64::from(self.index)
     }
 
+    /// Whether global case `case` is in this slice.
+    pub fn owns(self, case: u64) -> bool {
+        case % u64::from(self.count) == u64::from(self.index)
+    }
+
     /// How many of the first `cases` cases are this shard's.
-    fn slots(self, cases: u32) -> u32 {
+    pub fn slots(self, cases: u32) -> u32 {
         let (cases, index, count) = (
             u64::from(cases),
             u64::from(self.index),
@@ -481,38 +498,43 @@ pub enum ExploreError {
     /// The options cannot be searched as given.
     #[error("{0}")]
     Invalid(String),
+    /// The parameters do not fit the algorithm.
+    #[error(transparent)]
+    Params(#[from] ScenarioError),
 }
 
-/// Whether `options` can be searched as given: what [`explore`] refuses before running a case,
-/// for callers that read options from a file and want to name the entry at fault first.
+/// Whether `options` can be searched as given: what [`explore`] refuses before running a case.
+/// The one check of search options, whoever gives them (`explore`'s flags, an expectations entry,
+/// a matrix cell), so callers that read options from a file can name the entry at fault first.
+/// Each message names the option as a file names it, then as a flag.
 pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
-    if options.max_partition_ms == Some(0) {
-        return Err(ExploreError::Invalid(
-            "the longest partition must be at least 1 ms".into(),
+    let invalid = |m: String| Err(ExploreError::Invalid(m));
+    if options.cases == 0 {
+        return invalid("cases must be at least 1 (--cases)".into());
+    }
+    if !(0.0..1.0).contains(&options.max_drift) {
+        return invalid(format!(
+            "max_drift must be in [0, 1) (--max-drift), got {}",
+            options.max_drift
         ));
     }
+    if options.max_partition_ms == Some(0) {
+        return invalid("max_partition_ms must be at least 1 (--max-partition-ms)".into());
+    }
+    options.params.check_for(options.algorithm)?;
     if options.profiles.contains(&FaultProfile::Failover) && options.params.replicas == 0 {
-        return Err(ExploreError::Invalid(
+        return invalid(
             "the failover profile needs a replica to promote: set params.replicas (--replicas) \
              to at least 1"
                 .into(),
-        ));
+        );
     }
     if options.jobs == 0 {
-        return Err(ExploreError::Invalid("--jobs must be at least 1".into()));
+        return invalid("--jobs must be at least 1".into());
     }
-    let shard = options.shard;
-    if shard.count == 0 || shard.index >= shard.count {
-        return Err(ExploreError::Invalid(format!(
-            "shard {} of {} does not exist",
-            shard.index + 1,
-            shard.count
-        )));
-    }
+    options.shard.check().map_err(ExploreError::Invalid)?;
     if options.time_limit == Some(Duration::ZERO) {
-        return Err(ExploreError::Invalid(
-            "a time budget must be longer than zero".into(),
-        ));
+        return invalid("a time budget must be longer than zero".into());
     }
     Ok(())
 }

@@ -11,8 +11,9 @@
 
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
 use crate::explore::{ExploreOptions, FaultProfile, Shard};
+use crate::regression;
 use crate::report::{Report, ReportError};
-use crate::scenario::{Algorithm, Params, Scenario};
+use crate::scenario::{Algorithm, Params};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -98,6 +99,29 @@ pub struct MatrixOptions {
     pub shard: Option<Shard>,
 }
 
+impl MatrixOptions {
+    /// Whether the options can be carried out: what [`run_matrix`] refuses before it searches a
+    /// cell or writes a file. (Each cell's search is checked by [`crate::explore::check_options`].)
+    pub fn check(&self) -> Result<(), MatrixError> {
+        let invalid = |m: &str| Err(MatrixError::Invalid(m.into()));
+        if self.jobs == 0 {
+            return invalid("--jobs must be at least 1");
+        }
+        if let Some(shard) = self.shard {
+            shard.check().map_err(MatrixError::Invalid)?;
+        }
+        match self.budget {
+            Budget::Cases(0) => invalid("--cases must be at least 1"),
+            Budget::Seconds(0) => invalid("--budget-seconds must be at least 1"),
+            Budget::Seconds(_) if self.shard.is_some() => invalid(
+                "--shard needs --cases: with a wall-time budget each machine would run a \
+                 different number of cases, and the shards would not join into one search",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Which search a cell is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CellSpec {
@@ -143,44 +167,72 @@ impl CellSpec {
             }
             params.replicas = 1;
         }
-        let mut scenario = Scenario::new(self.algorithm);
-        scenario.params = params.clone();
-        scenario.validate().map_err(|e| e.to_string())?;
+        params
+            .check_for(self.algorithm)
+            .map_err(|e| e.to_string())?;
         Ok(params)
     }
 
-    /// The `lockcheck explore` flags that search this cell alone (with `--cases`, `--seed`).
-    fn explore_flags(&self) -> String {
+    /// The `lockcheck explore` flags that search this cell alone with `params` (its
+    /// [`CellSpec::params`]; add `--cases`, `--seed`), or why there are none. Derived from the
+    /// parameters themselves, not restated: every parameter that differs from its default
+    /// becomes the `explore` flag of the same name (`wait_timeout_ms` → `--wait-timeout-ms`), so
+    /// a parameter a cell comes to set cannot be left out of its rerun command. One that
+    /// `explore` has no flag for is caught by the test that parses every cell's flags back.
+    pub fn explore_flags(&self, params: &Params) -> Result<String, String> {
         let mut flags = format!(
             "--algorithm {} --faults {} --safety-only",
             self.algorithm.name(),
             self.profile.name()
         );
-        if self.fencing {
-            flags.push_str(" --fencing");
+        let to_map = |p: &Params| match serde_json::to_value(p) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => unreachable!("params serialize to a JSON object"),
+        };
+        let (set, default) = (to_map(params), to_map(&Params::default()));
+        if let Some(key) = default.keys().find(|k| !set.contains_key(*k)) {
+            return Err(format!("params.{key}: no flag unsets it"));
         }
-        if self.profile == FaultProfile::Failover {
-            flags.push_str(" --replicas 1");
+        for (key, value) in &set {
+            if default.get(key) == Some(value) {
+                continue;
+            }
+            let flag = format!("--{}", key.replace('_', "-"));
+            match value {
+                serde_json::Value::Bool(true) => {
+                    let _ = write!(flags, " {flag}");
+                }
+                serde_json::Value::Number(n) => {
+                    let _ = write!(flags, " {flag} {n}");
+                }
+                serde_json::Value::String(text) => {
+                    let _ = write!(flags, " {flag} {text}");
+                }
+                other => return Err(format!("params.{key} = {other}: no flag sets it")),
+            }
         }
-        if self.algorithm == Algorithm::MysqlForUpdateHeld {
-            let _ = write!(flags, " --wait-timeout-ms {FOR_UPDATE_WAIT_TIMEOUT_MS}");
-        }
-        flags
+        Ok(flags)
     }
 }
 
 /// Whether `algorithm` produces a fencing token: a scenario accepts `fencing: true` exactly then.
 pub fn has_fencing(algorithm: Algorithm) -> bool {
-    let mut scenario = Scenario::new(algorithm);
-    scenario.params.fencing = true;
-    scenario.validate().is_ok()
+    Params {
+        fencing: true,
+        ..Params::default()
+    }
+    .check_for(algorithm)
+    .is_ok()
 }
 
 /// Whether `algorithm` can run with asynchronous replicas (and so be failed over).
 fn has_replicas(algorithm: Algorithm) -> bool {
-    let mut scenario = Scenario::new(algorithm);
-    scenario.params.replicas = 1;
-    scenario.validate().is_ok()
+    Params {
+        replicas: 1,
+        ..Params::default()
+    }
+    .check_for(algorithm)
+    .is_ok()
 }
 
 /// The cells of `algorithms` × `profiles`: each algorithm, then its fencing variant where it has
@@ -303,25 +355,7 @@ pub fn run_matrix(
     out: &Path,
     progress: &(dyn Fn(MatrixEvent<'_>) + Sync),
 ) -> Result<MatrixRun, MatrixError> {
-    if options.jobs == 0 {
-        return Err(MatrixError::Invalid("--jobs must be at least 1".into()));
-    }
-    match options.budget {
-        Budget::Cases(0) => return Err(MatrixError::Invalid("--cases must be at least 1".into())),
-        Budget::Seconds(0) => {
-            return Err(MatrixError::Invalid(
-                "--budget-seconds must be at least 1".into(),
-            ))
-        }
-        Budget::Seconds(_) if options.shard.is_some() => {
-            return Err(MatrixError::Invalid(
-                "--shard needs --cases: with a wall-time budget each machine would run a \
-                 different number of cases, and the shards would not join into one search"
-                    .into(),
-            ))
-        }
-        _ => {}
-    }
+    options.check()?;
     let previous = Matrix::read(out).ok();
     let specs = plan(&options.algorithms, &options.profiles);
     let results = cell::in_parallel(&specs, options.jobs, |spec| {
@@ -650,14 +684,19 @@ impl Matrix {
                 .shard
                 .map(|s| format!(" --shard {}/{}", s.index + 1, s.count))
                 .unwrap_or_default();
-            let rerun = match case_index {
-                Some(k) => format!(
-                    "rerun: `lockcheck explore {} --seed {} --cases {}{shard}`",
-                    c.spec.explore_flags(),
+            let flags = c
+                .params
+                .as_ref()
+                .ok_or_else(|| "no parameters recorded".to_string())
+                .and_then(|params| c.spec.explore_flags(params));
+            let rerun = match (case_index, flags) {
+                (Some(k), Ok(flags)) => format!(
+                    "rerun: `lockcheck explore {flags} --seed {} --cases {}{shard}`",
                     self.seed,
                     k + 1
                 ),
-                None => "`lockcheck replay` reruns it".to_string(),
+                (Some(_), Err(why)) => format!("no `lockcheck explore` reruns it ({why})"),
+                (None, _) => "`lockcheck replay` reruns it".to_string(),
             };
             let _ = writeln!(
                 md,
@@ -670,7 +709,7 @@ impl Matrix {
 }
 
 /// Simulated time for people: hours with one decimal.
-fn hours(ns: u64) -> String {
+pub fn hours(ns: u64) -> String {
     format!("{:.1} h", ns as f64 / 3.6e12)
 }
 
@@ -678,8 +717,10 @@ fn hours(ns: u64) -> String {
 /// shard exactly once) into the matrix one unsharded run would have written, and writes it with
 /// its reports into `out`. Per cell, the lowest failing case across the shards is the unsharded
 /// search's (its report is copied, counting the cases of every shard up to it); cases and
-/// simulated time of cells with no failure add up. Shards that do not fit together (another seed,
-/// budget, version or set of cells; a shard missing or given twice) are refused.
+/// simulated time of cells with no failure add up. The shards' persisted failures join `out`'s
+/// (see [`regression::merge`]). Shards that do not fit together (another seed, budget, version or
+/// set of cells; a shard missing or given twice; a cell whose recorded cases its shard cannot
+/// have run) are refused before anything is written.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
     let bad = |m: String| Err(MatrixError::Invalid(m));
     if dirs.is_empty() {
@@ -750,6 +791,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
         if !same_cells {
             return differs("cells or cell parameters");
         }
+        if let Budget::Cases(n) = part.budget {
+            check_shard_cells(dir, part, shard, n)?;
+        }
         if let Some(other) = seen.insert(shard.index, dir) {
             return bad(format!(
                 "shard {}/{count} given twice: {} and {}",
@@ -781,6 +825,17 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
             ..template.clone()
         });
     }
+    // Every shard's persisted failures, so that the next run from `out` replays them first as it
+    // would have from the shards' own directories.
+    let sources: Vec<&Path> = parts.iter().map(|(d, _)| d.as_path()).collect();
+    for cell in &cells {
+        if !matches!(cell.result, CellResult::Skipped { .. }) {
+            regression::merge(out, &cell.id, &sources).map_err(|source| MatrixError::Cell {
+                id: cell.id.clone(),
+                source: source.into(),
+            })?;
+        }
+    }
     let matrix = Matrix {
         shard: None,
         cells,
@@ -789,6 +844,62 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
     matrix.write(out)?;
     matrix.remove_replaced(previous.as_ref(), out)?;
     Ok(matrix)
+}
+
+/// Checks that the cells of `part`, written as shard `shard` of a matrix of `cases` cases per
+/// cell, hold what that one run can have written: a failing case of its own slice of the case
+/// space, below the budget, and as many cases as the slice has up to it (or in all, for a cell
+/// where the search found nothing). A matrix.json edited by hand, or copied between runs of other
+/// shards, seeds or budgets, is refused here instead of joining into a matrix no run would write.
+fn check_shard_cells(
+    dir: &Path,
+    part: &Matrix,
+    shard: Shard,
+    cases: u32,
+) -> Result<(), MatrixError> {
+    let name = format!("{}/{}", shard.index + 1, shard.count);
+    for cell in &part.cells {
+        let bad = |m: String| {
+            Err(MatrixError::Invalid(format!(
+                "{}: cell {}: {m}; it is not what `lockcheck matrix --cases {cases} --shard \
+                 {name}` writes",
+                dir.display(),
+                cell.id
+            )))
+        };
+        let (ran, expected) = match &cell.result {
+            CellResult::Skipped { .. } => continue,
+            CellResult::Unsafe {
+                case_index: Some(k),
+                cases: ran,
+                ..
+            } => {
+                if *k >= u64::from(cases) {
+                    return bad(format!(
+                        "failing case {k} is past the budget of {cases} cases"
+                    ));
+                }
+                if !shard.owns(*k) {
+                    return bad(format!(
+                        "failing case {k} is not in shard {name}'s slice (the cases whose index \
+                         is {} modulo {})",
+                        shard.index, shard.count
+                    ));
+                }
+                // `k < cases`, so `k + 1` fits.
+                (*ran, shard.slots(*k as u32 + 1))
+            }
+            CellResult::Unsafe { cases: ran, .. } | CellResult::NotFound { cases: ran, .. } => {
+                (*ran, shard.slots(cases))
+            }
+        };
+        if ran != expected {
+            return bad(format!(
+                "{ran} cases run where the shard's slice has {expected}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// One cell of the merged matrix from its shards' results.

@@ -91,14 +91,16 @@ impl SearchKey {
 pub struct Regression {
     /// The search that found it.
     pub search: SearchKey,
-    /// The seed of that search and the index of the failing case in it, for people.
+    /// The seed of that search: with `case_index`, where to find the failure again (`explore
+    /// --seed S --cases K+1`), which people are told when the failure settles a cell.
     pub found_with_seed: u64,
-    /// The failing case's index in that search (absent when it came from another regression).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub case_index: Option<u64>,
+    /// The failing case's index in that search. Every file lockcheck wrote has it: a failure is
+    /// persisted only when a search finds it.
+    pub case_index: u64,
     /// The (shrunk) failing scenario: runnable as is.
     pub scenario: Scenario,
-    /// The history hash it had when found (a replay that differs still counts if it fails).
+    /// The history hash it had when found. A replay whose history differs still counts if it
+    /// fails, but it is told (the simulator or the algorithm changed since).
     pub history_hash: String,
 }
 
@@ -138,15 +140,50 @@ pub fn record(out: &Path, id: &str, regression: Regression) -> Result<(), Regres
         return Ok(());
     }
     all.regressions.push(regression);
+    write(&file, &all)
+}
+
+/// Adds the failures persisted for cell `id` under the output directories `sources` (the shards
+/// of one matrix) to the file of cell `id` under `out`, each failure (the same search and
+/// scenario) once: `out`'s own entries first, as they are, then the sources' by case index,
+/// lowest first, with equal indices in the order of `sources`. A failure in two sources keeps
+/// its first entry; so the file is the same whatever order the shards' directories were
+/// written in, and the failure the unsharded search finds (the lowest case) comes first, as it
+/// does in the unsharded run's file. Writes nothing when there is nothing to keep.
+pub fn merge(out: &Path, id: &str, sources: &[&Path]) -> Result<(), RegressionError> {
+    let file = path(out, id);
+    let mut all = read(&file)?;
+    let mut found = Vec::new();
+    for source in sources {
+        found.extend(read(&path(source, id))?.regressions);
+    }
+    found.sort_by_key(|r| r.case_index);
+    let before = all.regressions.len();
+    for r in found {
+        let known = all
+            .regressions
+            .iter()
+            .any(|k| k.search == r.search && k.scenario == r.scenario);
+        if !known {
+            all.regressions.push(r);
+        }
+    }
+    if all.regressions.len() == before {
+        return Ok(());
+    }
+    write(&file, &all)
+}
+
+fn write(file: &Path, all: &RegressionFile) -> Result<(), RegressionError> {
     let io = |source| RegressionError::Io {
-        path: file.clone(),
+        path: file.to_path_buf(),
         source,
     };
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
-    let json = serde_json::to_string_pretty(&all).expect("regressions serialize");
-    std::fs::write(&file, json + "\n").map_err(io)
+    let json = serde_json::to_string_pretty(all).expect("regressions serialize");
+    std::fs::write(file, json + "\n").map_err(io)
 }
 
 fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
@@ -176,4 +213,52 @@ fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
             })?;
     }
     Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::ExploreOptions;
+
+    fn failure(case_index: u64, seed: u64) -> Regression {
+        let options = ExploreOptions::new(Algorithm::SingleRedis, vec![FaultProfile::Pause], 9, 0);
+        let mut scenario = Scenario::new(Algorithm::SingleRedis);
+        scenario.seed = seed;
+        Regression {
+            search: SearchKey::of(&options),
+            found_with_seed: 0,
+            case_index,
+            scenario,
+            history_hash: "h".into(),
+        }
+    }
+
+    #[test]
+    fn merge_keeps_out_first_then_every_shards_failure_once_by_case_index() {
+        let root = std::env::temp_dir().join(format!("lockcheck-regmerge-{}", std::process::id()));
+        std::fs::remove_dir_all(&root).ok();
+        let (out, s1, s2) = (root.join("out"), root.join("s1"), root.join("s2"));
+        record(&out, "c", failure(40, 1)).unwrap();
+        record(&s1, "c", failure(6, 2)).unwrap();
+        record(&s1, "c", failure(2, 3)).unwrap();
+        record(&s2, "c", failure(3, 4)).unwrap();
+        // The same scenario as out's, found again at another case: kept once, as out has it.
+        record(&s2, "c", failure(1, 1)).unwrap();
+        merge(&out, "c", &[&s1, &s2]).unwrap();
+        let merged = read(&path(&out, "c")).unwrap().regressions;
+        let order: Vec<(u64, u64)> = merged
+            .iter()
+            .map(|r| (r.case_index, r.scenario.seed))
+            .collect();
+        assert_eq!(order, [(40, 1), (2, 3), (3, 4), (6, 2)]);
+        // The shards in the other order: the same file.
+        let again = root.join("again");
+        record(&again, "c", failure(40, 1)).unwrap();
+        merge(&again, "c", &[&s2, &s1]).unwrap();
+        assert_eq!(read(&path(&again, "c")).unwrap().regressions, merged);
+        // Nothing to keep: nothing written.
+        merge(&root.join("none"), "d", &[&s1, &s2]).unwrap();
+        assert!(!path(&root.join("none"), "d").exists());
+        std::fs::remove_dir_all(&root).ok();
+    }
 }

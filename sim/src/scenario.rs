@@ -327,6 +327,16 @@ pub struct NodeParams {
 }
 
 impl Params {
+    /// Whether `algorithm` accepts these parameters: what a scenario of `algorithm` with them
+    /// and every other default refuses (a TTL for a lock with no lease, fencing without a token,
+    /// replicas of a multi-server lock, …). The one check of parameters given outside a scenario
+    /// file (`explore` flags, an expectations entry, a matrix cell).
+    pub fn check_for(&self, algorithm: Algorithm) -> Result<(), ScenarioError> {
+        let mut scenario = Scenario::new(algorithm);
+        scenario.params = self.clone();
+        scenario.validate()
+    }
+
     /// The persistence of server `node` of `algorithm`.
     pub fn persistence_of(&self, algorithm: Algorithm, node: &str) -> Persistence {
         let default = if algorithm.is_redis() {

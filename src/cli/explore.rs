@@ -1,0 +1,289 @@
+//! `lockcheck explore`: one search, its minimal counterexample and its report.
+
+use super::progress::{progress_bar, rates};
+use super::{parse_algorithm, parse_jobs, usage, EXIT_FOUND, EXIT_OK};
+use clap::Args;
+use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
+use lockcheck_sim::explore::{check_options, ExploreOptions, FaultProfile, Shard};
+use lockcheck_sim::report::Report;
+use lockcheck_sim::scenario::{Params, Persistence};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The arguments of `lockcheck explore`.
+#[derive(Args)]
+pub struct ExploreArgs {
+    /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
+    /// zk-herd, zk-rwlock, mysql-row, mysql-unique, mysql-for-update-held.
+    #[arg(long, value_name = "NAME")]
+    pub algorithm: String,
+    /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
+    /// crash-restart, crash-delayed-restart, partition, failover (needs --replicas), all.
+    #[arg(long, value_name = "F[,F...]")]
+    faults: String,
+    /// Cases to try before concluding nothing is found.
+    #[arg(long, default_value_t = 500)]
+    cases: u32,
+    /// Seed of the search: the same seed finds the same minimal case.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where to write the report. Failing cases are also kept in DIR/regressions/ and run
+    /// first the next time.
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    out: PathBuf,
+    /// Lease length in ms (Redis locks: default 10000; mysql-row: no lease unless given).
+    #[arg(long, value_name = "MS")]
+    ttl_ms: Option<u64>,
+    /// Use fencing tokens, checked by the resource.
+    #[arg(long)]
+    fencing: bool,
+    /// Server persistence: none, everysec, always (Redis default none; MySQL default always,
+    /// i.e. innodb_flush_log_at_trx_commit=1, everysec for =2).
+    #[arg(long, value_name = "P")]
+    persistence: Option<String>,
+    /// Asynchronous replicas of a single-server lock (the failover profile needs one).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    replicas: u32,
+    /// After acquiring, WAIT for this many replicas (Redisson's WAIT).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    wait_replicas: u32,
+    /// Number of servers (redlock: an odd number, default 5).
+    #[arg(long, value_name = "N")]
+    nodes: Option<u32>,
+    /// Crashed servers stay down at least this long (crash-delayed-restart raises it to the TTL).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    restart_delay_ms: u64,
+    /// Largest clock drift clock-drift draws, as a fraction: 0.005 keeps every clock within
+    /// half of Redlock's default drift factor.
+    #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_sim::explore::DEFAULT_MAX_DRIFT)]
+    max_drift: f64,
+    /// Longest partition the partition profile draws, in ms (default: twice the lease or
+    /// session timeout). A ZooKeeper session outlives only partitions well inside its timeout.
+    #[arg(long, value_name = "MS")]
+    max_partition_ms: Option<u64>,
+    /// ZooKeeper session timeout in ms (4000 to 40000).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    session_timeout_ms: u64,
+    /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
+    #[arg(long)]
+    suspended_is_lost: bool,
+    /// MySQL: the server's wait_timeout in ms (idle connections are closed and their
+    /// transactions rolled back; default 8 hours). Redis: WAIT's timeout (default 50).
+    #[arg(long, value_name = "MS")]
+    wait_timeout_ms: Option<u64>,
+    /// MySQL: innodb_lock_wait_timeout in ms (default 50000).
+    #[arg(long, value_name = "MS")]
+    lock_wait_timeout_ms: Option<u64>,
+    /// Count only safety violations (two holders, a lock freed under its holder), not
+    /// deadlocks or order: search for what breaks mutual exclusion.
+    #[arg(long)]
+    safety_only: bool,
+    /// Threads running cases at once [default: all cores]. The result is the same whatever
+    /// the number: each case has its own seed and runtime, and the lowest failing case wins.
+    #[arg(long, value_name = "J")]
+    jobs: Option<usize>,
+    /// Run only slice I of N of the case space (1-based: 1/2 and 2/2), e.g. one per CI job;
+    /// the failing case of lowest index across the slices is the unsharded search's.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
+}
+
+/// Runs `lockcheck explore`.
+pub fn explore(args: ExploreArgs) -> anyhow::Result<u8> {
+    let (options, faults, out) = options(args)?;
+    search(&options, &faults, &out)
+}
+
+/// The search the arguments describe, with the `--faults` text (it names the report) and the
+/// output directory; a usage error when they cannot be searched ([`check_options`], the check
+/// every caller of the library shares).
+fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf)> {
+    let ExploreArgs {
+        algorithm,
+        faults,
+        cases,
+        seed,
+        out,
+        ttl_ms,
+        fencing,
+        persistence,
+        nodes,
+        restart_delay_ms,
+        max_drift,
+        replicas,
+        wait_replicas,
+        max_partition_ms,
+        session_timeout_ms,
+        suspended_is_lost,
+        wait_timeout_ms,
+        lock_wait_timeout_ms,
+        safety_only,
+        jobs,
+        shard,
+    } = args;
+    let algorithm = parse_algorithm(&algorithm)?;
+    let profiles = FaultProfile::parse_list(&faults).map_err(usage)?;
+    let persistence = match persistence.as_deref() {
+        None => None,
+        Some("none") => Some(Persistence::None),
+        Some("everysec") => Some(Persistence::Everysec),
+        Some("always") => Some(Persistence::Always),
+        Some(other) => {
+            return Err(usage(format!(
+                "unknown persistence '{other}' (known: none, everysec, always)"
+            )))
+        }
+    };
+    let params = Params {
+        ttl_ms,
+        fencing,
+        persistence,
+        nodes,
+        restart_delay_ms,
+        replicas,
+        wait_replicas,
+        session_timeout_ms,
+        suspended_is_lost,
+        wait_timeout_ms,
+        lock_wait_timeout_ms,
+        ..Params::default()
+    };
+    let shard = match shard {
+        Some(text) => Shard::parse(&text).map_err(usage)?,
+        None => Shard::default(),
+    };
+    let options = ExploreOptions {
+        params,
+        max_drift,
+        max_partition_ms,
+        safety_only,
+        jobs: parse_jobs(jobs)?,
+        shard,
+        ..ExploreOptions::new(algorithm, profiles, cases, seed)
+    };
+    check_options(&options).map_err(|e| usage(e.to_string()))?;
+    Ok((options, faults, out))
+}
+
+/// Searches, and prints what was found for people.
+fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<u8> {
+    let bar = progress_bar(u64::from(options.cases), "cases")?;
+    let started = Instant::now();
+    let done = AtomicU64::new(0);
+    let cell = CellSearch {
+        id: format!("{}-{}", options.algorithm.name(), faults.replace(',', "+")),
+        options: options.clone(),
+        out: out.to_path_buf(),
+        settle_on_regression: false,
+    };
+    let searched = cell::search(&cell, &|| {
+        bar.set_position(done.fetch_add(1, Ordering::Relaxed) + 1)
+    })?;
+    bar.finish_and_clear();
+    let name = options.algorithm.name();
+    let code = match &searched.verdict {
+        CellVerdict::NotFound {
+            cases,
+            simulated_ns,
+        } => {
+            println!(
+                "NOT FOUND: {name} × [{faults}]: no violation in {cases} cases ({:.0} simulated \
+                 seconds) with seed {}",
+                *simulated_ns as f64 / 1e9,
+                options.seed,
+            );
+            EXIT_OK
+        }
+        CellVerdict::Unsafe(found) => {
+            let report = &found.report;
+            match found.case_index {
+                Some(k) => println!(
+                    "UNSAFE: {name} × [{faults}]: found at case {k} after {} cases, shrunk in {} runs",
+                    found.cases,
+                    searched.stats.shrink_runs
+                ),
+                None => println!(
+                    "UNSAFE: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
+                     search did not reach it in {} cases",
+                    lockcheck_sim::regression::path(out, &cell.id).display(),
+                    found.regression.as_ref().map_or_else(String::new, origin),
+                    found.cases
+                ),
+            }
+            println!("  {}", report.summary);
+            println!("  minimal schedule:");
+            for line in &report.schedule {
+                println!("    {line}");
+            }
+            println!("  report: {}", found.path.display());
+            println!(
+                "  timeline: {}",
+                Report::timeline_path(&found.path).display()
+            );
+            println!("  replay: {}", report.replay_command);
+            EXIT_FOUND
+        }
+    };
+    println!(
+        "{}",
+        rates(&[&searched.stats], started.elapsed(), options.jobs, false)
+    );
+    Ok(code)
+}
+
+/// Where a persisted failure was found, and whether its history is still the one it had then.
+pub fn origin(persisted: &Persisted) -> String {
+    let r = &persisted.regression;
+    format!(
+        ", found with seed {} at case {}{}",
+        r.found_with_seed,
+        r.case_index,
+        if persisted.history_changed {
+            "; its history differs from when it was found"
+        } else {
+            ""
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+    use lockcheck_sim::explore::FaultProfile;
+    use lockcheck_sim::matrix::plan;
+    use lockcheck_sim::Algorithm;
+
+    #[test]
+    fn every_cells_rerun_flags_parse_back_to_its_search() {
+        let mut searched = 0;
+        for spec in plan(Algorithm::ALL, FaultProfile::ALL) {
+            let Ok(params) = spec.params() else { continue };
+            let flags = spec
+                .explore_flags(&params)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.id()));
+            let argv = ["lockcheck", "explore"]
+                .into_iter()
+                .chain(flags.split(' '))
+                .chain(["--cases", "7", "--seed", "3", "--jobs", "1"]);
+            let Command::Explore(args) = Cli::try_parse_from(argv)
+                .unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()))
+                .command
+            else {
+                panic!("{flags}: not explore");
+            };
+            let (options, ..) =
+                options(args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
+            let expected = ExploreOptions {
+                params,
+                safety_only: true,
+                ..ExploreOptions::new(spec.algorithm, vec![spec.profile], 7, 3)
+            };
+            assert_eq!(options, expected, "{}: {flags}", spec.id());
+            searched += 1;
+        }
+        assert!(searched > 50, "{searched} cells");
+    }
+}

@@ -1,0 +1,157 @@
+//! `lockcheck matrix` and `lockcheck merge`: the verdict matrix, whole or joined from shards.
+
+use super::progress::{progress_bar, rates};
+use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
+use clap::Args;
+use lockcheck_sim::cell::CellStats;
+use lockcheck_sim::explore::{FaultProfile, Shard};
+use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions};
+use lockcheck_sim::Algorithm;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// The arguments of `lockcheck matrix`.
+#[derive(Args)]
+pub struct MatrixArgs {
+    /// Cases per cell. Deterministic: the same seed gives the same matrix.
+    #[arg(long, value_name = "N", conflicts_with = "budget_seconds",
+          default_value_t = matrix::DEFAULT_CASES)]
+    cases: u32,
+    /// Wall time per cell instead of a case count; each cell records the cases it ran, so
+    /// `--cases` reproduces its verdict.
+    #[arg(long, value_name = "S")]
+    budget_seconds: Option<u64>,
+    /// Seed of every cell's search.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Cells searched at once [default: all cores]. Never changes the result.
+    #[arg(long, value_name = "J")]
+    jobs: Option<usize>,
+    /// Run only slice I of N of every cell's cases (1-based), e.g. one per CI job; join the
+    /// shards' directories with `lockcheck merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
+    /// Where to write the matrix, the reports and the regressions.
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    out: PathBuf,
+    /// Only these algorithms, comma-separated [default: all].
+    #[arg(long, value_name = "A[,A...]")]
+    algorithms: Option<String>,
+    /// Only these fault profiles, comma-separated [default: all].
+    #[arg(long, value_name = "F[,F...]")]
+    faults: Option<String>,
+}
+
+/// Runs `lockcheck matrix`.
+pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
+    let MatrixArgs {
+        cases,
+        budget_seconds,
+        seed,
+        jobs,
+        shard,
+        out,
+        algorithms,
+        faults,
+    } = args;
+    // clap refuses --cases together with --budget-seconds; run_matrix checks the rest.
+    let budget = match budget_seconds {
+        Some(s) => Budget::Seconds(s),
+        None => Budget::Cases(cases),
+    };
+    let shard = shard
+        .map(|text| Shard::parse(&text).map_err(usage))
+        .transpose()?;
+    let algorithms = match algorithms {
+        None => Algorithm::ALL.to_vec(),
+        Some(list) => {
+            let mut out = Vec::new();
+            for name in list.split(',').map(str::trim) {
+                let a = parse_algorithm(name)?;
+                if !out.contains(&a) {
+                    out.push(a);
+                }
+            }
+            out
+        }
+    };
+    let profiles = match faults {
+        None => FaultProfile::ALL.to_vec(),
+        Some(list) => FaultProfile::parse_list(&list).map_err(usage)?,
+    };
+    let options = MatrixOptions {
+        algorithms,
+        profiles,
+        budget,
+        seed,
+        jobs: parse_jobs(jobs)?,
+        shard,
+    };
+    run(&options, &out)
+}
+
+/// Runs the matrix, and prints its UNSAFE cells and a summary for people.
+fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
+    let cells = matrix::plan(&options.algorithms, &options.profiles).len();
+    let bar = progress_bar(cells as u64, "cells")?;
+    let started = Instant::now();
+    let cases = AtomicU64::new(0);
+    let found = AtomicU64::new(0);
+    let run = matrix::run_matrix(options, out, &|event| match event {
+        MatrixEvent::Case => {
+            let n = cases.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(64) {
+                bar.set_message(format!(
+                    "{n} cases, {} UNSAFE",
+                    found.load(Ordering::Relaxed)
+                ));
+            }
+        }
+        MatrixEvent::CellDone { result, .. } => {
+            if matches!(result, CellResult::Unsafe { .. }) {
+                found.fetch_add(1, Ordering::Relaxed);
+            }
+            bar.inc(1);
+        }
+    })
+    .map_err(|e| usage(e.to_string()))?;
+    bar.finish_and_clear();
+    let m = &run.matrix;
+    let count = |f: fn(&CellResult) -> bool| m.cells.iter().filter(|c| f(&c.result)).count();
+    for c in &m.cells {
+        if let CellResult::Unsafe { story, report, .. } = &c.result {
+            println!("UNSAFE {}: {story}", c.id);
+            println!("  report: {}", out.join(report).display());
+        }
+    }
+    println!(
+        "matrix: {} cells: {} UNSAFE, {} not found, {} skipped; {} and {}",
+        m.cells.len(),
+        count(|r| matches!(r, CellResult::Unsafe { .. })),
+        count(|r| matches!(r, CellResult::NotFound { .. })),
+        count(|r| matches!(r, CellResult::Skipped { .. })),
+        out.join(matrix::MARKDOWN_FILE).display(),
+        out.join(matrix::JSON_FILE).display(),
+    );
+    let stats: Vec<&CellStats> = run.stats.values().collect();
+    println!("{}", rates(&stats, started.elapsed(), options.jobs, true));
+    Ok(EXIT_OK)
+}
+/// Runs `lockcheck merge`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<u8> {
+    let m = matrix::merge(dirs, out).map_err(|e| usage(e.to_string()))?;
+    let unsafe_cells = m
+        .cells
+        .iter()
+        .filter(|c| matches!(c.result, CellResult::Unsafe { .. }))
+        .count();
+    println!(
+        "merged {} shard(s): {} cells, {unsafe_cells} UNSAFE; {} and {}",
+        dirs.len(),
+        m.cells.len(),
+        out.join(matrix::MARKDOWN_FILE).display(),
+        out.join(matrix::JSON_FILE).display(),
+    );
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,205 @@
+//! The command line: what `lockcheck` accepts (its clap definitions), the exit codes, and what
+//! every verb shares. Each verb lives in a module of its own, which turns its arguments into the
+//! library's options and prints what the library found.
+
+pub mod check;
+pub mod explore;
+pub mod matrix;
+pub mod progress;
+pub mod real;
+pub mod run;
+
+use clap::{Parser, Subcommand};
+use lockcheck_sim::Algorithm;
+use std::path::PathBuf;
+
+/// Exit code: nothing found, or replay identical.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: a violation was found, or a replay diverged.
+pub const EXIT_FOUND: u8 = 1;
+/// Exit code: bad input (or an environment problem such as an unwritable directory, or a
+/// server binary that is not installed).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: interrupted by Ctrl-C (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The command line.
+#[derive(Parser)]
+#[command(
+    name = "lockcheck",
+    version,
+    about = "Find out which distributed lock you can trust, under which faults.",
+    long_about = "lockcheck runs lock algorithms (written once) in a deterministic simulation with \
+injected faults: process pauses, clock jumps and drift, crashes and restarts, partitions. It checks \
+that no two clients were ever inside the critical section at once, and turns every violation into a \
+report you can replay byte for byte. `lockcheck real` runs the same algorithm code against real \
+servers, with real faults.\n\n\
+Exit codes: 0 = nothing found (or replay identical), 1 = violation found (or replay diverged), \
+2 = bad input.",
+    after_help = "Examples:\n  \
+lockcheck explore --algorithm single-redis --faults pause\n  \
+lockcheck replay reports/single-redis-pause-1a2b3c4d.json\n  \
+lockcheck run scenario.json --report reports/\n  \
+lockcheck matrix\n  \
+lockcheck check expectations/known-results.toml\n  \
+lockcheck real --algorithm single-redis --faults pause"
+)]
+pub struct Cli {
+    /// The verb and its arguments.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A verb and its arguments.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run one scenario file deterministically and print the verdict.
+    ///
+    /// The file is JSON: {"algorithm": "single-redis", "params": {...}, "clients": 2,
+    /// "workload": {...}, "duration_ms": 60000, "seed": 7, "faults": [...]}. Keys not given take
+    /// their defaults (see README.md); unknown keys are errors.
+    Run {
+        /// The scenario file.
+        file: PathBuf,
+        /// Write a report (JSON with the full history) into this directory.
+        #[arg(long, value_name = "DIR")]
+        report: Option<PathBuf>,
+    },
+    /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
+    Explore(explore::ExploreArgs),
+    /// Every algorithm (with and without fencing where it has a token) × every fault profile.
+    ///
+    /// Each cell is one search (counting safety violations only: two holders at the resource, a
+    /// lock freed under its holder). A cell is UNSAFE, with its minimal counterexample's report
+    /// and the story in one line, or "not found" with the cases it ran and the simulated time
+    /// they covered. Writes DIR/matrix.md and DIR/matrix.json, each counterexample's report, and
+    /// DIR/regressions/ (failing cases, run first the next time). The same command writes the
+    /// same files whatever --jobs; shards joined by `lockcheck merge` write them too.
+    /// Exits 0 when the matrix is written, whatever it found (`lockcheck check` is the gate).
+    #[command(after_help = "Examples:\n  \
+lockcheck matrix                                   # every cell, the default budget, into reports/\n  \
+lockcheck matrix --cases 200 --out /tmp/m          # a quicker look\n  \
+lockcheck matrix --algorithms redlock,zk-sequential --faults pause,clock-jump\n  \
+lockcheck matrix --budget-seconds 30               # 30 s per cell; each cell records its cases\n  \
+lockcheck matrix --shard 1/2 --out m1              # on machine 1 (machine 2: --shard 2/2 --out m2)\n  \
+lockcheck merge m1 m2 --out reports                # the matrix of the unsharded run\n\n\
+Exit codes: 0 = written, 2 = bad input (unknown algorithm or profile, --cases 0, both --cases \
+and --budget-seconds, --shard with --budget-seconds).")]
+    Matrix(matrix::MatrixArgs),
+    /// Join the output directories of `lockcheck matrix --shard I/N` runs into one matrix.
+    ///
+    /// Per cell, the lowest failing case across the shards is the one the unsharded search finds
+    /// (its report is copied); cases and simulated time add up. The result is byte for byte the
+    /// matrix of one unsharded run with the same seed and --cases. Every shard's persisted
+    /// failures (DIR/regressions/) are kept in the merged directory, to be replayed first the
+    /// next time. Shards that do not fit together (another seed, budget or set of cells; a shard
+    /// missing or given twice; a cell whose cases are not its shard's) are refused with exit
+    /// code 2.
+    #[command(after_help = "Example:\n  \
+lockcheck matrix --shard 1/3 --out m1   # on three machines, 1/3, 2/3, 3/3\n  \
+lockcheck merge m1 m2 m3 --out reports")]
+    Merge {
+        /// The shards' output directories, every shard exactly once.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+        /// Where to write the merged matrix and its reports.
+        #[arg(long, value_name = "DIR", default_value = "reports")]
+        out: PathBuf,
+    },
+    /// Check searches against the verdicts they must reach (a TOML file of expectations).
+    ///
+    /// Each [[expect]] entry names an algorithm, its params (the scenario file's names), fault
+    /// profiles, a budget (cases) and the expected verdict, "unsafe" or "not-found". Exit 1 when
+    /// an entry expected not-found is found unsafe (its report path is printed) or one expected
+    /// unsafe is not found within its budget; 0 when every entry is as expected; 2 for a
+    /// malformed file (the line is named). Failing cases are kept in DIR/regressions/ and run
+    /// first the next time; one that still fails settles its entry at once.
+    #[command(after_help = "Example:\n  \
+lockcheck check expectations/known-results.toml\n\n\
+An entry:\n  \
+[[expect]]\n  \
+name = \"single-redis-pause\"\n  \
+about = \"holder pause longer than the TTL\"\n  \
+algorithm = \"single-redis\"\n  \
+faults = [\"pause\"]\n  \
+params = { ttl_ms = 10000 }\n  \
+cases = 300\n  \
+expect = \"unsafe\"\n\n\
+Optional: seed, max_drift, max_partition_ms, safety_only (default true), violation \
+(count only this kind, e.g. \"mutual_exclusion\").")]
+    Check {
+        /// The expectations file.
+        file: PathBuf,
+        /// Where to write reports of the violations found, and the regressions.
+        #[arg(long, value_name = "DIR", default_value = "reports/check")]
+        out: PathBuf,
+        /// Entries searched at once [default: all cores]. Never changes a verdict.
+        #[arg(long, value_name = "J")]
+        jobs: Option<usize>,
+    },
+    /// Rerun a report and confirm that it yields the identical history.
+    Replay {
+        /// The report (JSON) written by `run --report` or `explore`.
+        report: PathBuf,
+    },
+    /// Write the HTML timeline of a report beside it (REPORT.html), e.g. for a report written
+    /// before lockcheck drew timelines. `run --report`, `explore` and `real --report` write it
+    /// themselves.
+    Timeline {
+        /// The report (JSON).
+        report: PathBuf,
+    },
+    /// Run the same algorithm code against real servers, with real faults.
+    ///
+    /// lockcheck starts the servers itself (redis-server from PATH, ZooKeeper from Debian's jars,
+    /// on 127.0.0.1 ports, each in a temp dir), or connects to yours (--endpoints), runs the
+    /// clients and the protected resource in this process on real time, with every client
+    /// reaching every server through a TCP proxy of its own, carries out the faults for real (a
+    /// client pause freezes the client and its network; a server pause is SIGSTOP/SIGCONT; a
+    /// crash is kill -9; a restart starts the server again on its port and directory; a
+    /// partition blackholes the proxies across it; a server's clock is moved by a small
+    /// LD_PRELOAD library lockcheck compiles with cc), checks the history with the simulator's
+    /// checker, and stops every server it started, also on Ctrl-C.
+    ///
+    /// Every algorithm runs: the Redis locks against redis-server, the ZooKeeper locks against
+    /// ZooKeeper, the MySQL locks against MariaDB. Faults: pauses, crashes and restarts of clients
+    /// and servers, partitions, clock jumps and drifts of clients and servers, message delay and
+    /// loss (a loss on a TCP link is a retransmission's stall). A real run is not byte-replayable
+    /// (the machine decides the interleaving); its scenario is, here and in the simulation
+    /// (`lockcheck run FILE`).
+    #[command(after_help = "Examples:\n  \
+lockcheck real --algorithm single-redis --faults pause\n  \
+lockcheck real --algorithm redlock --faults clock-jump --report reports/\n  \
+lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
+lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
+lockcheck real --algorithm zk-sequential --faults pause\n  \
+lockcheck real --scenario scenario.json\n\n\
+Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
+(apt-get install redis-server / zookeeper / mariadb-server), a server that would not start or an endpoint that \
+does not answer, 130 = interrupted (every server started was stopped).")]
+    Real(real::RealArgs),
+}
+
+/// Bad input: every error ends the program with exit code 2 and its message.
+pub fn usage(message: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::msg(message.into())
+}
+
+/// `--jobs`: at least 1; all cores when not given.
+pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
+    match jobs {
+        Some(0) => Err(usage("--jobs must be at least 1")),
+        Some(j) => Ok(j),
+        None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
+    }
+}
+
+pub fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
+    Algorithm::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
+        usage(format!(
+            "unknown algorithm '{name}' (known: {})",
+            known.join(", ")
+        ))
+    })
+}

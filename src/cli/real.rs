@@ -1,0 +1,198 @@
+//! `lockcheck real`: the same algorithm code against real servers, with real faults.
+
+use super::run::{print_outcome, read_scenario};
+use super::{parse_algorithm, usage, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_OK};
+use clap::Args;
+use lockcheck_real::profile::{Profile, Shape};
+use lockcheck_real::{RealError, Servers};
+use lockcheck_sim::report::Report;
+use lockcheck_sim::Scenario;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+/// The arguments of `lockcheck real`.
+#[derive(Args)]
+pub struct RealArgs {
+    /// The algorithm (any of `lockcheck explore --help`'s).
+    #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
+    algorithm: Option<String>,
+    /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
+    /// first holder is paused inside its critical section until its lease has surely ended,
+    /// while the others wait); `partition` (ZooKeeper locks: the first holder is cut off as
+    /// long, and keeps working); `clock-jump` (a server holding the first holder's key jumps
+    /// 2 × TTL forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is
+    /// killed and restarted empty at once; Redlock: seed 002's story).
+    #[arg(
+        long,
+        value_name = "F",
+        default_value = "none",
+        conflicts_with = "scenario"
+    )]
+    faults: String,
+    /// Run this scenario file (the `lockcheck run` format) instead of a profile.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Clients stop acquiring after this many ms [profile default: 30000].
+    #[arg(long, value_name = "MS")]
+    duration_ms: Option<u64>,
+    /// Number of clients [profile default: 3].
+    #[arg(long, value_name = "N")]
+    clients: Option<u32>,
+    /// Lease length in ms: the TTL, or a ZooKeeper lock's session timeout [profile default:
+    /// 2000, ZooKeeper 4000 (two ticks, the shortest a server grants), short so that a run
+    /// takes seconds].
+    #[arg(long, value_name = "MS")]
+    ttl_ms: Option<u64>,
+    /// Number of servers (redlock: an odd number ≥ 3, default 5).
+    #[arg(long, value_name = "N")]
+    nodes: Option<u32>,
+    /// Use servers you already run (containers included) instead of starting them:
+    /// HOST:PORT, comma-separated, one per server in order (redlock: one per master).
+    /// lockcheck only connects to them, so faults that need a server's process (crash,
+    /// restart, server pause, server clock) are refused; client faults stay real. The lock
+    /// uses the key `lock` (Redis).
+    #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
+    endpoints: Option<Vec<String>>,
+    /// Write a report (JSON with the full history, marked as a real run, and its scenario
+    /// beside it) into this directory.
+    #[arg(long, value_name = "DIR")]
+    report: Option<PathBuf>,
+}
+
+/// Runs `lockcheck real`.
+pub fn real(args: RealArgs) -> anyhow::Result<u8> {
+    let RealArgs {
+        algorithm,
+        faults,
+        scenario,
+        duration_ms,
+        clients,
+        ttl_ms,
+        nodes,
+        endpoints,
+        report,
+    } = args;
+    let servers = match endpoints {
+        None => Servers::Launched,
+        Some(list) => Servers::Endpoints(
+            list.iter()
+                .map(|e| resolve(e))
+                .collect::<anyhow::Result<_>>()?,
+        ),
+    };
+    let scenario = match scenario {
+        Some(file) => {
+            let mut s = read_scenario(&file)?;
+            if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
+                return Err(usage(format!(
+                    "--algorithm {name} contradicts {}, which runs {}",
+                    file.display(),
+                    s.algorithm.name()
+                )));
+            }
+            s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
+            s.clients = clients.unwrap_or(s.clients);
+            if let Some(ms) = ttl_ms {
+                lockcheck_real::profile::set_lease(&mut s, ms);
+            }
+            s.params.nodes = nodes.or(s.params.nodes);
+            s.validate().map_err(|e| usage(e.to_string()))?;
+            s
+        }
+        None => {
+            let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
+            lockcheck_real::support::check_algorithm(algorithm)
+                .map_err(|e| usage(e.to_string()))?;
+            let profile = Profile::from_name(&faults).ok_or_else(|| {
+                let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
+                usage(format!(
+                    "unknown fault profile '{faults}' for real runs (known: {})",
+                    known.join(", ")
+                ))
+            })?;
+            let defaults = Shape::for_algorithm(algorithm);
+            let shape = Shape {
+                clients: clients.unwrap_or(defaults.clients),
+                ttl_ms: ttl_ms.unwrap_or(defaults.ttl_ms),
+                duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
+                nodes,
+                ..defaults
+            };
+            lockcheck_real::profile::scenario(algorithm, profile, &shape)
+                .map_err(|e| usage(e.to_string()))?
+        }
+    };
+    run(&scenario, &servers, report.as_deref())
+}
+
+/// `HOST:PORT` as one socket address (a name is resolved; its first address is taken).
+fn resolve(endpoint: &str) -> anyhow::Result<SocketAddr> {
+    endpoint
+        .to_socket_addrs()
+        .map_err(|e| {
+            usage(format!(
+                "--endpoints: '{endpoint}': {e} (expected HOST:PORT)"
+            ))
+        })?
+        .next()
+        .ok_or_else(|| usage(format!("--endpoints: '{endpoint}' resolves to no address")))
+}
+
+/// Runs `scenario` against `servers`, and prints the verdict.
+fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+    lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
+    let against = match servers {
+        Servers::Launched => "servers lockcheck starts".to_string(),
+        Servers::Endpoints(e) => e
+            .iter()
+            .map(SocketAddr::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
+    let lease = match lockcheck_sim::cell::lease(scenario) {
+        Some((name, ms)) => format!("{name} {ms} ms"),
+        None => "no lease".to_string(),
+    };
+    println!(
+        "real run: {} with {} client(s), {lease}, against {against}",
+        scenario.algorithm.name(),
+        scenario.clients,
+    );
+    for fault in &scenario.faults {
+        println!("  {}", fault.describe());
+    }
+    let real = match lockcheck_real::run_on(scenario, servers) {
+        Ok(real) => real,
+        Err(e @ RealError::Interrupted) => {
+            eprintln!("lockcheck: {e}");
+            return Ok(EXIT_INTERRUPTED);
+        }
+        Err(e) => return Err(usage(e.to_string())),
+    };
+    let outcome = &real.outcome;
+    let mut report = Report::of_real_run(scenario, outcome);
+    print_outcome(&report, outcome);
+    if let Some(dir) = report_dir {
+        let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
+        println!("report: {}", path.display());
+        println!("timeline: {}", Report::timeline_path(&path).display());
+        println!("rerun: {}", report.replay_command);
+    }
+    println!(
+        "{} history entries in {:.1} s; {} server process(es) started and stopped",
+        outcome.history.entries.len(),
+        real.elapsed.as_secs_f64(),
+        real.server_pids.len()
+    );
+    // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`) or in the
+    // simulation (`lockcheck run FILE`); the run itself is not byte-replayable.
+    println!(
+        "scenario (a real run is not byte-replayable; its scenario is): {}",
+        serde_json::to_string(scenario)?
+    );
+    Ok(if outcome.violated() {
+        EXIT_FOUND
+    } else {
+        EXIT_OK
+    })
+}

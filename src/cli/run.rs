@@ -1,0 +1,122 @@
+//! The verbs of one run: `lockcheck run`, `replay` and `timeline`.
+
+use super::{usage, EXIT_FOUND, EXIT_OK};
+use lockcheck_sim::report::{replay as replay_report, Report, RunWorld};
+use lockcheck_sim::{run, Outcome, Scenario};
+use std::path::Path;
+
+/// The verdict of one run, for people: the summary, each violation and rejected stale access,
+/// availability, and the wake-ups of a ZooKeeper lock.
+pub fn print_outcome(report: &Report, outcome: &Outcome) {
+    println!("{}", report.summary);
+    for v in &outcome.violations {
+        println!("  {:?}: {}", v.kind, v.story);
+    }
+    for s in &outcome.stale_accesses {
+        println!(
+            "  stale access rejected: {} with fence {:?} at {:.1} ms",
+            s.client,
+            s.fence,
+            s.at_ns as f64 / 1e6
+        );
+    }
+    let a = &outcome.availability;
+    for (label, rate) in [
+        ("all servers reachable", a.all_reachable),
+        ("a minority unreachable", a.minority_unreachable),
+        ("a majority unreachable", a.majority_unreachable),
+    ] {
+        if rate.attempts > 0 {
+            println!(
+                "  attempts with {label}: {} of {} acquired",
+                rate.acquired, rate.attempts
+            );
+        }
+    }
+    let w = &outcome.wakeups;
+    if !w.is_empty() {
+        println!(
+            "  wake-ups: {} release(s) woke {} waiter(s), {:.2} per release, at most {}",
+            w.releases,
+            w.wakeups,
+            w.mean(),
+            w.max_per_release
+        );
+    }
+}
+
+/// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
+pub fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
+    let text =
+        std::fs::read_to_string(file).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
+}
+
+/// Runs `lockcheck run FILE`.
+pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+    let scenario = read_scenario(file)?;
+    let outcome = run(&scenario);
+    let mut report = Report::of_run(&scenario, &outcome);
+    print_outcome(&report, &outcome);
+    println!("history hash {}", outcome.digest);
+    if let Some(dir) = report_dir {
+        let stem = file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "run".into());
+        let path = report.write(dir, &stem)?;
+        println!("report: {}", path.display());
+        println!("timeline: {}", Report::timeline_path(&path).display());
+    }
+    Ok(if outcome.violated() {
+        EXIT_FOUND
+    } else {
+        EXIT_OK
+    })
+}
+
+/// (Re)writes the HTML timeline of the report at `path`, beside it.
+pub fn timeline(path: &Path) -> anyhow::Result<u8> {
+    let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
+    let html = report
+        .write_timeline(path)
+        .map_err(|e| usage(e.to_string()))?;
+    println!("timeline: {}", html.display());
+    Ok(EXIT_OK)
+}
+
+/// Runs `lockcheck replay REPORT`.
+pub fn replay(path: &Path) -> anyhow::Result<u8> {
+    let report = Report::read(path).map_err(|e| usage(e.to_string()))?;
+    if report.world == RunWorld::Real {
+        return Err(usage(format!(
+            "{}: a run against real servers is not byte-replayable (the machine decided its \
+             interleaving); rerun its scenario: {}",
+            path.display(),
+            report.replay_command
+        )));
+    }
+    let replayed = replay_report(&report);
+    if replayed.identical() {
+        println!(
+            "identical: {} entries, history hash {} ({})",
+            replayed.outcome.history.entries.len(),
+            replayed.outcome.digest,
+            report.summary
+        );
+        Ok(EXIT_OK)
+    } else {
+        let at = replayed.first_difference.unwrap_or(0);
+        println!(
+            "DIVERGED at history entry {at}: report hash {}, replay hash {}",
+            report.history_hash, replayed.outcome.digest
+        );
+        if let Some(e) = report.history.entries.get(at) {
+            println!("  report: {}", serde_json::to_string(e)?);
+        }
+        if let Some(e) = replayed.outcome.history.entries.get(at) {
+            println!("  replay: {}", serde_json::to_string(e)?);
+        }
+        Ok(EXIT_FOUND)
+    }
+}
