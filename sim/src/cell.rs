@@ -128,7 +128,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     };
     let still_failing = regressions.into_iter().find_map(|r| {
         let outcome = run(&r.scenario);
-        if outcome.digest != r.history_hash {
+        if outcome.digest() != r.history_hash {
             stats.regressions_changed += 1;
         }
         fails(options, &outcome).then_some((r, outcome))
@@ -153,7 +153,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                         found_with_seed: options.seed,
                         case_index: finding.case_index,
                         scenario: finding.scenario.clone(),
-                        history_hash: finding.outcome.digest.clone(),
+                        history_hash: finding.outcome.digest(),
                     },
                 )?;
                 let story = story(&report);
@@ -180,7 +180,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
             let mut report = Report::of_run(&regression.scenario, &outcome);
             let path = report.write(&cell.out, &cell.id)?;
             let story = story(&report);
-            let history_changed = outcome.digest != regression.history_hash;
+            let history_changed = outcome.digest() != regression.history_hash;
             CellVerdict::Unsafe(Box::new(Unsafe {
                 report,
                 path,

@@ -155,7 +155,7 @@ impl Report {
             availability: outcome.availability,
             search: None,
             scenario: scenario.clone(),
-            history_hash: outcome.digest.clone(),
+            history_hash: outcome.digest(),
             history: outcome.history.clone(),
         }
     }
@@ -274,7 +274,7 @@ impl Replay {
 /// Reruns the report's scenario and compares the histories entry by entry.
 pub fn replay(report: &Report) -> Replay {
     let outcome = run(&report.scenario);
-    let first_difference = if outcome.digest == report.history_hash {
+    let first_difference = if outcome.digest() == report.history_hash {
         outcome.history.first_difference(&report.history)
     } else {
         Some(

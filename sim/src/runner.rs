@@ -28,8 +28,6 @@ pub struct Outcome {
     pub availability: Availability,
     /// How many waiters each release woke (ZooKeeper locks; empty for the others).
     pub wakeups: Wakeups,
-    /// [`History::digest`] of `history`.
-    pub digest: String,
 }
 
 impl Outcome {
@@ -40,9 +38,14 @@ impl Outcome {
             stale_accesses: checker::stale_accesses(&history.entries),
             availability: checker::availability(&history.entries),
             wakeups: checker::wakeups(&history.entries),
-            digest: history.digest(),
             history,
         }
+    }
+
+    /// [`History::digest`] of the history: what a replay must reproduce. Computed on demand,
+    /// because a search runs thousands of cases and reports only one.
+    pub fn digest(&self) -> String {
+        self.history.digest()
     }
 
     /// Whether any violation was found.

@@ -26,7 +26,7 @@ fn summary(e: &Exploration) -> String {
             f.cases,
             f.simulated_ns,
             f.scenario.to_json(),
-            f.outcome.digest
+            f.outcome.digest()
         ),
         Exploration::NotFound {
             cases,
@@ -86,7 +86,7 @@ fn shards_joined_by_their_lowest_failing_case_are_the_unsharded_search() {
         .expect("some shard finds it");
     assert_eq!(lowest.case_index, whole.case_index);
     assert_eq!(lowest.scenario, whole.scenario);
-    assert_eq!(lowest.outcome.digest, whole.outcome.digest);
+    assert_eq!(lowest.outcome.digest(), whole.outcome.digest());
     // The shard that holds the lowest failing case ran exactly its own cases up to it.
     let index = (whole.case_index % 3) as u32;
     assert_eq!(

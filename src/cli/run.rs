@@ -58,7 +58,7 @@ pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);
-    println!("history hash {}", outcome.digest);
+    println!("history hash {}", outcome.digest());
     if let Some(dir) = report_dir {
         let stem = file
             .file_stem()
@@ -101,7 +101,7 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
         println!(
             "identical: {} entries, history hash {} ({})",
             replayed.outcome.history.entries.len(),
-            replayed.outcome.digest,
+            replayed.outcome.digest(),
             report.summary
         );
         Ok(EXIT_OK)
@@ -109,7 +109,8 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
         let at = replayed.first_difference.unwrap_or(0);
         println!(
             "DIVERGED at history entry {at}: report hash {}, replay hash {}",
-            report.history_hash, replayed.outcome.digest
+            report.history_hash,
+            replayed.outcome.digest()
         );
         if let Some(e) = report.history.entries.get(at) {
             println!("  report: {}", serde_json::to_string(e)?);
