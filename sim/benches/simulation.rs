@@ -183,19 +183,24 @@ fn detection(cell: &Cell, seeds: u64) -> Value {
     })
 }
 
-/// Cases per second of a search that finds nothing (every case runs), with `jobs` threads.
+/// Cases per second of a search that runs every case, with `jobs` threads: Redlock without
+/// faults, which must find nothing. (A search that finds something stops early and shrinks on
+/// one thread, which measures the shrink, not the scaling: this benchmark used `clock-drift`,
+/// whose seed 9 finds a violation at case 42 on the current simulator, and reported 1.2x.)
 fn search_rate(jobs: usize) -> f64 {
     let options = ExploreOptions {
         jobs,
-        ..ExploreOptions::new(Algorithm::Redlock, vec![FaultProfile::ClockDrift], 400, 9)
+        ..ExploreOptions::new(Algorithm::Redlock, vec![FaultProfile::None], 400, 9)
     };
     let start = Instant::now();
     let result = explore(&options, &|_| {}).expect("valid");
-    let cases = match result {
-        Exploration::NotFound { cases, .. } => cases,
-        Exploration::Found(f) => f.cases,
-    };
-    cases as f64 / start.elapsed().as_secs_f64()
+    match result {
+        Exploration::NotFound { cases, .. } => cases as f64 / start.elapsed().as_secs_f64(),
+        Exploration::Found(f) => panic!(
+            "Redlock without faults failed at case {}: a bug, not a benchmark result",
+            f.case_index
+        ),
+    }
 }
 
 fn main() {
@@ -261,7 +266,7 @@ fn main() {
         one.iter().sum::<f64>() / one.len() as f64,
         two.iter().sum::<f64>() / two.len() as f64,
     );
-    println!("\n| search (redlock × clock-drift, 400 cases) | cases/s |\n|---|---|");
+    println!("\n| search (redlock, no faults, 400 cases) | cases/s |\n|---|---|");
     println!(
         "| --jobs 1 | {one:.0} |\n| --jobs 2 | {two:.0} |\n| ratio | {:.2}× |",
         two / one

@@ -6,6 +6,9 @@
 //! cargo build --release -p lockcheck-sim --example profile_reference
 //! valgrind --tool=callgrind target/release/examples/profile_reference redlock 50
 //! ```
+//!
+//! A third argument runs the seeds on that many threads (each run owns its madsim runtime, as
+//! in `explore --jobs`), to see whether a run alone scales with cores.
 
 use lockcheck_sim::{Algorithm, Scenario};
 use std::process::ExitCode;
@@ -19,7 +22,7 @@ fn main() -> ExitCode {
         Some("mysql-row") => (Algorithm::MysqlRow, 3, None),
         _ => {
             eprintln!(
-                "usage: profile_reference single-redis|redlock|zk-sequential|mysql-row [RUNS]"
+                "usage: profile_reference single-redis|redlock|zk-sequential|mysql-row [RUNS [THREADS]]"
             );
             return ExitCode::from(2);
         }
@@ -32,15 +35,36 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let mut entries = 0;
-    for seed in 0..runs {
-        let mut s = Scenario::new(algorithm);
-        s.clients = clients;
-        s.duration_ms = 10_000;
-        s.params.nodes = nodes;
-        s.seed = seed;
-        entries += lockcheck_sim::run(&s).history.entries.len();
-    }
+    let threads: u64 = match args.get(2).map(|t| t.parse()) {
+        None => 1,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            eprintln!("THREADS must be a positive whole number");
+            return ExitCode::from(2);
+        }
+    };
+    let entries: usize = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut entries = 0;
+                    for seed in (t..runs).step_by(threads as usize) {
+                        let mut s = Scenario::new(algorithm);
+                        s.clients = clients;
+                        s.duration_ms = 10_000;
+                        s.params.nodes = nodes;
+                        s.seed = seed;
+                        entries += lockcheck_sim::run(&s).history.entries.len();
+                    }
+                    entries
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a run does not panic"))
+            .sum()
+    });
     println!("{runs} runs, {entries} history entries");
     ExitCode::SUCCESS
 }
