@@ -1,8 +1,9 @@
 //! Real mode's speed (#8): acquire + release pairs per second of `single-redis` (lockcheck's own
 //! algorithm code on its real Redis store) against one loopback `redis-server`, at concurrency 1,
 //! 8 and 64, measured side by side in one run with `redis-benchmark` sending the same commands
-//! (`SET key token NX PX ttl`, then `EVALSHA` of the release script) and with the `rslock` crate
-//! (a published Rust Redlock) on the same server. Each of the `c` clients locks a key of its own,
+//! (`SET key token NX PX ttl`, then `EVALSHA` of the release script), with the same commands sent
+//! straight through redis-rs (what lockcheck's own code costs), and with the `rslock` crate (a
+//! published Rust Redlock) on the same server. Each of the `c` clients locks a key of its own,
 //! so the figures measure the lock's cost, not waiting for one another.
 //!
 //! ```sh
@@ -13,7 +14,6 @@
 //! `redis-benchmark`, same package) it says how to install them and measures nothing.
 //! `LOCKCHECK_BENCH_SECONDS` (default 2) sets how long each measurement runs.
 
-use futures_util::future::join_all;
 use lockcheck_algorithms::redis::single::{Attempt, SingleRedis, SingleRedisConfig, RELEASE_LUA};
 use lockcheck_real::env::RealEnv;
 use lockcheck_real::gate::PauseGate;
@@ -24,6 +24,7 @@ use serde_json::json;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;
 use std::process::Command;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 /// The lease every lock takes: long enough never to expire during a measurement.
@@ -36,13 +37,30 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
-/// lockcheck's `single-redis`: `clients` clients on one task (as real mode runs them), each
+/// Runs `clients` clients to completion on one thread, each as a task of its own on a
+/// `LocalSet`, as real mode runs its clients. (Not one `join_all` of every client: for a few
+/// futures it polls all of them whenever one is woken.)
+fn on_local_tasks<F, Fut>(clients: usize, client: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let local = tokio::task::LocalSet::new();
+    let tasks: Vec<_> = (0..clients).map(|i| local.spawn_local(client(i))).collect();
+    runtime().block_on(local.run_until(async {
+        for task in tasks {
+            task.await.expect("a client does not panic");
+        }
+    }));
+}
+
+/// lockcheck's `single-redis`: `clients` clients on one thread, a task each (as real mode runs them), each
 /// with its own connection and key, acquiring and releasing for `time`; pairs per second.
 fn ours(addr: SocketAddr, clients: usize, time: Duration) -> f64 {
-    let pairs = Cell::new(0u64);
+    let pairs = Rc::new(Cell::new(0u64));
     let start = Instant::now();
-    runtime().block_on(join_all((0..clients).map(|i| {
-        let pairs = &pairs;
+    on_local_tasks(clients, |i| {
+        let pairs = pairs.clone();
         async move {
             let env = RealEnv::new(7, i, PauseGate::new());
             let lock = SingleRedis::new(
@@ -65,7 +83,50 @@ fn ours(addr: SocketAddr, clients: usize, time: Duration) -> f64 {
                 pairs.set(pairs.get() + 1);
             }
         }
-    })));
+    });
+    pairs.get() as f64 / start.elapsed().as_secs_f64()
+}
+
+/// The same two commands sent straight through redis-rs (the version lockcheck's store uses),
+/// with no lock code around them: a connection per client, `SET key token NX PX`, then
+/// `EVALSHA` of the release script; pairs per second. What lockcheck adds is the difference to
+/// `ours`; what the crate version adds is the difference to `rslock` (built on an older redis-rs).
+fn direct(addr: SocketAddr, clients: usize, time: Duration, sha: &str) -> f64 {
+    let pairs = Rc::new(Cell::new(0u64));
+    let start = Instant::now();
+    on_local_tasks(clients, |i| {
+        let (pairs, sha) = (pairs.clone(), sha.to_owned());
+        async move {
+            let client = redis::Client::open(format!("redis://{addr}/")).expect("a valid url");
+            let mut connection = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("the server answers");
+            let key = format!("bench:direct:{i}");
+            while start.elapsed() < time {
+                let set: redis::Value = redis::cmd("SET")
+                    .arg(&key)
+                    .arg("token")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(TTL.as_millis() as u64)
+                    .query_async(&mut connection)
+                    .await
+                    .expect("the server answers");
+                assert_eq!(set, redis::Value::Okay, "the key is this client's alone");
+                let released: i64 = redis::cmd("EVALSHA")
+                    .arg(&sha)
+                    .arg(1)
+                    .arg(&key)
+                    .arg("token")
+                    .query_async(&mut connection)
+                    .await
+                    .expect("the server answers");
+                assert_eq!(released, 1);
+                pairs.set(pairs.get() + 1);
+            }
+        }
+    });
     pairs.get() as f64 / start.elapsed().as_secs_f64()
 }
 
@@ -74,14 +135,14 @@ fn ours(addr: SocketAddr, clients: usize, time: Duration) -> f64 {
 /// pipelines the clients' commands); otherwise a manager, and so a connection, per client, as
 /// lockcheck's clients (separate processes, each behind its own proxy) have.
 fn rslock(addr: SocketAddr, clients: usize, time: Duration, shared: bool) -> f64 {
-    let pairs = Cell::new(0u64);
+    let pairs = Rc::new(Cell::new(0u64));
     let url = format!("redis://{addr}/");
     let managers: Vec<_> = (0..if shared { 1 } else { clients })
         .map(|_| rslock::LockManager::new(vec![url.clone()]))
         .collect();
     let start = Instant::now();
-    runtime().block_on(join_all((0..clients).map(|i| {
-        let (pairs, manager) = (&pairs, &managers[i % managers.len()]);
+    on_local_tasks(clients, |i| {
+        let (pairs, manager) = (pairs.clone(), managers[i % managers.len()].clone());
         async move {
             let key = format!("bench:rslock:{i}");
             while start.elapsed() < time {
@@ -93,7 +154,7 @@ fn rslock(addr: SocketAddr, clients: usize, time: Duration, shared: bool) -> f64
                 pairs.set(pairs.get() + 1);
             }
         }
-    })));
+    });
     pairs.get() as f64 / start.elapsed().as_secs_f64()
 }
 
@@ -150,8 +211,8 @@ fn main() {
     let sha = load_release_script(addr);
 
     println!("single-redis acquire+release pairs/s against one loopback redis-server ({seconds} s each)\n");
-    println!("| clients | lockcheck | redis-benchmark (SET NX PX + EVALSHA) | rslock, a connection per client | rslock, one shared manager | lockcheck ÷ redis-benchmark | lockcheck ÷ rslock (per client) | lockcheck ÷ rslock (shared) |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| clients | lockcheck | redis-benchmark (SET NX PX + EVALSHA) | redis-rs direct | rslock, a connection per client | rslock, one shared manager | lockcheck ÷ redis-benchmark | lockcheck ÷ redis-rs direct | lockcheck ÷ rslock (per client) | lockcheck ÷ rslock (shared) |");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
     for clients in [1usize, 8, 64] {
         let ours = ours(addr, clients, time);
@@ -171,11 +232,13 @@ fn main() {
         );
         // One pair is one of each, back to back.
         let benchmark = 1.0 / (1.0 / set + 1.0 / release);
+        let direct = direct(addr, clients, time, &sha);
         let rslock_own = rslock(addr, clients, time, false);
         let rslock_shared = rslock(addr, clients, time, true);
         println!(
-            "| {clients} | {ours:.0} | {benchmark:.0} | {rslock_own:.0} | {rslock_shared:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {clients} | {ours:.0} | {benchmark:.0} | {direct:.0} | {rslock_own:.0} | {rslock_shared:.0} | {:.2} | {:.2} | {:.2} | {:.2} |",
             ours / benchmark,
+            ours / direct,
             ours / rslock_own,
             ours / rslock_shared
         );
@@ -185,6 +248,8 @@ fn main() {
             "redis_benchmark_pairs_per_s": benchmark,
             "redis_benchmark_set_per_s": set,
             "redis_benchmark_evalsha_per_s": release,
+            "redis_rs_direct_pairs_per_s": direct,
+            "vs_redis_rs_direct": ours / direct,
             "rslock_per_client_pairs_per_s": rslock_own,
             "rslock_shared_pairs_per_s": rslock_shared,
             "vs_redis_benchmark": ours / benchmark,
