@@ -43,6 +43,8 @@ struct Conn {
     cut: Cell<bool>,
     /// Ephemeral creates still to be applied and then answered with a timeout.
     lose_creates: Cell<u32>,
+    /// Deletes still to be applied and then answered with a timeout.
+    lose_deletes: Cell<u32>,
     /// Watch events delivered to this client.
     watches: Cell<u32>,
 }
@@ -246,16 +248,20 @@ impl ZkStore for Store {
     }
 
     async fn delete(&self, path: &str, version: i32) -> Result<Result<(), ZkError>, StoreError> {
-        Ok(
-            match self.run(Op::Delete {
-                path: path.into(),
-                version,
-            }) {
-                OpResult::Deleted => Ok(()),
-                OpResult::Error(e) => Err(e),
-                other => panic!("{other:?}"),
-            },
-        )
+        let reply = self.run(Op::Delete {
+            path: path.into(),
+            version,
+        });
+        let lost = self.conn.lose_deletes.get();
+        if lost > 0 {
+            self.conn.lose_deletes.set(lost - 1);
+            return Err(StoreError::Timeout);
+        }
+        Ok(match reply {
+            OpResult::Deleted => Ok(()),
+            OpResult::Error(e) => Err(e),
+            other => panic!("{other:?}"),
+        })
     }
 
     async fn exists(
@@ -631,6 +637,32 @@ fn a_herd_release_wakes_every_waiter() {
     let watches: u32 = locks.iter().map(|l| l.store().conn.watches.get()).sum();
     assert_eq!(watches, 3 + 2 + 1);
     assert_exclusive(&log.into_inner());
+    assert!(world.model.borrow().stat("/lock").is_none(), "released");
+}
+
+#[test]
+fn a_release_whose_delete_reply_is_lost_still_says_it_held_the_lock() {
+    // The delete happened; its reply timed out, and the retry finds the node gone. Our own
+    // delete is the reason: the release held the lock until then, for both node locks.
+    let world = World::new();
+    let env = Client::new(&world, 1);
+    let sequential = lock(&world);
+    let guard = block_on(&world, sequential.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    sequential.store().conn.lose_deletes.set(1);
+    assert!(block_on(&world, sequential.release(&env, &guard)).unwrap());
+    assert!(world.children("/lock").is_empty());
+
+    // The herd lock's node is the lock path itself: a world of its own.
+    let world = World::new();
+    let env = Client::new(&world, 1);
+    let herd = herd(&world);
+    let guard = block_on(&world, herd.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    herd.store().conn.lose_deletes.set(1);
+    assert!(block_on(&world, herd.release(&env, &guard)).unwrap());
     assert!(world.model.borrow().stat("/lock").is_none(), "released");
 }
 

@@ -96,16 +96,24 @@ impl<S: ZkStore> ZkHerd<S> {
     async fn delete_own<E: Env>(&self, env: &E) -> Result<bool, LockError> {
         let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0u32;
+        // A delete whose reply was lost may have happened: if the node is then gone (or someone
+        // else's), our own delete is the likely reason, and we held the lock until it, as
+        // `ZkSequential::delete_node` reasons too.
+        let mut unsure = false;
         loop {
             let error = match still_ours(&self.store, &self.config.path).await {
-                Ok(false) => return Ok(false),
+                Ok(false) => return Ok(unsure),
                 // Deleting in our own session: if it has expired meanwhile, the server refuses,
                 // so this can never delete a node another client made.
                 Ok(true) => match self.store.delete(&self.config.path, -1).await {
                     Ok(Ok(())) => return Ok(true),
-                    Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => return Ok(false),
+                    Ok(Err(ZkError::NoNode)) => return Ok(unsure),
+                    Ok(Err(ZkError::SessionExpired)) => return Ok(false),
                     Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
-                    Err(e) => e,
+                    Err(e) => {
+                        unsure |= e == StoreError::Timeout;
+                        e
+                    }
                 },
                 Err(e) => e,
             };
