@@ -321,7 +321,7 @@ fn transmit(
 
 /// Pushes an unasked message (a watch event) from node `from`'s port to the client at `to`,
 /// unless it is lost.
-pub async fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
+pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
     if !lost(world, from, to_node) {
         transmit(world, from, port.addr, to, PUSH_TAG, payload);

@@ -160,27 +160,19 @@ impl World {
         }
     }
 
-    /// Counts one more partition cutting the link `from → to`; true when the link just went down.
-    pub fn cut(&self, from: usize, to: usize) -> bool {
-        let mut cuts = self.cuts.lock().unwrap();
-        let count = cuts.entry((from, to)).or_insert(0);
-        *count += 1;
-        *count == 1
+    /// Counts one more partition cutting the link `from → to` (partitions may overlap).
+    pub fn cut(&self, from: usize, to: usize) {
+        *self.cuts.lock().unwrap().entry((from, to)).or_insert(0) += 1;
     }
 
-    /// Counts one partition fewer on `from → to`; true when the link just came back.
-    pub fn heal(&self, from: usize, to: usize) -> bool {
+    /// Counts one partition fewer on `from → to`; the link is back when none is left.
+    pub fn heal(&self, from: usize, to: usize) {
         let mut cuts = self.cuts.lock().unwrap();
-        match cuts.get_mut(&(from, to)) {
-            Some(1) => {
+        if let Some(count) = cuts.get_mut(&(from, to)) {
+            *count -= 1;
+            if *count == 0 {
                 cuts.remove(&(from, to));
-                true
             }
-            Some(count) => {
-                *count -= 1;
-                false
-            }
-            None => false,
         }
     }
 

@@ -122,7 +122,7 @@ impl Server {
         self.disk.sync(self.model.borrow().snapshot());
     }
 
-    async fn deliver(&self, events: Vec<WatchEvent>) {
+    fn deliver(&self, events: Vec<WatchEvent>) {
         for event in events {
             let target = self.clients.borrow().get(&event.session).copied();
             if let Some((_, addr)) = target {
@@ -132,8 +132,7 @@ impl Server {
                     self.me,
                     addr,
                     Box::new(ZkPush(event)),
-                )
-                .await;
+                );
             }
         }
     }
@@ -251,7 +250,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
                 expirer.note_watches(&events);
                 expirer.persist();
             }
-            expirer.deliver(events).await;
+            expirer.deliver(events);
         }
     });
 
@@ -264,8 +263,11 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         };
         let (response, events) = server.handle(from, addr, request);
         let server = server.clone();
+        // The events and the reply leave from a task of their own, as they always have: sending
+        // them from here would be the same messages one scheduling step earlier, and would give
+        // every ZooKeeper seed a new history for nothing.
         Handled::Later(Box::pin(async move {
-            server.deliver(events).await;
+            server.deliver(events);
             Response::Zk(response)
         }))
     })
