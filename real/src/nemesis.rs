@@ -131,7 +131,9 @@ impl Nemesis {
             | Action::ClockJump(n, _)
             | Action::ClockDrift(n, _)
             | Action::Skipped(n) => *n,
-            Action::Cut(_, group) | Action::Heal(_, group) => {
+            // Whether the scenario's partition holds messages or not, a real one holds them: the
+            // proxies blackhole the link and TCP delivers what it held after the heal.
+            Action::Cut(_, group, _) | Action::Heal(_, group, _) => {
                 let cut = matches!(action, Action::Cut(..));
                 tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
                 self.partition(group, cut);

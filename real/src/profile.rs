@@ -245,6 +245,7 @@ pub fn scenario(
                 at_ms: ttl / 5,
                 isolate: vec!["client-0".into()],
                 for_ms: heal - ttl / 5,
+                hold: false,
             });
         }
         Profile::ClockJump if !algorithm.is_redis() => {

@@ -198,6 +198,7 @@ mod tests {
             at_ms: 10,
             isolate: vec!["client-0".into()],
             for_ms: 100,
+            hold: false,
         }];
         check(&s).expect("zk-sequential with a partition");
         for &algorithm in Algorithm::ALL {

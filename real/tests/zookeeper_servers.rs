@@ -154,6 +154,7 @@ fn a_holder_cut_off_for_less_than_its_session_keeps_zk_sequential_safe() {
             at_ms: 1_000,
             isolate: vec!["client-0".into(), "resource".into()],
             for_ms: 2_000,
+            hold: false,
         },
     ];
     s.validate().unwrap();

@@ -339,12 +339,14 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
             at_ms,
             isolate,
             for_ms,
+            hold,
         } => format!(
-            "[{}] cut off {}{} {}",
+            "[{}] cut off {}{} {}{}",
             isolate.join(", "),
             secs(*for_ms),
             against_lease(*for_ms, scenario),
-            at(*at_ms)
+            at(*at_ms),
+            if *hold { ", its messages held" } else { "" }
         ),
         Fault::Loss { .. } | Fault::Delay { .. } => fault.describe(),
     }

@@ -350,10 +350,12 @@ fn unit_of(
             1..=options.max_partition_ms.unwrap_or(2 * ttl),
         )
             .prop_map(|(at_ms, isolate, for_ms)| {
+                // Losing partitions, as the reference matrix has always searched them.
                 vec![Fault::Partition {
                     at_ms,
                     isolate,
                     for_ms,
+                    hold: false,
                 }]
             })
             .boxed(),

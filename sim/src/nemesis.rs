@@ -30,10 +30,10 @@ pub enum Action {
     ClockJump(usize, i64),
     /// Change a node's clock rate.
     ClockDrift(usize, f64),
-    /// Cut a group (partition `id`) off from everyone else.
-    Cut(usize, Vec<usize>),
-    /// Heal partition `id`.
-    Heal(usize, Vec<usize>),
+    /// Cut a group (partition `id`) off from everyone else; `true`: holding messages.
+    Cut(usize, Vec<usize>, bool),
+    /// Heal partition `id`; `true`: it held messages.
+    Heal(usize, Vec<usize>, bool),
     /// Promote a replica to primary.
     Failover(usize),
     /// A fault that had nothing to act on (a crash of a node already down); recorded only.
@@ -172,18 +172,22 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                 format!("fail over: {node} is now the primary"),
             ),
             Fault::Partition {
-                isolate, for_ms, ..
+                isolate,
+                for_ms,
+                hold,
+                ..
             } => {
                 let group: Vec<usize> = isolate.iter().map(|n| idx(n)).collect();
                 let names = isolate.join(", ");
+                let held = if *hold { ", holding messages" } else { "" };
                 push(
                     at,
-                    Action::Cut(i, group.clone()),
-                    format!("isolate [{names}]"),
+                    Action::Cut(i, group.clone(), *hold),
+                    format!("isolate [{names}]{held}"),
                 );
                 push(
                     at + ms(*for_ms),
-                    Action::Heal(i, group),
+                    Action::Heal(i, group, *hold),
                     format!("heal [{names}]"),
                 );
             }
@@ -271,7 +275,7 @@ fn apply(world: &World, action: Action, text: String) {
         | Action::MessagesEnd(n, _)
         | Action::Skipped(n)
         | Action::Failover(n) => *n,
-        Action::Cut(_, g) | Action::Heal(_, g) => g[0],
+        Action::Cut(_, g, _) | Action::Heal(_, g, _) => g[0],
     };
     let id = |n: usize| world.node_id(n);
     let kind = action.kind();
@@ -290,15 +294,18 @@ fn apply(world: &World, action: Action, text: String) {
         }
         Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
         Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
-        // The network (crate::net) drops messages on cut links when they are sent.
-        Action::Cut(_, group) => {
+        // The network (crate::net) drops or holds messages on cut links when they are sent.
+        Action::Cut(_, group, hold) => {
             for (a, b) in links_across(topology, &group) {
-                world.cut(a, b);
+                world.cut(a, b, hold);
             }
         }
-        Action::Heal(_, group) => {
+        Action::Heal(_, group, hold) => {
             for (a, b) in links_across(topology, &group) {
-                world.heal(a, b);
+                world.heal(a, b, hold);
+                if !world.is_cut(a, b) {
+                    crate::net::release_held(world, a, b);
+                }
             }
         }
         Action::MessagesStart(n, fault, loss, delay) => {

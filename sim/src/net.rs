@@ -106,16 +106,84 @@ struct Envelope {
     request: Request,
 }
 
-/// Whether a message from node `from` to node `to` is lost: the link is cut by a partition, or a
-/// `loss` fault drops it. Decided before a request is numbered, so a lost request leaves no gap in
-/// its connection's sequence.
-fn lost(world: &World, from: usize, to: usize) -> bool {
-    if world.is_cut(from, to) {
-        return true;
+/// What the network does with a message from node `from` to node `to` sent now.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    /// It goes on its way.
+    Deliver,
+    /// It is lost: a partition that loses messages cuts the link, or a `loss` fault drops it.
+    Lose,
+    /// A partition that holds messages cuts the link: it waits for the heal.
+    Hold,
+}
+
+/// How a message from node `from` to node `to` goes. Decided before a request is numbered, so a
+/// lost request leaves no gap in its connection's sequence (a held one is numbered: it arrives).
+fn route(world: &World, from: usize, to: usize) -> Route {
+    match world.cut_holds(from, to) {
+        Some(true) => return Route::Hold,
+        Some(false) => return Route::Lose,
+        None => {}
     }
     let (loss, _) = world.message_faults(from, to);
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
-    loss > 0.0 && madsim::rand::random::<f64>() < loss
+    if loss > 0.0 && madsim::rand::random::<f64>() < loss {
+        Route::Lose
+    } else {
+        Route::Deliver
+    }
+}
+
+/// A message waiting for a partition that holds messages to heal.
+struct Held {
+    from: SocketAddr,
+    to: SocketAddr,
+    tag: u64,
+    payload: Payload,
+}
+
+/// Sends `payload` from `from` (on node `from_node`) to `to` the way `route` says.
+fn send(
+    world: &World,
+    route: Route,
+    from_node: usize,
+    from: SocketAddr,
+    to: SocketAddr,
+    tag: u64,
+    payload: Payload,
+) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    match route {
+        Route::Lose => {}
+        Route::Deliver => transmit(world, from_node, from, to, tag, payload),
+        Route::Hold => world
+            .network()
+            .held
+            .entry((from_node, to_node))
+            .or_default()
+            .push(Held {
+                from,
+                to,
+                tag,
+                payload,
+            }),
+    }
+}
+
+/// Sends on their way, in the order they were sent, the messages a partition held on the link
+/// `from → to`, which has just come back. Each takes the network's latency from now.
+pub fn release_held(world: &World, from: usize, to: usize) {
+    let held = world.network().held.remove(&(from, to)).unwrap_or_default();
+    for letter in held {
+        transmit(
+            world,
+            from,
+            letter.from,
+            letter.to,
+            letter.tag,
+            letter.payload,
+        );
+    }
 }
 
 /// The latency of every message: what madsim's network drew (its default `send_latency`).
@@ -153,6 +221,8 @@ pub struct Network {
     next_port: BTreeMap<usize, u16>,
     /// Letters sent so far: orders letters due at the same instant.
     sent: u64,
+    /// Per cut link, the messages a partition that holds them is holding, in the order sent.
+    held: BTreeMap<(usize, usize), Vec<Held>>,
 }
 
 /// An address bound on a node, with its inbox. Dropped with its node's tasks (a crash), which
@@ -323,9 +393,8 @@ fn transmit(
 /// unless it is lost.
 pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    if !lost(world, from, to_node) {
-        transmit(world, from, port.addr, to, PUSH_TAG, payload);
-    }
+    let route = route(world, from, to_node);
+    send(world, route, from, port.addr, to, PUSH_TAG, payload);
 }
 
 /// Binds node `node`'s port for pushing messages (watch events) to clients.
@@ -336,9 +405,8 @@ pub fn bind_pusher(world: Arc<World>, node: usize) -> Port {
 /// Sends a reply, unless it is lost.
 fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, response: Response) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    if !lost(world, from, to_node) {
-        transmit(world, from, port.addr, to, tag, Box::new(response));
-    }
+    let route = route(world, from, to_node);
+    send(world, route, from, port.addr, to, tag, Box::new(response));
 }
 
 /// A node's client side: sends requests and waits for their replies.
@@ -393,7 +461,8 @@ impl RpcClient {
             }
         }
         let _close = Close(&self.port, reply_tag);
-        if !lost(&self.world, self.me, to) {
+        let route = route(&self.world, self.me, to);
+        if route != Route::Lose {
             let seq = {
                 let mut seqs = self.next_seq.borrow_mut();
                 let next = seqs.entry(to).or_insert(0);
@@ -405,8 +474,9 @@ impl RpcClient {
                 seq,
                 request,
             };
-            transmit(
+            send(
                 &self.world,
+                route,
                 self.me,
                 self.port.addr,
                 Topology::addr(to),

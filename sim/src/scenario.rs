@@ -504,6 +504,11 @@ pub enum Fault {
         isolate: Vec<String>,
         /// How long.
         for_ms: u64,
+        /// Messages sent across the cut wait and arrive after the heal, as a TCP connection
+        /// retransmits them (and as real mode's proxies hold them); without it they are lost, as
+        /// a network that drops packets loses them. Default false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        hold: bool,
     },
     /// Drop each message to or from the node with probability `rate` for `for_ms`.
     Loss {
@@ -598,9 +603,11 @@ impl Fault {
                 at_ms,
                 isolate,
                 for_ms,
+                hold,
             } => format!(
-                "{at_ms} ms: isolate [{}] for {for_ms} ms",
-                isolate.join(", ")
+                "{at_ms} ms: isolate [{}] for {for_ms} ms{}",
+                isolate.join(", "),
+                if *hold { ", holding messages" } else { "" }
             ),
             Fault::Loss {
                 at_ms,
@@ -1041,6 +1048,26 @@ mod tests {
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_json(text)
+    }
+
+    #[test]
+    fn a_partition_holds_messages_only_when_it_says_so_and_says_so_only_then() {
+        let text = r#"{"algorithm": "redlock", "faults": [
+            {"fault": "partition", "at_ms": 0, "isolate": ["redis-0"], "for_ms": 10, "hold": true},
+            {"fault": "partition", "at_ms": 20, "isolate": ["redis-1"], "for_ms": 10}]}"#;
+        let s = Scenario::from_json(text).unwrap();
+        let holds: Vec<bool> = s
+            .faults
+            .iter()
+            .map(|f| matches!(f, Fault::Partition { hold: true, .. }))
+            .collect();
+        assert_eq!(holds, [true, false]);
+        // A losing partition is written as before the option existed, so older reports and
+        // their history digests stay as they were.
+        let json = serde_json::to_string(&s.faults).unwrap();
+        assert_eq!(json.matches("\"hold\"").count(), 1, "{json}");
+        let bad = text.replace("\"hold\": true", "\"hold\": \"yes\"");
+        assert!(Scenario::from_json(&bad).is_err());
     }
 
     #[test]

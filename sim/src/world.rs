@@ -33,9 +33,16 @@ pub struct World {
     /// The server clients send to, for single-server algorithms (changed by `failover`).
     primary: Mutex<usize>,
     /// Directed links currently cut, with how many partitions cut each (they may overlap).
-    cuts: Mutex<BTreeMap<(usize, usize), u32>>,
+    cuts: Mutex<BTreeMap<(usize, usize), Cuts>>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
+}
+
+/// The partitions cutting one link, by what they do to its messages.
+#[derive(Default)]
+struct Cuts {
+    losing: u32,
+    holding: u32,
 }
 
 impl World {
@@ -160,20 +167,43 @@ impl World {
         }
     }
 
-    /// Counts one more partition cutting the link `from → to` (partitions may overlap).
-    pub fn cut(&self, from: usize, to: usize) {
-        *self.cuts.lock().unwrap().entry((from, to)).or_insert(0) += 1;
+    /// Counts one more partition cutting the link `from → to` (partitions may overlap); `hold`:
+    /// it holds messages rather than losing them.
+    pub fn cut(&self, from: usize, to: usize, hold: bool) {
+        let mut cuts = self.cuts.lock().unwrap();
+        let link = cuts.entry((from, to)).or_default();
+        if hold {
+            link.holding += 1;
+        } else {
+            link.losing += 1;
+        }
     }
 
     /// Counts one partition fewer on `from → to`; the link is back when none is left.
-    pub fn heal(&self, from: usize, to: usize) {
+    pub fn heal(&self, from: usize, to: usize, hold: bool) {
         let mut cuts = self.cuts.lock().unwrap();
-        if let Some(count) = cuts.get_mut(&(from, to)) {
-            *count -= 1;
-            if *count == 0 {
+        if let Some(link) = cuts.get_mut(&(from, to)) {
+            let count = if hold {
+                &mut link.holding
+            } else {
+                &mut link.losing
+            };
+            *count = count.saturating_sub(1);
+            if link.holding == 0 && link.losing == 0 {
                 cuts.remove(&(from, to));
             }
         }
+    }
+
+    /// What a partition does right now to a message on the link `from → to`: `None` when no
+    /// partition cuts it, `Some(true)` when it is held, `Some(false)` when it is lost (a losing
+    /// partition wins over a holding one).
+    pub fn cut_holds(&self, from: usize, to: usize) -> Option<bool> {
+        self.cuts
+            .lock()
+            .unwrap()
+            .get(&(from, to))
+            .map(|link| link.losing == 0)
     }
 
     /// Whether a partition cuts the link `from → to` right now.

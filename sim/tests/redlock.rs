@@ -41,6 +41,55 @@ fn seed_002_immediate_restart_without_persistence_gives_two_holders() {
 }
 
 #[test]
+fn seed_002_with_a_partition_that_holds_messages_is_safe_as_it_is_over_tcp() {
+    // The same file, but the partition holds what is sent across it until the heal, as a TCP
+    // connection retransmits (and as real mode's proxies do): the SETs sent to redis-0 during
+    // the cut land after it, and the run is safe, as `lockcheck real` finds it
+    // (real/tests/redis.rs). With the messages lost, it is UNSAFE (the test above).
+    let keys_on_redis_0 = |hold: bool| {
+        let mut s = scenario_file("redlock-seed-002-restart.json");
+        let Fault::Partition { hold: h, .. } = &mut s.faults[0] else {
+            panic!("the file's first fault is its partition");
+        };
+        *h = hold;
+        let outcome = run(&s);
+        let written: Vec<u64> = outcome
+            .history
+            .entries
+            .iter()
+            .filter(|e| {
+                e.node == "redis-0"
+                    && matches!(
+                        &e.op,
+                        Op::Key {
+                            change: KeyChange::Set,
+                            ..
+                        }
+                    )
+            })
+            .map(|e| e.true_ns / 1_000_000)
+            .collect();
+        (outcome.violated(), written)
+    };
+    let (violated, written) = keys_on_redis_0(true);
+    assert!(!violated);
+    // Nothing reached redis-0 while it was cut off (1 ms to 1001 ms); what was held arrived
+    // within a latency of the heal.
+    assert!(written.iter().all(|&ms| ms >= 1_001), "{written:?}");
+    assert!(
+        written.iter().any(|&ms| (1_001..1_011).contains(&ms)),
+        "{written:?}"
+    );
+    let (violated, written) = keys_on_redis_0(false);
+    assert!(violated);
+    assert!(written.iter().all(|&ms| ms >= 1_001), "{written:?}");
+    assert!(
+        !written.iter().any(|&ms| (1_001..1_011).contains(&ms)),
+        "lost, not held: {written:?}"
+    );
+}
+
+#[test]
 fn seed_002_restart_delayed_past_the_ttl_is_safe() {
     let outcome = run(&scenario_file("redlock-seed-002-delayed-restart.json"));
     assert!(!outcome.violated(), "{:?}", outcome.violations);
@@ -76,6 +125,7 @@ fn client_0_alone_first() -> Scenario {
         at_ms: 0,
         isolate: vec!["client-1".into()],
         for_ms: 1_000,
+        hold: false,
     }];
     s
 }

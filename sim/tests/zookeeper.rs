@@ -161,6 +161,7 @@ fn server_cut_off(for_ms: u64, hold_ms: u64) -> Scenario {
         at_ms: 1_400,
         isolate: vec!["zk-0".into()],
         for_ms,
+        hold: false,
     }];
     s
 }
@@ -190,6 +191,7 @@ fn a_careful_client_stops_using_a_suspended_lock_and_resumes_when_the_session_su
         at_ms: 4_400,
         isolate: vec!["zk-0".into()],
         for_ms: 7_000,
+        hold: false,
     }];
     s.workload.check_before_access = true;
     let outcome = run(&s);

@@ -138,11 +138,11 @@ impl Faults {
                         label: format!("down {}", ms(at - start.min(at))),
                     });
                 }
-                Action::Cut(id, group) => {
+                Action::Cut(id, group, _) => {
                     cut.insert(*id, (at, text.clone()));
                     cut_groups.insert(*id, group.clone());
                 }
-                Action::Heal(id, group) => {
+                Action::Heal(id, group, _) => {
                     let (start, what) = cut.remove(id).unwrap_or((at, text.clone()));
                     for n in group {
                         faults.spans.push(Span {

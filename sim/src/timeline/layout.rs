@@ -483,6 +483,7 @@ mod tests {
                 at_ms: 500,
                 isolate: vec!["client-1".into(), "redis-2".into()],
                 for_ms: 3_000,
+                hold: false,
             },
             Fault::ClockJump {
                 at_ms: 2_000,
