@@ -308,22 +308,22 @@ struct Recv<'a> {
 }
 
 impl Future for Recv<'_> {
-    type Output = Option<(Payload, SocketAddr)>;
+    type Output = (Payload, SocketAddr);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         loop {
             let due = {
                 let mut mailboxes = this.inbox.0.lock().expect("never poisoned");
-                let Some(mailbox) = mailboxes.get_mut(&this.tag) else {
-                    return Poll::Ready(None); // closed
-                };
+                let mailbox = mailboxes
+                    .get_mut(&this.tag)
+                    .expect("a tag is open while someone waits on it");
                 match mailbox.letters.first_entry() {
                     // The clock is read only when there is a letter: it costs as much as a
                     // look at the mailbox.
                     Some(first) if first.key().0 <= Instant::now() => {
                         let letter = first.remove();
-                        return Poll::Ready(Some((letter.payload, letter.from)));
+                        return Poll::Ready((letter.payload, letter.from));
                     }
                     Some(first) => {
                         let due = first.key().0;
@@ -438,8 +438,8 @@ impl RpcClient {
     }
 
     /// Waits for the next message a server pushed to this client.
-    pub async fn next_push(&self) -> Option<Payload> {
-        self.port.recv(PUSH_TAG).await.map(|(payload, _)| payload)
+    pub async fn next_push(&self) -> Payload {
+        self.port.recv(PUSH_TAG).await.0
     }
 
     /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock.
@@ -486,10 +486,9 @@ impl RpcClient {
         }
         let wait = self.world.clock(self.me).true_duration(timeout);
         match crate::timer::timeout(wait, self.port.recv(reply_tag)).await {
-            Ok(Some((payload, _))) => Ok(*payload
+            Ok((payload, _)) => Ok(*payload
                 .downcast::<Response>()
                 .expect("replies are Responses")),
-            Ok(None) => Err(StoreError::Unreachable("the reply port closed".into())),
             Err(_) => Err(StoreError::Timeout),
         }
     }
@@ -514,9 +513,7 @@ pub async fn serve(
     let mut next: BTreeMap<SocketAddr, u64> = BTreeMap::new();
     let mut early: BTreeMap<(SocketAddr, u64), Envelope> = BTreeMap::new();
     loop {
-        let Some((payload, from)) = port.recv(REQUEST_TAG).await else {
-            return;
-        };
+        let (payload, from) = port.recv(REQUEST_TAG).await;
         let envelope = *payload
             .downcast::<Envelope>()
             .expect("requests are Envelopes");

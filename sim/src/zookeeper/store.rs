@@ -88,8 +88,8 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     fn spawn_event_listener(&self) {
         let (rpc, session) = (self.rpc.clone(), self.session.clone());
         madsim::task::spawn_local(async move {
-            while let Some(payload) = rpc.next_push().await {
-                let Ok(push) = payload.downcast::<ZkPush>() else {
+            loop {
+                let Ok(push) = rpc.next_push().await.downcast::<ZkPush>() else {
                     continue;
                 };
                 let ZkPush(event) = *push;
