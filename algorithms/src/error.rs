@@ -13,6 +13,20 @@ pub enum StoreError {
     /// sending). The command was certainly not applied.
     #[error("server unreachable: {0}")]
     Unreachable(String),
+    /// The connection closed (the server process died, its socket was reset) after the request
+    /// was sent and before its reply came. Like [`StoreError::Timeout`], the command may or may
+    /// not have been applied; unlike it, the client learns at once instead of after its timeout.
+    #[error("connection lost before the reply (the command may have been applied): {0}")]
+    ConnectionLost(String),
+}
+
+impl StoreError {
+    /// Whether the request may have been applied: no reply came, but the request may have
+    /// reached the server (a timeout, or a connection lost after sending). An algorithm must
+    /// then treat the command as "maybe applied".
+    pub fn maybe_applied(&self) -> bool {
+        matches!(self, StoreError::Timeout | StoreError::ConnectionLost(_))
+    }
 }
 
 /// Why a lock operation failed (as opposed to "the lock is held by someone else", which is an

@@ -126,18 +126,18 @@ impl Nemesis {
         let target = match &action {
             Action::Pause(n)
             | Action::Resume(n)
-            | Action::Crash(n)
+            | Action::Crash(n, _)
             | Action::Restart(n)
             | Action::ClockJump(n, _)
             | Action::ClockDrift(n, _)
             | Action::Skipped(n) => *n,
             // Whether the scenario's partition holds messages or not, a real one holds them: the
             // proxies blackhole the link and TCP delivers what it held after the heal.
-            Action::Cut(_, group, _) | Action::Heal(_, group, _) => {
+            Action::Cut(_, links) | Action::Heal(_, links) => {
                 let cut = matches!(action, Action::Cut(..));
                 tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
-                self.partition(group, cut);
-                let target = group[0];
+                self.partition(links, cut);
+                let target = links.group[0];
                 world.record(
                     target,
                     Kind::Observe,
@@ -170,13 +170,13 @@ impl Nemesis {
         tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
         match (action, client, server) {
             (Action::Skipped(_) | Action::MessagesStart(..) | Action::MessagesEnd(..), _, _) => {}
-            (Action::Crash(_), Some(c), _) => world.crash_client(c),
+            (Action::Crash(..), Some(c), _) => world.crash_client(c),
             (Action::Restart(_), Some(c), _) => world.start_client(c),
             (Action::Pause(_), Some(c), _) => world.gates[c].close(),
             (Action::Resume(_), Some(c), _) => world.gates[c].open(),
             (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,
             (Action::Resume(_), _, Some(s)) => self.launcher.borrow_mut().resume(s)?,
-            (Action::Crash(_), _, Some(s)) => {
+            (Action::Crash(..), _, Some(s)) => {
                 self.launcher.borrow_mut().crash(s)?;
                 world.set_down(s, true);
             }
@@ -211,16 +211,27 @@ impl Nemesis {
 
     /// Cuts (or heals) every link between `group` and the rest that carries anything in real
     /// mode: a client's proxy to a server, a client's way to the resource.
-    fn partition(&self, group: &[usize], cut: bool) {
+    fn partition(&self, partition: &lockcheck_sim::nemesis::Cut, cut: bool) {
         let world = &self.world;
         let topology = world.topology();
         let resource = topology.resource();
         let servers = topology.with_role(Role::Server);
+        // Whether the partition cuts the link between `a` and `b`: one on each side.
+        let side = |n: usize| {
+            if partition.group.contains(&n) {
+                Some(true)
+            } else if partition.others.as_ref().is_none_or(|o| o.contains(&n)) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        let crosses =
+            |a: usize, b: usize| matches!((side(a), side(b)), (Some(x), Some(y)) if x != y);
         for client in topology.with_role(Role::Client) {
-            let inside = group.contains(&client);
             let links = world.links.get(client).into_iter().flatten();
             for (server, link) in servers.iter().zip(links) {
-                if inside != group.contains(server) {
+                if crosses(client, *server) {
                     if cut {
                         link.cut();
                     } else {
@@ -228,7 +239,7 @@ impl Nemesis {
                     }
                 }
             }
-            if inside != group.contains(&resource) {
+            if crosses(client, resource) {
                 world.cut_from_resource(client, cut);
             }
         }

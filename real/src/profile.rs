@@ -246,6 +246,7 @@ pub fn scenario(
                 isolate: vec!["client-0".into()],
                 for_ms: heal - ttl / 5,
                 hold: false,
+                from: None,
             });
         }
         Profile::ClockJump if !algorithm.is_redis() => {
@@ -290,6 +291,7 @@ pub fn scenario(
                 s.faults.push(Fault::Crash {
                     at_ms: 0,
                     node: absent.into(),
+                    scope: lockcheck_sim::scenario::CrashScope::Process,
                 });
                 s.faults.push(Fault::Restart {
                     at_ms: ttl / 5,
@@ -309,6 +311,7 @@ pub fn scenario(
                 s.faults.push(Fault::Crash {
                     at_ms,
                     node: victim.into(),
+                    scope: lockcheck_sim::scenario::CrashScope::Process,
                 });
                 s.faults.push(Fault::Restart {
                     at_ms,

@@ -71,6 +71,18 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Partition { .. } | Fault::Loss { .. } | Fault::Delay { .. } => true,
             Fault::Failover { .. } => false,
         };
+        if let Fault::Crash {
+            scope: lockcheck_sim::scenario::CrashScope::Machine,
+            ..
+        } = fault
+        {
+            return Err(RealError::Unsupported(format!(
+                "faults[{i}] ({}): a machine crash (power loss: what was not fsynced is lost, and \
+                 peers are not told) cannot be made on one loopback machine; real mode kills the \
+                 process: write \"scope\": \"process\"",
+                fault.describe()
+            )));
+        }
         if !supported {
             return Err(RealError::Unsupported(format!(
                 "faults[{i}] ({}: {}); real mode carries out {FAULTS} so far",
@@ -139,6 +151,7 @@ mod tests {
             Fault::Crash {
                 at_ms: 10,
                 node: "client-0".into(),
+                scope: lockcheck_sim::scenario::CrashScope::Process,
             },
             Fault::Pause {
                 at_ms: 10,
@@ -183,6 +196,7 @@ mod tests {
         s.faults.push(Fault::Crash {
             at_ms: 10,
             node: "redis-1".into(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
         });
         let e = check_endpoints(&s, 3).unwrap_err().to_string();
         assert!(
@@ -199,6 +213,7 @@ mod tests {
             isolate: vec!["client-0".into()],
             for_ms: 100,
             hold: false,
+            from: None,
         }];
         check(&s).expect("zk-sequential with a partition");
         for &algorithm in Algorithm::ALL {

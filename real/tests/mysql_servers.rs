@@ -166,6 +166,7 @@ fn crash_while_held(algorithm: Algorithm, persistence: Persistence) -> Scenario 
         Fault::Crash {
             at_ms: 400,
             node: mysql(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 400,

@@ -147,6 +147,7 @@ fn crash_while_held(persistence: Persistence) -> Scenario {
         Fault::Crash {
             at_ms: 400,
             node: redis(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 400,
@@ -421,6 +422,7 @@ fn a_holder_killed_inside_its_section_leaves_the_lock_to_expire_and_comes_back_a
     s.faults.push(Fault::Crash {
         at_ms: 400,
         node: "client-0".into(),
+        scope: lockcheck_sim::scenario::CrashScope::Process,
     });
     s.faults.push(Fault::Restart {
         at_ms: 600,

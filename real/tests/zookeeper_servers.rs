@@ -155,6 +155,7 @@ fn a_holder_cut_off_for_less_than_its_session_keeps_zk_sequential_safe() {
             isolate: vec!["client-0".into(), "resource".into()],
             for_ms: 2_000,
             hold: false,
+            from: None,
         },
     ];
     s.validate().unwrap();
@@ -254,6 +255,7 @@ fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
         Fault::Crash {
             at_ms: 1_000,
             node: "zk-0".into(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 1_000,
@@ -515,6 +517,7 @@ fn a_crashed_holder_keeps_its_zk_lock_until_the_server_expires_its_session() {
         Fault::Crash {
             at_ms: crash_ms,
             node: "client-0".into(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
         },
     ];
     s.validate().unwrap();

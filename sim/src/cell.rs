@@ -10,7 +10,7 @@ use crate::explore::{check_options, explore, fails, Exploration, ExploreError, E
 use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::report::{Report, ReportError};
 use crate::run;
-use crate::scenario::{Algorithm, Fault, Persistence, Scenario};
+use crate::scenario::{Algorithm, CrashScope, Fault, Persistence, Scenario};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -318,13 +318,17 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
         Fault::ClockDrift { at_ms, node, rate } => {
             format!("{node}'s clocks ran at {rate}x from {}", secs(*at_ms))
         }
-        Fault::Crash { at_ms, node } => {
+        Fault::Crash { at_ms, node, scope } => {
             let persistence = match scenario.params.persistence_of(scenario.algorithm, node) {
                 Persistence::None => "none",
                 Persistence::Everysec => "everysec",
                 Persistence::Always => "always",
             };
-            format!("{node} crashed {} (persistence {persistence})", at(*at_ms))
+            let how = match scope {
+                CrashScope::Machine => "crashed",
+                CrashScope::Process => "was killed (process crash)",
+            };
+            format!("{node} {how} {} (persistence {persistence})", at(*at_ms))
         }
         Fault::Restart { at_ms, node } => {
             let delay = scenario.params.restart_delay_of(node);
@@ -338,11 +342,15 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
         Fault::Partition {
             at_ms,
             isolate,
+            from,
             for_ms,
             hold,
         } => format!(
-            "[{}] cut off {}{} {}{}",
+            "[{}] cut off{} {}{} {}{}",
             isolate.join(", "),
+            from.as_ref()
+                .map(|from| format!(" from [{}]", from.join(", ")))
+                .unwrap_or_default(),
             secs(*for_ms),
             against_lease(*for_ms, scenario),
             at(*at_ms),

@@ -38,7 +38,57 @@ pub enum ViolationKind {
     FifoOrder,
 }
 
+/// What a finding means for the people who read its headline (and the CI that reads its exit
+/// code), from the most to the least serious.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Safety: two holders at once, or a lock freed under its holder. Exit code 1.
+    Unsafe,
+    /// Liveness: the lock could not be taken again after the faults ended. Exit code 3.
+    Deadlock,
+    /// Fairness: a waiter was passed by one queued after it. Exit code 4.
+    Order,
+}
+
+impl Severity {
+    /// The word a headline starts with.
+    pub fn word(self) -> &'static str {
+        match self {
+            Severity::Unsafe => "UNSAFE",
+            Severity::Deadlock => "DEADLOCK",
+            Severity::Order => "ORDER",
+        }
+    }
+
+    /// The exit code of a run, search or replay whose worst finding is this: 1 for safety, 3
+    /// for liveness, 4 for order (0 is nothing found, 2 bad input).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Severity::Unsafe => 1,
+            Severity::Deadlock => 3,
+            Severity::Order => 4,
+        }
+    }
+
+    /// The worst of `violations`, if any.
+    pub fn worst(violations: &[Violation]) -> Option<Severity> {
+        violations.iter().map(|v| v.kind.severity()).min()
+    }
+}
+
 impl ViolationKind {
+    /// What the violation means: see [`Severity`].
+    pub fn severity(self) -> Severity {
+        match self {
+            ViolationKind::MutualExclusion
+            | ViolationKind::ForeignRelease
+            | ViolationKind::FreedWhileHeld => Severity::Unsafe,
+            ViolationKind::Deadlock => Severity::Deadlock,
+            ViolationKind::FifoOrder => Severity::Order,
+        }
+    }
+
     /// Whether it breaks safety (two holders, or a lock freed under its holder), as opposed to
     /// liveness (deadlock) or fairness (order).
     pub fn is_safety(self) -> bool {
@@ -392,10 +442,11 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
 /// Fair locks: a grant (an owner's count in the lock hash going from nothing to 1) must go to the
 /// longest-queued waiter still in the queue. A waiter taken off the queue without a grant (its
 /// deadline passed, or it gave up) is out of the race; one that never queued may take the lock
-/// only when nobody is waiting.
+/// only when nobody is waiting. A queue that is gone (deleted, or lost in a crash) holds nobody,
+/// and a grant takes its owner out of the queue whether or not the server popped it.
 pub fn fifo(history: &[Entry]) -> Vec<Violation> {
-    // Waiters in the queue, by the order the server queued them.
-    let mut queued: BTreeMap<&str, usize> = BTreeMap::new();
+    // Waiters in the queue, by the order the server queued them, with the queue's key.
+    let mut queued: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
     let mut dequeued: BTreeMap<&str, usize> = BTreeMap::new();
     let mut counts: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     let mut found = Vec::new();
@@ -413,10 +464,10 @@ pub fn fifo(history: &[Entry]) -> Vec<Violation> {
         };
         match (change, field, value) {
             (KeyChange::ListPushed, _, Some(owner)) => {
-                queued.insert(owner, e.index);
+                queued.insert(owner, (e.index, key));
             }
             (KeyChange::ListRemoved, _, Some(owner)) => {
-                if let Some(at) = queued.remove(owner.as_str()) {
+                if let Some((at, _)) = queued.remove(owner.as_str()) {
                     dequeued.insert(owner, at);
                 }
             }
@@ -426,10 +477,13 @@ pub fn fifo(history: &[Entry]) -> Vec<Violation> {
                     continue;
                 }
                 // A grant. Its place in the queue: when it was queued, or never.
-                let place = dequeued.remove(owner.as_str()).unwrap_or(usize::MAX);
+                let place = dequeued
+                    .remove(owner.as_str())
+                    .or_else(|| queued.remove(owner.as_str()).map(|(at, _)| at))
+                    .unwrap_or(usize::MAX);
                 let ahead: Vec<&str> = queued
                     .iter()
-                    .filter(|(w, at)| **at < place && **w != owner.as_str())
+                    .filter(|(w, (at, _))| *at < place && **w != owner.as_str())
                     .map(|(w, _)| *w)
                     .collect();
                 if let Some(first) = ahead.first() {
@@ -451,6 +505,7 @@ pub fn fifo(history: &[Entry]) -> Vec<Violation> {
             }
             (KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost, _, _) => {
                 counts.retain(|(k, _), _| *k != key.as_str());
+                queued.retain(|_, (_, queue)| *queue != key.as_str());
             }
             _ => {}
         }

@@ -1,6 +1,11 @@
 //! Disks that outlive their node, and what servers write to them.
+//!
+//! Two levels, as on a real machine: what a server has *written* to the operating system (its
+//! page cache: it survives the death of the process, not of the machine), and what it has
+//! *synced* (fsync: it survives both). A restart after a process crash finds the written state;
+//! after a machine crash, the synced one.
 
-use crate::scenario::Persistence;
+use crate::scenario::{CrashScope, Persistence};
 use std::sync::Mutex;
 
 /// The durable state of one server: kept by the simulator, so a killed node's disk survives it.
@@ -8,6 +13,8 @@ use std::sync::Mutex;
 pub struct Disk<T> {
     policy: Persistence,
     synced: Mutex<Option<T>>,
+    /// Written to the OS, perhaps not synced: newer than `synced` or equal to it.
+    written: Mutex<Option<T>>,
 }
 
 impl<T: Clone> Disk<T> {
@@ -16,6 +23,7 @@ impl<T: Clone> Disk<T> {
         Disk {
             policy,
             synced: Mutex::new(None),
+            written: Mutex::new(None),
         }
     }
 
@@ -24,16 +32,30 @@ impl<T: Clone> Disk<T> {
         self.policy
     }
 
-    /// Makes `state` durable (an fsync).
+    /// Makes `state` durable (a write and its fsync).
     pub fn sync(&self, state: T) {
+        *self.written.lock().unwrap() = Some(state.clone());
         *self.synced.lock().unwrap() = Some(state);
     }
 
-    /// What a restarting server finds. With `none`, nothing, whatever was synced.
-    pub fn load(&self) -> Option<T> {
-        match self.policy {
-            Persistence::None => None,
-            Persistence::Everysec | Persistence::Always => self.synced.lock().unwrap().clone(),
+    /// Records that an fsync made `state` durable, leaving what was written since as it is.
+    pub fn fsync(&self, state: T) {
+        *self.synced.lock().unwrap() = Some(state);
+    }
+
+    /// Hands `state` to the operating system without an fsync: it survives a process crash,
+    /// not a machine crash.
+    pub fn write(&self, state: T) {
+        *self.written.lock().unwrap() = Some(state);
+    }
+
+    /// What a server restarting after a crash of `scope` finds (`None`: its first start). With
+    /// `none`, nothing, whatever was written.
+    pub fn load(&self, scope: Option<CrashScope>) -> Option<T> {
+        match (self.policy, scope) {
+            (Persistence::None, _) => None,
+            (_, Some(CrashScope::Process)) => self.written.lock().unwrap().clone(),
+            _ => self.synced.lock().unwrap().clone(),
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::checker::ViolationKind;
 use crate::runner::{run, Outcome};
-use crate::scenario::{Algorithm, Fault, Params, Scenario, ScenarioError, Workload};
+use crate::scenario::{Algorithm, CrashScope, Fault, Params, Scenario, ScenarioError, Workload};
 use crate::topology::Role;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
@@ -320,6 +320,7 @@ fn unit_of(
                         Fault::Crash {
                             at_ms,
                             node: node.clone(),
+                            scope: CrashScope::Machine,
                         },
                         Fault::Restart { at_ms, node },
                     ]
@@ -336,6 +337,7 @@ fn unit_of(
                     Fault::Crash {
                         at_ms,
                         node: "redis-0".into(),
+                        scope: CrashScope::Machine,
                     },
                     Fault::Failover {
                         at_ms: at_ms + after_ms,
@@ -354,6 +356,7 @@ fn unit_of(
                 vec![Fault::Partition {
                     at_ms,
                     isolate,
+                    from: None,
                     for_ms,
                     hold: false,
                 }]

@@ -7,7 +7,7 @@
 //! heal correctly.
 
 use crate::history::{Kind, Op};
-use crate::scenario::{Fault, Scenario};
+use crate::scenario::{CrashScope, Fault, Scenario};
 use crate::topology::Topology;
 use crate::world::World;
 use madsim::runtime::Handle;
@@ -22,18 +22,18 @@ pub enum Action {
     Pause(usize),
     /// Unfreeze it.
     Resume(usize),
-    /// Kill a node.
-    Crash(usize),
+    /// Kill a node: its process, or the whole machine.
+    Crash(usize, CrashScope),
     /// Start a killed node again.
     Restart(usize),
     /// Step a node's wall clock.
     ClockJump(usize, i64),
     /// Change a node's clock rate.
     ClockDrift(usize, f64),
-    /// Cut a group (partition `id`) off from everyone else; `true`: holding messages.
-    Cut(usize, Vec<usize>, bool),
-    /// Heal partition `id`; `true`: it held messages.
-    Heal(usize, Vec<usize>, bool),
+    /// Cut partition `id`'s links.
+    Cut(usize, Cut),
+    /// Heal partition `id`.
+    Heal(usize, Cut),
     /// Promote a replica to primary.
     Failover(usize),
     /// A fault that had nothing to act on (a crash of a node already down); recorded only.
@@ -42,6 +42,17 @@ pub enum Action {
     MessagesStart(usize, usize, f64, Duration),
     /// End message fault `id` on a node.
     MessagesEnd(usize, usize),
+}
+
+/// The links one partition cuts: between `group` and `others` (every other node when `None`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cut {
+    /// The isolated group.
+    pub group: Vec<usize>,
+    /// The other side; `None`: everyone not in `group`.
+    pub others: Option<Vec<usize>>,
+    /// Messages across the cut wait for the heal instead of being lost.
+    pub hold: bool,
 }
 
 /// Whether a node is down while the schedule is expanded, so that a restart answers the crash
@@ -68,7 +79,7 @@ impl Action {
         match self {
             Action::Pause(_) => "pause",
             Action::Resume(_) => "resume",
-            Action::Crash(_) => "crash",
+            Action::Crash(..) => "crash",
             Action::Restart(_) => "restart",
             Action::ClockJump(..) => "clock_jump",
             Action::ClockDrift(..) => "clock_drift",
@@ -123,7 +134,7 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                 Action::ClockDrift(idx(node), *rate),
                 format!("{node}'s clocks now run at {rate}x"),
             ),
-            Fault::Crash { node, .. } => {
+            Fault::Crash { node, scope, .. } => {
                 let n = idx(node);
                 let state = power.entry(n).or_default();
                 state.settle(at);
@@ -135,7 +146,11 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                     );
                 } else {
                     state.down_since = Some(at);
-                    push(at, Action::Crash(n), format!("crash {node}"));
+                    let text = match scope {
+                        CrashScope::Machine => format!("crash {node}"),
+                        CrashScope::Process => format!("kill {node}'s process"),
+                    };
+                    push(at, Action::Crash(n, *scope), text);
                 }
             }
             Fault::Restart { node, .. } => {
@@ -173,22 +188,31 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
             ),
             Fault::Partition {
                 isolate,
+                from,
                 for_ms,
                 hold,
                 ..
             } => {
-                let group: Vec<usize> = isolate.iter().map(|n| idx(n)).collect();
+                let cut = Cut {
+                    group: isolate.iter().map(|n| idx(n)).collect(),
+                    others: from.as_ref().map(|f| f.iter().map(|n| idx(n)).collect()),
+                    hold: *hold,
+                };
                 let names = isolate.join(", ");
+                let others = from
+                    .as_ref()
+                    .map(|f| format!(" from [{}]", f.join(", ")))
+                    .unwrap_or_default();
                 let held = if *hold { ", holding messages" } else { "" };
                 push(
                     at,
-                    Action::Cut(i, group.clone(), *hold),
-                    format!("isolate [{names}]{held}"),
+                    Action::Cut(i, cut.clone()),
+                    format!("isolate [{names}]{others}{held}"),
                 );
                 push(
                     at + ms(*for_ms),
-                    Action::Heal(i, group, *hold),
-                    format!("heal [{names}]"),
+                    Action::Heal(i, cut),
+                    format!("heal [{names}]{others}"),
                 );
             }
             Fault::Loss {
@@ -267,7 +291,7 @@ fn apply(world: &World, action: Action, text: String) {
     let target = match &action {
         Action::Pause(n)
         | Action::Resume(n)
-        | Action::Crash(n)
+        | Action::Crash(n, _)
         | Action::Restart(n)
         | Action::ClockJump(n, _)
         | Action::ClockDrift(n, _)
@@ -275,7 +299,7 @@ fn apply(world: &World, action: Action, text: String) {
         | Action::MessagesEnd(n, _)
         | Action::Skipped(n)
         | Action::Failover(n) => *n,
-        Action::Cut(_, g, _) | Action::Heal(_, g, _) => g[0],
+        Action::Cut(_, cut) | Action::Heal(_, cut) => cut.group[0],
     };
     let id = |n: usize| world.node_id(n);
     let kind = action.kind();
@@ -284,25 +308,30 @@ fn apply(world: &World, action: Action, text: String) {
         Action::Failover(n) => world.set_primary(n),
         Action::Pause(n) => handle.pause(id(n)),
         Action::Resume(n) => handle.resume(id(n)),
-        Action::Crash(n) => {
+        Action::Crash(n, scope) => {
             handle.kill(id(n));
-            world.set_down(n, true);
+            world.set_crashed(n, scope);
+            // A dead process's kernel closes its sockets: its peers hear of it at once. A dead
+            // machine says nothing; its peers learn by their timeouts.
+            if scope == CrashScope::Process {
+                crate::net::reset_connections(world, n);
+            }
         }
         Action::Restart(n) => {
             handle.restart(id(n));
-            world.set_down(n, false);
+            world.set_restarted(n);
         }
         Action::ClockJump(n, by) => world.adjust_clock(n, |c, t| c.jump(t, by)),
         Action::ClockDrift(n, rate) => world.adjust_clock(n, |c, t| c.set_rate(t, rate)),
         // The network (crate::net) drops or holds messages on cut links when they are sent.
-        Action::Cut(_, group, hold) => {
-            for (a, b) in links_across(topology, &group) {
-                world.cut(a, b, hold);
+        Action::Cut(_, cut) => {
+            for (a, b) in links_across(topology, &cut) {
+                world.cut(a, b, cut.hold);
             }
         }
-        Action::Heal(_, group, hold) => {
-            for (a, b) in links_across(topology, &group) {
-                world.heal(a, b, hold);
+        Action::Heal(_, cut) => {
+            for (a, b) in links_across(topology, &cut) {
+                world.heal(a, b, cut.hold);
                 if !world.is_cut(a, b) {
                     crate::net::release_held(world, a, b);
                 }
@@ -324,14 +353,18 @@ fn apply(world: &World, action: Action, text: String) {
     );
 }
 
-/// Both directions of every link between `group` and the other nodes. The liveness probe is left
-/// out: it starts only after every partition has healed.
-fn links_across(topology: &Topology, group: &[usize]) -> Vec<(usize, usize)> {
+/// Both directions of every link the partition cuts: between its group and its other side (by
+/// default every other node). The liveness probe is left out: it starts only after every
+/// partition has healed.
+pub fn links_across(topology: &Topology, cut: &Cut) -> Vec<(usize, usize)> {
+    let group = &cut.group;
     let mut links = Vec::new();
     for a in group {
-        for b in (0..topology.len())
-            .filter(|b| !group.contains(b) && topology.role(*b) != crate::topology::Role::Probe)
-        {
+        for b in (0..topology.len()).filter(|b| {
+            !group.contains(b)
+                && topology.role(*b) != crate::topology::Role::Probe
+                && cut.others.as_ref().is_none_or(|others| others.contains(b))
+        }) {
             links.push((*a, b));
             links.push((b, *a));
         }
@@ -352,6 +385,7 @@ mod tests {
             Fault::Crash {
                 at_ms: 1_000,
                 node: "redis-0".into(),
+                scope: CrashScope::Machine,
             },
             Fault::Restart {
                 at_ms: 1_000,
@@ -374,6 +408,7 @@ mod tests {
         let crash = |at_ms| Fault::Crash {
             at_ms,
             node: "redis-0".into(),
+            scope: CrashScope::Machine,
         };
         let restart = |at_ms| Fault::Restart {
             at_ms,
@@ -395,11 +430,11 @@ mod tests {
         assert_eq!(
             acts,
             vec![
-                (0, Action::Crash(r)),
+                (0, Action::Crash(r, CrashScope::Machine)),
                 (3_760, Action::Skipped(r)),
                 (3_760, Action::Skipped(r)),
                 (10_000, Action::Restart(r)),
-                (12_973, Action::Crash(r)),
+                (12_973, Action::Crash(r, CrashScope::Machine)),
                 (22_973, Action::Restart(r)),
             ]
         );

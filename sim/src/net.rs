@@ -6,6 +6,15 @@
 //! flight in the network, not in a task of its sender, so a sender that stops or crashes does not
 //! take its messages with it. A paused node's messages queue up until it resumes; a crashed
 //! node's inbox goes with it. On top, this layer drops messages for partitions and `loss`.
+//!
+//! Connections are what TCP gives a real client: one per client and server, tied to the server
+//! process it was opened to (its *incarnation*). A process that dies (`scope: process`) has its
+//! sockets closed by its kernel: each peer hears a reset at once (one latency later, unless a
+//! partition holds or loses it), so a call in flight fails with
+//! [`StoreError::ConnectionLost`] and a server learns that a client is gone. While the process
+//! is down, a call is refused at once. A machine that dies says nothing: calls time out, and
+//! once it is back, a call on a connection to its previous incarnation is reset. Either way the
+//! next call opens a new connection.
 //! Randomness beyond the latency is drawn only while such a fault is active, so a schedule
 //! without them leaves the seed's random stream as it was (shrinking stays stable).
 //!
@@ -38,6 +47,9 @@ const PUSH_TAG: u64 = u64::MAX;
 /// A request to a server or to the resource.
 #[derive(Debug)]
 pub enum Request {
+    /// Not a request: the client's connection closed (its process died). Servers with per-
+    /// connection state (a MySQL transaction) let it go; no reply is sent.
+    ConnectionClosed,
     /// A Redis command.
     Redis(Command),
     /// An access to the protected resource.
@@ -84,8 +96,12 @@ pub enum Response {
     },
     /// An acknowledgement.
     Ack,
-    /// A ZooKeeper answer.
-    Zk(crate::zookeeper::node::ZkResponse),
+    /// A ZooKeeper answer, with the last zxid the server had given out when it answered (the
+    /// reply header's zxid).
+    Zk(
+        crate::zookeeper::node::ZkResponse,
+        lockcheck_algorithms::zookeeper::Zxid,
+    ),
     /// A MySQL server's answer.
     Mysql(crate::mysql::node::MysqlResponse),
 }
@@ -98,6 +114,9 @@ pub enum Handled {
     /// A reply that a task on the server's node will produce.
     Later(Pin<Box<dyn Future<Output = Response>>>),
 }
+
+/// What a dead process's kernel sends on each of its connections: the connection is gone.
+struct ConnectionReset;
 
 struct Envelope {
     reply_tag: u64,
@@ -140,6 +159,9 @@ struct Held {
     to: SocketAddr,
     tag: u64,
     payload: Payload,
+    /// The incarnation of the destination it was sent to: if that process has died by the heal,
+    /// its connection died with it, and the message is lost.
+    incarnation: u64,
 }
 
 /// Sends `payload` from `from` (on node `from_node`) to `to` the way `route` says.
@@ -156,17 +178,21 @@ fn send(
     match route {
         Route::Lose => {}
         Route::Deliver => transmit(world, from_node, from, to, tag, payload),
-        Route::Hold => world
-            .network()
-            .held
-            .entry((from_node, to_node))
-            .or_default()
-            .push(Held {
-                from,
-                to,
-                tag,
-                payload,
-            }),
+        Route::Hold => {
+            let incarnation = world.incarnation(to_node);
+            world
+                .network()
+                .held
+                .entry((from_node, to_node))
+                .or_default()
+                .push(Held {
+                    from,
+                    to,
+                    tag,
+                    payload,
+                    incarnation,
+                })
+        }
     }
 }
 
@@ -174,7 +200,8 @@ fn send(
 /// `from → to`, which has just come back. Each takes the network's latency from now.
 pub fn release_held(world: &World, from: usize, to: usize) {
     let held = world.network().held.remove(&(from, to)).unwrap_or_default();
-    for letter in held {
+    let incarnation = world.incarnation(to);
+    for letter in held.into_iter().filter(|l| l.incarnation == incarnation) {
         transmit(
             world,
             from,
@@ -206,6 +233,8 @@ struct Letter {
 struct Mailbox {
     letters: BTreeMap<(Instant, u64), Letter>,
     waiter: Option<Waker>,
+    /// For a call's reply: the node it awaits, whose connection reset ends the wait.
+    peer: Option<usize>,
 }
 
 /// A bound port's inbox: a mailbox per open tag. Letters for a tag nobody has open are dropped,
@@ -223,6 +252,8 @@ pub struct Network {
     sent: u64,
     /// Per cut link, the messages a partition that holds them is holding, in the order sent.
     held: BTreeMap<(usize, usize), Vec<Held>>,
+    /// Open connections: (client node, client address, server node).
+    connections: std::collections::BTreeSet<(usize, SocketAddr, usize)>,
 }
 
 /// An address bound on a node, with its inbox. Dropped with its node's tasks (a crash), which
@@ -262,13 +293,15 @@ impl Port {
         Port::bind(world, addr, tags)
     }
 
-    /// Starts accepting letters for `tag` (a call's reply).
-    fn open(&self, tag: u64) {
-        self.inbox
-            .0
-            .lock()
-            .expect("never poisoned")
-            .insert(tag, Mailbox::default());
+    /// Starts accepting letters for `tag` (a call's reply from node `peer`).
+    fn open(&self, tag: u64, peer: usize) {
+        self.inbox.0.lock().expect("never poisoned").insert(
+            tag,
+            Mailbox {
+                peer: Some(peer),
+                ..Mailbox::default()
+            },
+        );
     }
 
     /// Stops accepting letters for `tag`, dropping any still queued.
@@ -295,6 +328,10 @@ impl Drop for Port {
             .is_some_and(|inbox| std::ptr::eq(inbox.as_ptr(), Arc::as_ptr(&self.inbox)));
         if ours {
             network.inboxes.remove(&self.addr);
+            // Its connections end with it, silently: a dead process's were reset by
+            // `reset_connections`, and a dead machine's peers are told nothing.
+            let addr = self.addr;
+            network.connections.retain(|(_, a, _)| *a != addr);
         }
     }
 }
@@ -389,6 +426,75 @@ fn transmit(
     }
 }
 
+/// The process of node `dead` died: its kernel resets every connection it had. Each client
+/// connected to it hears the reset (a call in flight fails, a push listener is told); each
+/// server it was connected to hears that the client is gone. The resets travel like any message
+/// (a partition loses or holds them), without a `loss` draw.
+pub fn reset_connections(world: &World, dead: usize) {
+    let gone: Vec<(usize, SocketAddr, usize)> = {
+        let mut network = world.network();
+        let gone = network
+            .connections
+            .iter()
+            .filter(|(client, _, server)| *client == dead || *server == dead)
+            .copied()
+            .collect::<Vec<_>>();
+        for c in &gone {
+            network.connections.remove(c);
+        }
+        gone
+    };
+    for (client, client_addr, server) in gone {
+        if server == dead {
+            // To the client: every call awaiting this server, and its push listener.
+            let tags: Vec<u64> = {
+                let network = world.network();
+                match network.inboxes.get(&client_addr).and_then(Weak::upgrade) {
+                    Some(inbox) => inbox
+                        .0
+                        .lock()
+                        .expect("never poisoned")
+                        .iter()
+                        .filter(|(tag, mailbox)| **tag == PUSH_TAG || mailbox.peer == Some(dead))
+                        .map(|(tag, _)| *tag)
+                        .collect(),
+                    None => Vec::new(),
+                }
+            };
+            for tag in tags {
+                let from = Topology::addr(dead);
+                let route = cut_route(world, dead, client);
+                let reset = Box::new(ConnectionReset);
+                send(world, route, dead, from, client_addr, tag, reset);
+            }
+        } else {
+            // To the server: the client's connection closed.
+            let route = cut_route(world, client, server);
+            let closed = Box::new(Envelope {
+                reply_tag: 0,
+                seq: u64::MAX,
+                request: Request::ConnectionClosed,
+            });
+            let to = Topology::addr(server);
+            send(world, route, client, client_addr, to, REQUEST_TAG, closed);
+        }
+    }
+}
+
+/// How a partition treats a message on `from → to` now, without drawing for `loss`.
+fn cut_route(world: &World, from: usize, to: usize) -> Route {
+    match world.cut_holds(from, to) {
+        Some(true) => Route::Hold,
+        Some(false) => Route::Lose,
+        None => Route::Deliver,
+    }
+}
+
+/// Whether `payload` is a connection reset from the server (see [`reset_connections`]).
+pub fn is_reset(payload: &Payload) -> bool {
+    payload.is::<ConnectionReset>()
+}
+
 /// Pushes an unasked message (a watch event) from node `from`'s port to the client at `to`,
 /// unless it is lost.
 pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
@@ -417,6 +523,8 @@ pub struct RpcClient {
     next_tag: Cell<u64>,
     /// Next sequence number per server: one connection each, as a Redis client has.
     next_seq: RefCell<BTreeMap<usize, u64>>,
+    /// Per server, the incarnation of the process its open connection leads to.
+    connections: RefCell<BTreeMap<usize, u64>>,
 }
 
 impl RpcClient {
@@ -429,7 +537,48 @@ impl RpcClient {
             port,
             next_tag: Cell::new(REQUEST_TAG + 1),
             next_seq: RefCell::new(BTreeMap::new()),
+            connections: RefCell::new(BTreeMap::new()),
         }
+    }
+
+    /// Forgets the connection to `server` (the next call opens a new one).
+    fn drop_connection(&self, server: usize) {
+        self.connections.borrow_mut().remove(&server);
+    }
+
+    /// Whether a connection to `to` would be refused or reset at once if a packet reached it:
+    /// its process is down (refused), or it was restarted since the connection was opened
+    /// (reset). A dead machine answers nothing; its calls time out.
+    fn refused(&self, to: usize) -> Option<String> {
+        let name = || self.world.topology.name(to).to_string();
+        if self.world.down_scope(to) == Some(crate::scenario::CrashScope::Process) {
+            return Some(format!("connection refused: {}'s process is down", name()));
+        }
+        if self.world.is_down(to) {
+            return None;
+        }
+        let opened = self.connections.borrow().get(&to).copied();
+        if opened.is_some_and(|i| i != self.world.incarnation(to)) {
+            return Some(format!(
+                "connection reset: {} restarted since it was opened",
+                name()
+            ));
+        }
+        None
+    }
+
+    /// Opens a connection to `to` if there is none.
+    fn connect(&self, to: usize) {
+        if self.connections.borrow().contains_key(&to) || self.world.is_down(to) {
+            return;
+        }
+        self.connections
+            .borrow_mut()
+            .insert(to, self.world.incarnation(to));
+        self.world
+            .network()
+            .connections
+            .insert((self.me, self.port.addr, to));
     }
 
     /// The address servers reply and push to.
@@ -451,7 +600,17 @@ impl RpcClient {
     ) -> Result<Response, StoreError> {
         let reply_tag = self.next_tag.get();
         self.next_tag.set(reply_tag + 1);
-        self.port.open(reply_tag);
+        let route = route(&self.world, self.me, to);
+        if route == Route::Deliver {
+            if let Some(why) = self.refused(to) {
+                // The kernel at the other end answers with a reset: one round trip.
+                self.drop_connection(to);
+                crate::timer::sleep(Duration::from_nanos(2 * LATENCY_NS.start)).await;
+                return Err(StoreError::Unreachable(why));
+            }
+        }
+        self.connect(to);
+        self.port.open(reply_tag, to);
         // However the wait ends (reply, timeout, or the caller dropping it), a late reply to
         // this call is dropped.
         struct Close<'a>(&'a Port, u64);
@@ -461,7 +620,6 @@ impl RpcClient {
             }
         }
         let _close = Close(&self.port, reply_tag);
-        let route = route(&self.world, self.me, to);
         if route != Route::Lose {
             let seq = {
                 let mut seqs = self.next_seq.borrow_mut();
@@ -486,6 +644,13 @@ impl RpcClient {
         }
         let wait = self.world.clock(self.me).true_duration(timeout);
         match crate::timer::timeout(wait, self.port.recv(reply_tag)).await {
+            Ok((payload, _)) if is_reset(&payload) => {
+                self.drop_connection(to);
+                Err(StoreError::ConnectionLost(format!(
+                    "{}'s process died",
+                    self.world.topology.name(to)
+                )))
+            }
             Ok((payload, _)) => Ok(*payload
                 .downcast::<Response>()
                 .expect("replies are Responses")),
@@ -520,6 +685,13 @@ pub async fn serve(
         let Some(from_node) = Topology::index_of_addr(from) else {
             continue;
         };
+        if let Request::ConnectionClosed = envelope.request {
+            // The client's process is gone: so is its connection and what was queued on it.
+            next.remove(&from);
+            early.retain(|(addr, _), _| *addr != from);
+            let _ = handle(from_node, Request::ConnectionClosed);
+            continue;
+        }
         let expected = *next.entry(from).or_insert(envelope.seq);
         let mut ready = Vec::new();
         if envelope.seq < expected {

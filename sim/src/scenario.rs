@@ -474,12 +474,16 @@ pub enum Fault {
         /// Rate, e.g. 1.05 for 5 % fast.
         rate: f64,
     },
-    /// Kill the node (kill -9): its tasks stop, its memory is lost, its disk is kept.
+    /// Kill the node: its tasks stop, its memory is lost, its disk is kept. What else it loses,
+    /// and how its peers learn of it, is its `scope` (default `machine`).
     Crash {
         /// When.
         at_ms: u64,
         /// Which node.
         node: String,
+        /// A `process` crash (kill -9) or a `machine` crash (power loss). Default `machine`.
+        #[serde(default, skip_serializing_if = "CrashScope::is_machine")]
+        scope: CrashScope,
     },
     /// Start a crashed node again from its disk (not before `restart_delay_ms` after the crash).
     Restart {
@@ -496,12 +500,18 @@ pub enum Fault {
         /// The replica to promote.
         node: String,
     },
-    /// Cut the listed nodes, as one group, off from every other node for `for_ms`.
+    /// Cut the listed nodes, as one group, off from every other node (or only from the nodes
+    /// `from` lists) for `for_ms`.
     Partition {
         /// When.
         at_ms: u64,
         /// The isolated group.
         isolate: Vec<String>,
+        /// The other side of the cut: without it, every node not in `isolate`. With it, only the
+        /// links between the two groups are cut (a client cut off from the lock service that
+        /// still reaches the resource: `"isolate": ["client-0"], "from": ["zk-0"]`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<Vec<String>>,
         /// How long.
         for_ms: u64,
         /// Messages sent across the cut wait and arrive after the heal, as a TCP connection
@@ -553,7 +563,11 @@ impl Fault {
     /// The nodes the fault names.
     pub fn nodes(&self) -> Vec<&str> {
         match self {
-            Fault::Partition { isolate, .. } => isolate.iter().map(String::as_str).collect(),
+            Fault::Partition { isolate, from, .. } => isolate
+                .iter()
+                .chain(from.iter().flatten())
+                .map(String::as_str)
+                .collect(),
             Fault::Pause { node, .. }
             | Fault::ClockJump { node, .. }
             | Fault::ClockDrift { node, .. }
@@ -594,7 +608,16 @@ impl Fault {
             Fault::ClockDrift { at_ms, node, rate } => {
                 format!("{at_ms} ms: {node}'s clocks run at {rate}x")
             }
-            Fault::Crash { at_ms, node } => format!("{at_ms} ms: crash {node}"),
+            Fault::Crash {
+                at_ms,
+                node,
+                scope: CrashScope::Machine,
+            } => format!("{at_ms} ms: crash {node}"),
+            Fault::Crash {
+                at_ms,
+                node,
+                scope: CrashScope::Process,
+            } => format!("{at_ms} ms: kill {node}'s process"),
             Fault::Restart { at_ms, node } => format!("{at_ms} ms: restart {node}"),
             Fault::Failover { at_ms, node } => {
                 format!("{at_ms} ms: fail over to {node}")
@@ -602,11 +625,15 @@ impl Fault {
             Fault::Partition {
                 at_ms,
                 isolate,
+                from,
                 for_ms,
                 hold,
             } => format!(
-                "{at_ms} ms: isolate [{}] for {for_ms} ms{}",
+                "{at_ms} ms: isolate [{}]{} for {for_ms} ms{}",
                 isolate.join(", "),
+                from.as_ref()
+                    .map(|from| format!(" from [{}]", from.join(", ")))
+                    .unwrap_or_default(),
                 if *hold { ", holding messages" } else { "" }
             ),
             Fault::Loss {
@@ -622,6 +649,30 @@ impl Fault {
                 for_ms,
             } => format!("{at_ms} ms: delay {node}'s messages by {extra_ms} ms for {for_ms} ms"),
         }
+    }
+}
+
+/// What a crash takes down with the node, and how its peers learn of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CrashScope {
+    /// The process dies (kill -9, an OOM kill, a panic): what it wrote to the operating system
+    /// survives even if never fsynced (Redis `everysec` and InnoDB's
+    /// `innodb_flush_log_at_trx_commit=2` lose nothing), and the machine's kernel closes its
+    /// sockets at once, so peers learn of it right away (a request in flight fails, a new
+    /// connection is refused until it listens again).
+    Process,
+    /// The machine dies (power loss, a kernel panic): what was not fsynced is lost (`everysec`:
+    /// up to the last second), and peers learn of it only by their timeouts; when it is back,
+    /// their old connections are reset at their next packet.
+    #[default]
+    Machine,
+}
+
+impl CrashScope {
+    /// Whether this is a machine crash (the default, written without a `scope`).
+    pub fn is_machine(&self) -> bool {
+        *self == CrashScope::Machine
     }
 }
 
@@ -979,6 +1030,26 @@ impl Scenario {
                 }
                 Fault::Partition { isolate, .. } if isolate.is_empty() => {
                     return at("isolate must name at least one node");
+                }
+                Fault::Partition {
+                    from: Some(from), ..
+                } if from.is_empty() => {
+                    return at("from must name at least one node (or be left out: everyone else)");
+                }
+                Fault::Partition {
+                    isolate,
+                    from: Some(from),
+                    ..
+                } if from.iter().any(|n| isolate.contains(n)) => {
+                    let both: Vec<&str> = from
+                        .iter()
+                        .filter(|n| isolate.contains(n))
+                        .map(String::as_str)
+                        .collect();
+                    return at(&format!(
+                        "{} on both sides of the cut (isolate and from)",
+                        both.join(", ")
+                    ));
                 }
                 Fault::ClockJump { by_ms: 0, .. } => return at("by_ms must not be 0"),
                 Fault::ClockDrift { rate, .. } if !(*rate > 0.0 && *rate <= 100.0) => {

@@ -115,6 +115,7 @@ fn a_mysql_row_without_a_ttl_stays_held_when_its_holder_crashes_a_liveness_failu
     s.faults.push(Fault::Crash {
         at_ms: 1_000,
         node: "client-0".into(),
+        scope: lockcheck_sim::scenario::CrashScope::Machine,
     });
     let outcome = run(&s);
     assert_eq!(
@@ -212,6 +213,7 @@ fn a_server_restart_rolls_back_a_transaction_held_lock_under_its_holder() {
     s.faults.push(Fault::Crash {
         at_ms: 300,
         node: "mysql-0".into(),
+        scope: lockcheck_sim::scenario::CrashScope::Machine,
     });
     s.faults.push(Fault::Restart {
         at_ms: 300,

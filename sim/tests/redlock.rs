@@ -126,6 +126,7 @@ fn client_0_alone_first() -> Scenario {
         isolate: vec!["client-1".into()],
         for_ms: 1_000,
         hold: false,
+        from: None,
     }];
     s
 }
@@ -225,6 +226,7 @@ fn a_minority_of_masters_down_does_not_stop_acquisitions_but_a_majority_does() {
     let crash = |node: &str| Fault::Crash {
         at_ms: 0,
         node: node.into(),
+        scope: lockcheck_sim::scenario::CrashScope::Machine,
     };
     let mut s = Scenario::new(Algorithm::Redlock);
     s.duration_ms = 20_000;

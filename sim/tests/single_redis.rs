@@ -353,6 +353,7 @@ fn everysec_persistence_loses_only_the_last_second() {
             Fault::Crash {
                 at_ms,
                 node: "redis-0".into(),
+                scope: lockcheck_sim::scenario::CrashScope::Machine,
             },
             Fault::Restart {
                 at_ms,

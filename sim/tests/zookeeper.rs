@@ -162,6 +162,7 @@ fn server_cut_off(for_ms: u64, hold_ms: u64) -> Scenario {
         isolate: vec!["zk-0".into()],
         for_ms,
         hold: false,
+        from: None,
     }];
     s
 }
@@ -192,6 +193,7 @@ fn a_careful_client_stops_using_a_suspended_lock_and_resumes_when_the_session_su
         isolate: vec!["zk-0".into()],
         for_ms: 7_000,
         hold: false,
+        from: None,
     }];
     s.workload.check_before_access = true;
     let outcome = run(&s);

@@ -1,9 +1,10 @@
 //! `lockcheck explore`: one search, its minimal counterexample and its report.
 
 use super::progress::{progress_bar, rates};
-use super::{parse_algorithm, parse_jobs, usage, EXIT_FOUND, EXIT_OK};
+use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
+use lockcheck_sim::checker::Severity;
 use lockcheck_sim::explore::{check_options, ExploreOptions, FaultProfile, Shard};
 use lockcheck_sim::report::Report;
 use lockcheck_sim::scenario::{Params, Persistence};
@@ -197,14 +198,18 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
         }
         CellVerdict::Unsafe(found) => {
             let report = &found.report;
+            // The word of the worst finding the search counted (all of them are safety
+            // violations under --safety-only).
+            let worst = Severity::worst(&report.violations).unwrap_or(Severity::Unsafe);
+            let word = worst.word();
             match found.case_index {
                 Some(k) => println!(
-                    "UNSAFE: {name} × [{faults}]: found at case {k} after {} cases, shrunk in {} runs",
+                    "{word}: {name} × [{faults}]: found at case {k} after {} cases, shrunk in {} runs",
                     found.cases,
                     searched.stats.shrink_runs
                 ),
                 None => println!(
-                    "UNSAFE: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
+                    "{word}: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
                      search did not reach it in {} cases",
                     lockcheck_sim::regression::path(out, &cell.id).display(),
                     found.regression.as_ref().map_or_else(String::new, origin),
@@ -222,7 +227,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
                 Report::timeline_path(&found.path).display()
             );
             println!("  replay: {}", report.replay_command);
-            EXIT_FOUND
+            worst.exit_code()
         }
     };
     println!(

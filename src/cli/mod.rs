@@ -15,7 +15,9 @@ use std::path::PathBuf;
 
 /// Exit code: nothing found, or replay identical.
 pub const EXIT_OK: u8 = 0;
-/// Exit code: a violation was found, or a replay diverged.
+/// Exit code: a safety violation was found (the headline says UNSAFE), or a replay diverged.
+/// A liveness finding (DEADLOCK) exits with 3 and an order finding (ORDER) with 4: see
+/// [`lockcheck_sim::checker::Severity::exit_code`].
 pub const EXIT_FOUND: u8 = 1;
 /// Exit code: bad input (or an environment problem such as an unwritable directory, or a
 /// server binary that is not installed).
@@ -34,8 +36,9 @@ injected faults: process pauses, clock jumps and drift, crashes and restarts, pa
 that no two clients were ever inside the critical section at once, and turns every violation into a \
 report you can replay byte for byte. `lockcheck real` runs the same algorithm code against real \
 servers, with real faults.\n\n\
-Exit codes: 0 = nothing found (or replay identical), 1 = violation found (or replay diverged), \
-2 = bad input.",
+Exit codes: 0 = nothing found (or replay identical), 1 = UNSAFE: a safety violation (two holders, \
+a lock freed under its holder; or a replay diverged), 2 = bad input, 3 = DEADLOCK: the lock never \
+came free again after the faults, 4 = ORDER: a fair or sequential lock passed a waiter over. A run with several findings exits with its worst.",
     after_help = "Examples:\n  \
 lockcheck explore --algorithm single-redis --faults pause\n  \
 lockcheck replay reports/single-redis-pause-1a2b3c4d.json\n  \

@@ -1,7 +1,7 @@
 //! `lockcheck real`: the same algorithm code against real servers, with real faults.
 
 use super::run::{print_outcome, read_scenario};
-use super::{parse_algorithm, usage, EXIT_FOUND, EXIT_INTERRUPTED, EXIT_OK};
+use super::{parse_algorithm, usage, EXIT_INTERRUPTED};
 use clap::Args;
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
@@ -190,9 +190,5 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
         "scenario (a real run is not byte-replayable; its scenario is): {}",
         serde_json::to_string(scenario)?
     );
-    Ok(if outcome.violated() {
-        EXIT_FOUND
-    } else {
-        EXIT_OK
-    })
+    Ok(super::run::exit_code(outcome))
 }

@@ -1,6 +1,7 @@
 //! The verbs of one run: `lockcheck run`, `replay` and `timeline`.
 
 use super::{usage, EXIT_FOUND, EXIT_OK};
+use lockcheck_sim::checker::Severity;
 use lockcheck_sim::report::{replay as replay_report, Report, RunWorld};
 use lockcheck_sim::{run, Outcome, Scenario};
 use std::path::Path;
@@ -8,7 +9,10 @@ use std::path::Path;
 /// The verdict of one run, for people: the summary, each violation and rejected stale access,
 /// availability, and the wake-ups of a ZooKeeper lock.
 pub fn print_outcome(report: &Report, outcome: &Outcome) {
-    println!("{}", report.summary);
+    match Severity::worst(&outcome.violations) {
+        Some(worst) => println!("{}: {}", worst.word(), report.summary),
+        None => println!("{}", report.summary),
+    }
     for v in &outcome.violations {
         println!("  {:?}: {}", v.kind, v.story);
     }
@@ -45,6 +49,12 @@ pub fn print_outcome(report: &Report, outcome: &Outcome) {
     }
 }
 
+/// The exit code of a run: that of its worst finding ([`Severity::exit_code`]: 1 unsafe, 3
+/// deadlock or stuck, 4 order), 0 when nothing was found.
+pub fn exit_code(outcome: &Outcome) -> u8 {
+    Severity::worst(&outcome.violations).map_or(EXIT_OK, Severity::exit_code)
+}
+
 /// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
 pub fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
     let text =
@@ -68,11 +78,7 @@ pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
         println!("report: {}", path.display());
         println!("timeline: {}", Report::timeline_path(&path).display());
     }
-    Ok(if outcome.violated() {
-        EXIT_FOUND
-    } else {
-        EXIT_OK
-    })
+    Ok(exit_code(&outcome))
 }
 
 /// (Re)writes the HTML timeline of the report at `path`, beside it.

@@ -177,9 +177,9 @@ impl<S: SqlStore> MysqlHeld<S> {
             Ok(Ok(_)) => Ok(true),
             Ok(Err(e)) if e.is_disconnect() => Ok(false),
             Ok(Err(e)) => Err(LockError::Server(e.to_string())),
-            Err(StoreError::Timeout) => Err(StoreError::Timeout.into()),
             // Not sent: the connection is gone, and its transaction with it.
             Err(StoreError::Unreachable(_)) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 }

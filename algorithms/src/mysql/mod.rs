@@ -77,7 +77,7 @@ impl Abort {
     /// The attempt's outcome when it was abandoned for this reason (the caller has rolled back).
     fn into_attempt(self) -> Result<Attempt, LockError> {
         match self {
-            Abort::Store(StoreError::Timeout) => Ok(Attempt::Interrupted),
+            Abort::Store(e) if e.maybe_applied() => Ok(Attempt::Interrupted),
             Abort::Store(e) => Err(e.into()),
             Abort::Sql(e) if e.is_contention() || matches!(e, SqlError::DuplicateEntry { .. }) => {
                 Ok(Attempt::Busy)

@@ -20,7 +20,7 @@ use super::{
     UNBOUNDED_VALIDITY,
 };
 use crate::env::Env;
-use crate::error::{LockError, StoreError};
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::Retry;
@@ -134,13 +134,13 @@ impl<S: SqlStore> MysqlRow<S> {
         };
         match self.store.execute(Statement::Commit).await {
             Ok(Ok(_)) => {}
-            Err(StoreError::Timeout) => {
+            Err(e) if e.maybe_applied() => {
                 // The commit may have happened: take back exactly the grant this token names.
                 self.undo_grant(env, fence).await;
                 return Ok(Attempt::Unknown);
             }
             // Not sent, or the connection was gone: the transaction did not commit.
-            Err(StoreError::Unreachable(_)) => return Ok(Attempt::Interrupted),
+            Err(_) => return Ok(Attempt::Interrupted),
             Ok(Err(e)) if e.is_disconnect() => return Ok(Attempt::Interrupted),
             Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
         }
@@ -268,7 +268,7 @@ impl<S: SqlStore> MysqlRow<S> {
         match self.store.execute(Statement::Commit).await {
             Ok(Ok(_)) => Ok(true),
             // Unknown: not retried (see `release`).
-            Err(StoreError::Timeout) => Err(Failure::Fatal(StoreError::Timeout.into())),
+            Err(e) if e.maybe_applied() => Err(Failure::Fatal(e.into())),
             Err(e) => Err(Failure::Retry(e.into())),
             Ok(Err(e)) if e.is_disconnect() => {
                 Err(Failure::Retry(LockError::Server(e.to_string())))

@@ -12,7 +12,7 @@ use super::retry_attempts;
 use super::store::{SqlError, SqlStore, Statement};
 use super::{affected, next_fence, pause, Abort, Attempt, CLEANUP_ATTEMPTS, UNBOUNDED_VALIDITY};
 use crate::env::Env;
-use crate::error::{LockError, StoreError};
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::Retry;
@@ -65,7 +65,7 @@ impl<S: SqlStore> MysqlUnique<S> {
         };
         match affected(&self.store, insert).await {
             Ok(_) => {}
-            Err(Abort::Store(StoreError::Timeout)) => {
+            Err(Abort::Store(e)) if e.maybe_applied() => {
                 // The insert may have been applied: delete the row only if it is this token's.
                 let _ = self.delete_own(env, &token).await;
                 return Ok(Attempt::Unknown);
@@ -135,7 +135,7 @@ impl<S: SqlStore> MysqlUnique<S> {
             let failure = match affected(&self.store, delete).await {
                 Ok(n) => return Ok(n == 1 || unsure),
                 Err(Abort::Store(e)) => {
-                    unsure |= e == StoreError::Timeout;
+                    unsure |= e.maybe_applied();
                     LockError::Store(e)
                 }
                 Err(Abort::Sql(e)) if e.is_contention() || e.is_disconnect() => {

@@ -58,7 +58,7 @@ impl OwnerHash {
             Ok(Reply::Int(_)) => Ok(false),
             Ok(Reply::Error(e)) => Err(LockError::Server(e)),
             Ok(other) => Err(LockError::UnexpectedReply(format!("{other:?}"))),
-            Err(StoreError::Timeout) if self.depth.get() == 0 => {
+            Err(e) if e.maybe_applied() && self.depth.get() == 0 => {
                 undo().await;
                 Ok(false)
             }

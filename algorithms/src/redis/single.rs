@@ -10,7 +10,7 @@
 use super::command::{Command, Reply, Script, SetOptions};
 use super::store::RedisStore;
 use crate::env::{Env, LockEvent};
-use crate::error::{LockError, StoreError};
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry};
@@ -149,7 +149,7 @@ impl<S: RedisStore> SingleRedis<S> {
         };
         let reply = match self.store.call(command).await {
             Ok(reply) => reply,
-            Err(StoreError::Timeout) => {
+            Err(e) if e.maybe_applied() => {
                 // A real server applies a SET whose reply was lost; undo it so the lock does not
                 // stay taken by a client that does not know it holds it.
                 let _ = self.release_token(&token).await;

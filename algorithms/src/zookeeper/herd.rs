@@ -13,7 +13,7 @@ use super::paths::create_ancestors;
 use super::session::{await_change, session_watch, still_ours};
 use super::store::{CreateMode, Stat, ZkError, ZkStore};
 use crate::env::{Env, LockEvent};
-use crate::error::{LockError, StoreError};
+use crate::error::LockError;
 use crate::guard::Guard;
 use crate::guard::UNBOUNDED_VALIDITY;
 use crate::lock::Lock;
@@ -81,13 +81,13 @@ impl<S: ZkStore> ZkHerd<S> {
             }
             Ok(Err(e)) => Err(LockError::Server(e.to_string())),
             // The create may have been applied: if the node is ours, we hold the lock.
-            Err(StoreError::Timeout) => match self.store.exists(path, false).await {
+            Err(e) if e.maybe_applied() => match self.store.exists(path, false).await {
                 Ok(Ok(Some(stat))) if Some(stat.ephemeral_owner) == self.store.session_id() => {
                     Ok(Attempt::Held(stat))
                 }
                 _ => Ok(Attempt::Failed),
             },
-            Err(StoreError::Unreachable(_)) => Ok(Attempt::Failed),
+            Err(_) => Ok(Attempt::Failed),
         }
     }
 
@@ -111,7 +111,7 @@ impl<S: ZkStore> ZkHerd<S> {
                     Ok(Err(ZkError::SessionExpired)) => return Ok(false),
                     Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
                     Err(e) => {
-                        unsure |= e == StoreError::Timeout;
+                        unsure |= e.maybe_applied();
                         e
                     }
                 },

@@ -288,12 +288,12 @@ impl<S: ZkStore> ZkSequential<S> {
                 }
                 Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => made_parents = false,
                 Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
-                Err(StoreError::Timeout) => match self.find_own(guid).await {
+                Err(e) if e.maybe_applied() => match self.find_own(guid).await {
                     Ok(Some(found)) => return Ok(Some(found)),
                     Ok(None) => {}
                     Err(_) => unsure = true,
                 },
-                Err(StoreError::Unreachable(_)) => {}
+                Err(_) => {}
             }
             if !self.config.back_off(env, deadline, failures).await {
                 if unsure {
@@ -354,7 +354,7 @@ impl<S: ZkStore> ZkSequential<S> {
                 Ok(Err(ZkError::SessionExpired)) => return Ok(false),
                 Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
                 Err(e) => {
-                    unsure |= e == StoreError::Timeout;
+                    unsure |= e.maybe_applied();
                     tried += 1;
                     if tried >= attempts {
                         return Err(e.into());

@@ -68,13 +68,14 @@
 //!
 //! # Durability
 //!
-//! What a crash leaves is [`MysqlModel::durable`]: the committed rows, the fence sequence, the
-//! auto-increment counter. With [`FlushPolicy::AtCommit`] (`innodb_flush_log_at_trx_commit=1`)
-//! every commit is on disk before its reply; with [`FlushPolicy::EverySecond`] (`=2`) the log
-//! reaches the disk once a second, so commits since the last flush are lost. (With `2` a crash
-//! of the server PROCESS loses nothing — the log sits in the operating system's cache; the model's
-//! crash is the machine's, where both `0` and `2` lose up to a second.) Transactions in flight
-//! are never in it: recovery rolls them back. Connections do not survive a restart.
+//! What a machine crash leaves is [`MysqlModel::durable`]: the committed rows, the fence
+//! sequence, the auto-increment counter. With [`FlushPolicy::AtCommit`]
+//! (`innodb_flush_log_at_trx_commit=1`) every commit is on disk before its reply; with
+//! [`FlushPolicy::EverySecond`] (`=2`) the log reaches the disk once a second, so commits since
+//! the last flush are lost. A crash of the server PROCESS loses nothing committed with either:
+//! the log sits in the operating system's cache (the node glue keeps [`MysqlModel::snapshot`] as
+//! what was written, `sim/src/disk.rs`). Transactions in flight are never in it: recovery rolls
+//! them back. Connections do not survive a restart.
 //!
 //! Iteration order matters for replay, so every collection is a `BTreeMap`/`BTreeSet` or a `Vec`.
 

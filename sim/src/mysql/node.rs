@@ -73,6 +73,8 @@ struct Server {
     model: RefCell<MysqlModel>,
     /// Statements waiting for a row lock, by connection.
     waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
+    /// The client node of each open connection: a client process's death closes them all.
+    owners: RefCell<BTreeMap<ConnId, usize>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
     /// Bumped by every request: a request may set a deadline earlier than the one the timer
@@ -143,15 +145,43 @@ impl Server {
             seen.insert(row.resource_name.clone(), row.clone());
         }
         drop(seen);
-        self.disk.sync(self.model.borrow().durable().clone());
+        // Every commit's log record reaches the OS at once (it survives a process crash);
+        // the flush policy decides what is fsynced (what survives a machine crash).
+        self.disk.write(committed);
+        self.disk.fsync(self.model.borrow().durable().clone());
+    }
+
+    /// Client node `from`'s process died: its kernel closed its sockets, and the server ends
+    /// each of its connections as if the client had disconnected (rolling back what they held),
+    /// at once rather than after `wait_timeout`.
+    fn connection_closed(&self, from: usize) {
+        let now = self.now();
+        let mut notices = Vec::new();
+        let conns: Vec<ConnId> = self
+            .owners
+            .borrow()
+            .iter()
+            .filter(|(_, owner)| **owner == from)
+            .map(|(conn, _)| *conn)
+            .collect();
+        for conn in conns {
+            self.owners.borrow_mut().remove(&conn);
+            self.model.borrow_mut().disconnect(conn, now, &mut notices);
+        }
+        self.settle(notices, None);
     }
 
     fn handle(&self, from: usize, request: MysqlRequest) -> Handled {
         let now = self.now();
         let mut notices = Vec::new();
         let response = match request {
-            MysqlRequest::Connect => MysqlResponse::Connected(self.model.borrow_mut().connect(now)),
+            MysqlRequest::Connect => {
+                let conn = self.model.borrow_mut().connect(now);
+                self.owners.borrow_mut().insert(conn, from);
+                MysqlResponse::Connected(conn)
+            }
             MysqlRequest::Disconnect { conn } => {
+                self.owners.borrow_mut().remove(&conn);
                 self.model.borrow_mut().disconnect(conn, now, &mut notices);
                 MysqlResponse::Disconnected
             }
@@ -245,7 +275,7 @@ pub async fn run_mysql_server(
     config: MysqlConfig,
 ) {
     let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load() {
+    let model = match disk.load(world.last_crash(me)) {
         Some(snapshot) => MysqlModel::restart(snapshot, mono),
         None => MysqlModel::new(config, mono),
     };
@@ -281,6 +311,7 @@ pub async fn run_mysql_server(
         witness,
         model: RefCell::new(model),
         waiting: RefCell::new(BTreeMap::new()),
+        owners: RefCell::new(BTreeMap::new()),
         lockers: RefCell::new(BTreeMap::new()),
         requests: Cell::new(0),
         timer: RefCell::new(None),
@@ -315,8 +346,14 @@ pub async fn run_mysql_server(
     });
 
     serve(world, me, move |from, request| {
-        let Request::Mysql(request) = request else {
-            return Handled::Now(Response::Mysql(MysqlResponse::Disconnected));
+        let request = match request {
+            Request::Mysql(request) => request,
+            Request::ConnectionClosed => {
+                server.connection_closed(from);
+                server.poke();
+                return Handled::Now(Response::Mysql(MysqlResponse::Disconnected));
+            }
+            _ => return Handled::Now(Response::Mysql(MysqlResponse::Disconnected)),
         };
         let handled = server.handle(from, request);
         server.poke();

@@ -1100,6 +1100,15 @@ impl RedisModel {
         self.keyspace.data.len()
     }
 
+    /// Whether `key` is held (past its deadline or not) and, for a string, its value: what a
+    /// restarted server compares with what it held before the crash. No side effect.
+    pub fn peek(&self, key: &str) -> Option<Option<&str>> {
+        self.keyspace
+            .data
+            .get(key)
+            .map(|entry| entry.value.as_str())
+    }
+
     /// Whether no key is held (see [`RedisModel::len`]).
     pub fn is_empty(&self) -> bool {
         self.keyspace.data.is_empty()

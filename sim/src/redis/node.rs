@@ -74,6 +74,32 @@ fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEf
     }
 }
 
+/// A restarted server came back with `recovered`: every key it held before the crash, by the
+/// history's account, that is gone or holds another string is recorded as lost, so the
+/// checkers see the lock (or the fair lock's queue) vanish rather than linger.
+fn record_losses(world: &World, me: usize, recovered: &RedisModel) {
+    for (key, value) in world.recorded_keys(me) {
+        let kept = match recovered.peek(&key) {
+            None => false,
+            Some(now) => value.is_none() || now == value.as_deref(),
+        };
+        if !kept {
+            world.record(
+                me,
+                Kind::Observe,
+                Op::Key {
+                    key,
+                    change: KeyChange::Lost,
+                    field: None,
+                    value,
+                    by: None,
+                    expires_local_ns: None,
+                },
+            );
+        }
+    }
+}
+
 /// One server's state, shared by the tasks of its node.
 struct Server {
     world: Arc<World>,
@@ -113,6 +139,8 @@ impl Server {
                 *seen = (*seen).max(offset);
                 Handled::Now(Response::Ack)
             }
+            // Redis keeps nothing per connection that a lock relies on.
+            Request::ConnectionClosed => Handled::Now(Response::Ack),
             Request::Access(_) | Request::Zk(..) | Request::Mysql(_) => Handled::Now(
                 Response::Redis(Reply::Error("ERR not a Redis request".into())),
             ),
@@ -125,8 +153,11 @@ impl Server {
         let reply = model.apply(command, server_now_ms(&self.world, self.me), &mut effects);
         if command.is_write() {
             self.offset.set(self.offset.get() + 1);
-            if self.disk.policy() == Persistence::Always {
-                self.disk.sync(model.snapshot());
+            // The AOF: every write reaches the OS before its reply; `always` also fsyncs it.
+            match self.disk.policy() {
+                Persistence::Always => self.disk.sync(model.snapshot()),
+                Persistence::Everysec => self.disk.write(model.snapshot()),
+                Persistence::None => {}
             }
         }
         let by = self.world.topology.name(from).to_string();
@@ -191,10 +222,13 @@ const WAIT_POLL: Duration = Duration::from_millis(1);
 /// Runs a Redis server on node `me` until the node is killed; on (re)start it loads what
 /// `disk` kept. It acts as the primary while the world says it is, and as a replica otherwise.
 pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
-    let model = match disk.load() {
+    let model = match disk.load(world.last_crash(me)) {
         Some(snapshot) => RedisModel::restore(snapshot),
         None => RedisModel::new(),
     };
+    if world.last_crash(me).is_some() {
+        record_losses(&world, me, &model);
+    }
     let server = Rc::new(Server {
         world: world.clone(),
         me,

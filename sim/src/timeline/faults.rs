@@ -111,7 +111,7 @@ impl Faults {
                         label: format!("paused {}", ms(at - start.min(at))),
                     });
                 }
-                Action::Crash(n) => {
+                Action::Crash(n, _) => {
                     crashed.insert(*n, at);
                 }
                 Action::Restart(n) => {
@@ -138,23 +138,24 @@ impl Faults {
                         label: format!("down {}", ms(at - start.min(at))),
                     });
                 }
-                Action::Cut(id, group, _) => {
+                Action::Cut(id, c) => {
                     cut.insert(*id, (at, text.clone()));
-                    cut_groups.insert(*id, group.clone());
+                    cut_groups.insert(*id, c.group.clone());
                 }
-                Action::Heal(id, group, _) => {
+                Action::Heal(id, c) => {
                     let (start, what) = cut.remove(id).unwrap_or((at, text.clone()));
-                    for n in group {
+                    let from = if c.others.is_some() {
+                        "cut off from the other side"
+                    } else {
+                        "cut off from every other node"
+                    };
+                    for n in &c.group {
                         faults.spans.push(Span {
                             kind: "partition",
                             node: name(*n),
                             start,
                             end: Some(at),
-                            title: format!(
-                                "{what}: cut off from every other node from {} to {}",
-                                ms(start),
-                                ms(at)
-                            ),
+                            title: format!("{what}: {from} from {} to {}", ms(start), ms(at)),
                             label: format!("cut off {}", ms(at - start.min(at))),
                         });
                     }

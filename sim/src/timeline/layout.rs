@@ -474,6 +474,7 @@ mod tests {
             Fault::Crash {
                 at_ms: 1_000,
                 node: "redis-1".into(),
+                scope: crate::scenario::CrashScope::Machine,
             },
             Fault::Restart {
                 at_ms: 2_000,
@@ -484,6 +485,7 @@ mod tests {
                 isolate: vec!["client-1".into(), "redis-2".into()],
                 for_ms: 3_000,
                 hold: false,
+                from: None,
             },
             Fault::ClockJump {
                 at_ms: 2_000,

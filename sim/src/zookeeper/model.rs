@@ -122,6 +122,45 @@ pub enum OpResult {
     Error(ZkError),
 }
 
+/// The watches a client re-registers on a new connection (`SetWatches`), by the kind the client
+/// left them as: `getData`/`exists` on a node that existed (data), `exists` on a node that did
+/// not (exist), `getChildren` (child).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetWatches {
+    /// Data watches.
+    pub data: BTreeSet<String>,
+    /// Exist watches.
+    pub exist: BTreeSet<String>,
+    /// Child watches.
+    pub child: BTreeSet<String>,
+}
+
+impl SetWatches {
+    /// Whether there is nothing to re-register.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty() && self.exist.is_empty() && self.child.is_empty()
+    }
+
+    /// Forgets the watches an event on `path` of kind `kind` fired, as the client's watch
+    /// manager does (`ZKWatchManager.materialize`).
+    pub fn fired(&mut self, path: &str, kind: EventType) {
+        match kind {
+            EventType::NodeCreated | EventType::NodeDataChanged => {
+                self.data.remove(path);
+                self.exist.remove(path);
+            }
+            EventType::NodeChildrenChanged => {
+                self.child.remove(path);
+            }
+            EventType::NodeDeleted => {
+                self.data.remove(path);
+                self.exist.remove(path);
+                self.child.remove(path);
+            }
+        }
+    }
+}
+
 /// A watch that fired: the notification the server sends to `session`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WatchEvent {
@@ -379,6 +418,82 @@ impl ZkModel {
     /// should next call [`ZkModel::expire_due`].
     pub fn next_expiry_ms(&self) -> Option<u64> {
         self.sessions.values().map(|live| live.deadline_ms).min()
+    }
+
+    /// Every ephemeral node by its owning session: what a restarted server knows of the nodes
+    /// each session's end will delete.
+    pub fn ephemerals(&self) -> BTreeMap<SessionId, BTreeSet<String>> {
+        let mut owned: BTreeMap<SessionId, BTreeSet<String>> = BTreeMap::new();
+        for (path, node) in &self.nodes {
+            if node.ephemeral_owner != 0 {
+                owned
+                    .entry(node.ephemeral_owner)
+                    .or_default()
+                    .insert(path.clone());
+            }
+        }
+        owned
+    }
+
+    /// A client reconnects `session` on a new connection: renews it (or `SessionExpired`), drops
+    /// the watches its old connection held (the server removes a closed connection's watchers),
+    /// and re-registers the client's own list, as `SetWatches` does (`DataTree.setWatches`): a
+    /// data watch on a node now gone fires `NodeDeleted` and one on a node written after
+    /// `relative_zxid` (the last zxid the client saw) fires `NodeDataChanged`; an exist watch on
+    /// a node that now exists fires `NodeCreated`; a child watch fires `NodeDeleted` or, if the
+    /// children changed after `relative_zxid`, `NodeChildrenChanged`. The rest are left set.
+    pub fn reconnect(
+        &mut self,
+        session: SessionId,
+        relative_zxid: Zxid,
+        watches: &SetWatches,
+        now_mono_ms: u64,
+        events: &mut Vec<WatchEvent>,
+    ) -> Result<(), ZkError> {
+        self.expire_due(now_mono_ms, events);
+        self.touch(session, now_mono_ms)?;
+        self.drop_watches(session);
+        let mut fired = |path: &str, kind| {
+            events.push(WatchEvent {
+                session,
+                path: path.to_owned(),
+                kind,
+            })
+        };
+        for path in &watches.data {
+            match self.nodes.get(path) {
+                None => fired(path, EventType::NodeDeleted),
+                Some(node) if node.mzxid > relative_zxid => fired(path, EventType::NodeDataChanged),
+                Some(_) => add_watch(&mut self.data_watches, path, session),
+            }
+        }
+        for path in &watches.exist {
+            match self.nodes.get(path) {
+                Some(_) => fired(path, EventType::NodeCreated),
+                None => add_watch(&mut self.data_watches, path, session),
+            }
+        }
+        for path in &watches.child {
+            match self.nodes.get(path) {
+                None => fired(path, EventType::NodeDeleted),
+                Some(node) if node.pzxid > relative_zxid => {
+                    fired(path, EventType::NodeChildrenChanged)
+                }
+                Some(_) => add_watch(&mut self.child_watches, path, session),
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every watch `session` left: its connection closed, and the server removes a
+    /// closed connection's watchers (the client re-registers them when it reconnects).
+    pub fn drop_watches(&mut self, session: SessionId) {
+        for table in [&mut self.data_watches, &mut self.child_watches] {
+            table.retain(|_, sessions| {
+                sessions.remove(&session);
+                !sessions.is_empty()
+            });
+        }
     }
 
     /// The stat of the node at `path`, if any, without a session or a watch (for checkers).

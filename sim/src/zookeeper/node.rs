@@ -3,11 +3,14 @@
 //! client, and the tree and sessions on disk (ZooKeeper logs every transaction before it
 //! answers, so a restart keeps both).
 
-use super::model::{EventType, Op, OpResult, SessionId, Snapshot, WatchEvent, ZkError, ZkModel};
+use super::model::{
+    EventType, Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkError, ZkModel,
+};
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
 use crate::world::World;
+use lockcheck_algorithms::zookeeper::Zxid;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -22,6 +25,17 @@ pub enum ZkRequest {
     Open {
         /// Requested timeout in ms.
         timeout_ms: u64,
+    },
+    /// Take `session` up again on a new connection (after a reset, or after the client gave
+    /// up on a silent one), re-registering the watches the client still holds (`SetWatches`,
+    /// relative to the last zxid it saw).
+    Reconnect {
+        /// The session.
+        session: SessionId,
+        /// The last zxid the client saw in a reply.
+        last_zxid: Zxid,
+        /// The watches it left and has not seen fire.
+        watches: SetWatches,
     },
     /// Keep `session` alive.
     Ping {
@@ -49,6 +63,8 @@ pub enum ZkResponse {
     },
     /// The ping renewed the session.
     Pong,
+    /// The session is taken up on the new connection.
+    Reconnected,
     /// The operation's result; for a create, the new node's stat too (`create2`).
     Result(OpResult, Option<super::model::Stat>),
     /// The session is gone.
@@ -72,7 +88,8 @@ struct Server {
     model: RefCell<ZkModel>,
     /// Where each session's client is, for pushing its watch events.
     clients: RefCell<BTreeMap<SessionId, (usize, SocketAddr)>>,
-    /// Each session's ephemeral nodes, so their deletion by expiry shows in the history.
+    /// Each session's ephemeral nodes, so their deletion by expiry shows in the history (taken
+    /// from the tree on a restart: the nodes are on disk, and so is who owns them).
     ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
 }
 
@@ -147,6 +164,22 @@ impl Server {
         }
     }
 
+    /// Client node `from`'s connection closed (its process died): its sessions stay until they
+    /// expire (a killed client sends no `closeSession`), but the connection's watches go.
+    fn connection_closed(&self, from: usize) {
+        let sessions: Vec<SessionId> = self
+            .clients
+            .borrow()
+            .iter()
+            .filter(|(_, (node, _))| *node == from)
+            .map(|(session, _)| *session)
+            .collect();
+        for session in sessions {
+            self.clients.borrow_mut().remove(&session);
+            self.model.borrow_mut().drop_watches(session);
+        }
+    }
+
     fn handle(
         &self,
         from: usize,
@@ -169,6 +202,17 @@ impl Server {
                     timeout_ms,
                 }
             }
+            ZkRequest::Reconnect {
+                session,
+                last_zxid,
+                watches,
+            } => match model.reconnect(session, last_zxid, &watches, mono, &mut events) {
+                Ok(()) => {
+                    self.clients.borrow_mut().insert(session, (from, addr));
+                    ZkResponse::Reconnected
+                }
+                Err(_) => ZkResponse::Expired,
+            },
             ZkRequest::Ping { session } => match model.touch(session, mono) {
                 Ok(()) => ZkResponse::Pong,
                 Err(_) => ZkResponse::Expired,
@@ -222,11 +266,12 @@ fn event_name(kind: EventType) -> &'static str {
 /// and the sessions from `disk` (sessions get a fresh timeout, as on a real restart).
 pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
     let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load() {
+    let model = match disk.load(world.last_crash(me)) {
         Some(snapshot) => ZkModel::restore(snapshot, mono),
         None => ZkModel::new(),
     };
     let pusher = crate::net::bind_pusher(world.clone(), me);
+    let ephemerals = model.ephemerals();
     let server = Rc::new(Server {
         world: world.clone(),
         me,
@@ -234,7 +279,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         disk,
         model: RefCell::new(model),
         clients: RefCell::new(BTreeMap::new()),
-        ephemerals: RefCell::new(BTreeMap::new()),
+        ephemerals: RefCell::new(ephemerals),
     });
 
     let expirer = server.clone();
@@ -255,20 +300,29 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
     });
 
     serve(world, me, move |from, request| {
-        let Request::Zk(request, addr) = request else {
-            return Handled::Now(Response::Zk(ZkResponse::Result(
-                OpResult::Error(ZkError::BadArguments),
-                None,
-            )));
+        let zxid = || server.model.borrow().last_zxid();
+        let (request, addr) = match request {
+            Request::Zk(request, addr) => (request, addr),
+            Request::ConnectionClosed => {
+                server.connection_closed(from);
+                return Handled::Now(Response::Zk(ZkResponse::Pong, zxid()));
+            }
+            _ => {
+                return Handled::Now(Response::Zk(
+                    ZkResponse::Result(OpResult::Error(ZkError::BadArguments), None),
+                    zxid(),
+                ))
+            }
         };
         let (response, events) = server.handle(from, addr, request);
+        let zxid = zxid();
         let server = server.clone();
         // The events and the reply leave from a task of their own, as they always have: sending
         // them from here would be the same messages one scheduling step earlier, and would give
         // every ZooKeeper seed a new history for nothing.
         Handled::Later(Box::pin(async move {
             server.deliver(events);
-            Response::Zk(response)
+            Response::Zk(response, zxid)
         }))
     })
     .await

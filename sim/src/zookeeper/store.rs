@@ -1,17 +1,27 @@
 //! [`ZkStore`] for a simulated client: one session with the simulated ZooKeeper server, kept
 //! alive by pings every third of its timeout, with the client-side states a ZooKeeper client
-//! library reports (Connected; Disconnected after two thirds of the timeout without an answer;
-//! Expired when the server says so) and a fresh session on the next request after an expiry.
+//! library reports and the reconnection it does:
+//!
+//! - **Disconnected** as soon as the connection is reset (the server's process died, or a
+//!   restarted server refused the old connection), or after two thirds of the timeout without an
+//!   answer (the Java client then drops the silent socket itself).
+//! - **Reconnection**: while disconnected, the client tries the server again every
+//!   [`RECONNECT_INTERVAL`] with its session id; the server takes the session up again if it has
+//!   not expired, and the client re-registers the watches it still holds (`SetWatches`, with the
+//!   last zxid it saw: a watched node deleted meanwhile fires at once). Then **Connected**.
+//! - **Expired** when the server says so; a fresh session is opened on the next request.
 
-use super::model;
+use super::model::{self, SetWatches};
 use super::node::{ZkPush, ZkRequest, ZkResponse};
 use crate::net::{Request, Response, RpcClient};
+use futures_util::future::{select, Either};
 use lockcheck_algorithms::zookeeper::{
-    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore,
+    CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore, Zxid,
 };
 use lockcheck_algorithms::{Env, StoreError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::pin::pin;
 use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -28,6 +38,16 @@ struct Session {
     last_heard: Duration,
     notices: VecDeque<ZkNotice>,
     waker: Option<Waker>,
+    /// Whether the connection carrying the session is up. False after a reset or a refusal, or
+    /// once the client gave up on a silent connection: the next request reconnects first.
+    connected: bool,
+    /// The highest zxid seen in a reply: where `SetWatches` starts.
+    last_zxid: Zxid,
+    /// The watches this client left and has not seen fire, re-registered on a reconnection.
+    watches: SetWatches,
+    /// The connection was lost: the pinger should start reconnecting now, not at its next tick.
+    kicked: bool,
+    pinger: Option<Waker>,
 }
 
 /// One client's ZooKeeper session, shared with its ping and event tasks.
@@ -56,6 +76,11 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             last_heard: env.mono_now(),
             notices: VecDeque::new(),
             waker: None,
+            connected: false,
+            last_zxid: 0,
+            watches: SetWatches::default(),
+            kicked: false,
+            pinger: None,
         }));
         let store = SimZk {
             rpc,
@@ -85,17 +110,52 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         Self::notify(session, ZkNotice::State(state));
     }
 
+    /// The connection is gone: Disconnected (unless the session is already known expired), and
+    /// the pinger starts reconnecting.
+    fn lose_connection(session: &RefCell<Session>) {
+        let was_connected = std::mem::replace(&mut session.borrow_mut().connected, false);
+        if !was_connected {
+            return;
+        }
+        if session.borrow().state == SessionState::Connected {
+            Self::set_state(session, SessionState::Disconnected);
+        }
+        let mut s = session.borrow_mut();
+        s.kicked = true;
+        if let Some(waker) = s.pinger.take() {
+            waker.wake();
+        }
+    }
+
+    /// The session `id` is gone on the server.
+    fn expired(session: &RefCell<Session>, id: model::SessionId) {
+        if session.borrow().id == Some(id) {
+            {
+                let mut s = session.borrow_mut();
+                s.id = None;
+                s.watches = SetWatches::default();
+            }
+            Self::set_state(session, SessionState::Expired);
+        }
+    }
+
     fn spawn_event_listener(&self) {
         let (rpc, session) = (self.rpc.clone(), self.session.clone());
         madsim::task::spawn_local(async move {
             loop {
-                let Ok(push) = rpc.next_push().await.downcast::<ZkPush>() else {
+                let payload = rpc.next_push().await;
+                if crate::net::is_reset(&payload) {
+                    Self::lose_connection(&session);
+                    continue;
+                }
+                let Ok(push) = payload.downcast::<ZkPush>() else {
                     continue;
                 };
                 let ZkPush(event) = *push;
                 if session.borrow().id != Some(event.session) {
                     continue; // an event of an earlier session
                 }
+                session.borrow_mut().watches.fired(&event.path, event.kind);
                 Self::notify(
                     &session,
                     ZkNotice::Watch(WatchEvent {
@@ -108,49 +168,104 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     fn spawn_pinger(&self) {
-        let (rpc, env, session, server) = (
-            self.rpc.clone(),
-            self.env.clone(),
-            self.session.clone(),
-            self.server,
-        );
-        let request_timeout = self.request_timeout;
+        let this = SimZk {
+            rpc: self.rpc.clone(),
+            env: self.env.clone(),
+            server: self.server,
+            request_timeout: self.request_timeout,
+            session: self.session.clone(),
+        };
         madsim::task::spawn_local(async move {
             loop {
-                let (timeout, state) = {
-                    let s = session.borrow();
-                    (s.timeout, s.state)
+                let (timeout, state, connected) = {
+                    let s = this.session.borrow();
+                    (s.timeout, s.state, s.connected)
                 };
-                let interval = if state == SessionState::Disconnected {
+                let interval = if state == SessionState::Disconnected || !connected {
                     RECONNECT_INTERVAL.min(timeout / 3)
                 } else {
                     timeout / 3
                 };
-                env.sleep(interval).await;
-                let Some(id) = session.borrow().id else {
+                this.nap(interval).await;
+                let Some(id) = this.session.borrow().id else {
                     continue;
                 };
-                let ping = Request::Zk(ZkRequest::Ping { session: id }, rpc.local_addr());
-                match rpc.call(server, ping, request_timeout).await {
-                    Ok(Response::Zk(ZkResponse::Pong)) => {
-                        session.borrow_mut().last_heard = env.mono_now();
-                        Self::set_state(&session, SessionState::Connected);
-                    }
-                    Ok(Response::Zk(ZkResponse::Expired)) => {
-                        if session.borrow().id == Some(id) {
-                            session.borrow_mut().id = None;
-                            Self::set_state(&session, SessionState::Expired);
-                        }
-                    }
-                    _ => {
-                        let silent = env.mono_now().saturating_sub(session.borrow().last_heard);
-                        if silent >= timeout * 2 / 3 {
-                            Self::set_state(&session, SessionState::Disconnected);
-                        }
-                    }
+                if !this.session.borrow().connected {
+                    // Errors are judged inside: the next round tries again.
+                    let _ = this.reconnect(id).await;
+                    continue;
+                }
+                let ping = ZkRequest::Ping { session: id };
+                match this.send(ping).await {
+                    Ok(ZkResponse::Pong) => Self::set_state(&this.session, SessionState::Connected),
+                    Ok(ZkResponse::Expired) => Self::expired(&this.session, id),
+                    _ => this.judge_silence(),
                 }
             }
         });
+    }
+
+    /// Sleeps `interval`, or less if the connection is lost meanwhile (then the first reconnect
+    /// attempt comes [`RECONNECT_INTERVAL`] after the loss, not at the next ping).
+    async fn nap(&self, interval: Duration) {
+        let kicked = std::future::poll_fn(|cx| {
+            let mut s = self.session.borrow_mut();
+            if std::mem::take(&mut s.kicked) {
+                Poll::Ready(())
+            } else {
+                s.pinger = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        });
+        if let Either::Right(((), _)) = select(pin!(self.env.sleep(interval)), pin!(kicked)).await {
+            let timeout = self.session.borrow().timeout;
+            self.env.sleep(RECONNECT_INTERVAL.min(timeout / 3)).await;
+        }
+    }
+
+    /// After a request without an answer: two thirds of the timeout without hearing from the
+    /// server, and the client gives the connection up (Disconnected) and will reconnect.
+    fn judge_silence(&self) {
+        let (silent, timeout) = {
+            let s = self.session.borrow();
+            (self.env.mono_now().saturating_sub(s.last_heard), s.timeout)
+        };
+        if silent >= timeout * 2 / 3 {
+            Self::lose_connection(&self.session);
+            Self::set_state(&self.session, SessionState::Disconnected);
+        }
+    }
+
+    /// Takes session `id` up again on a new connection, re-registering the watches still held.
+    async fn reconnect(&self, id: model::SessionId) -> Result<(), StoreError> {
+        let (last_zxid, watches) = {
+            let s = self.session.borrow();
+            (s.last_zxid, s.watches.clone())
+        };
+        let request = ZkRequest::Reconnect {
+            session: id,
+            last_zxid,
+            watches,
+        };
+        match self.send(request).await {
+            Ok(ZkResponse::Reconnected) => {
+                self.session.borrow_mut().connected = true;
+                Self::set_state(&self.session, SessionState::Connected);
+                Ok(())
+            }
+            Ok(ZkResponse::Expired) => {
+                self.session.borrow_mut().connected = true;
+                Self::expired(&self.session, id);
+                Ok(())
+            }
+            Ok(other) => Err(StoreError::Unreachable(format!(
+                "unexpected answer {other:?}"
+            ))),
+            Err(e) => {
+                self.judge_silence();
+                Err(e)
+            }
+        }
     }
 
     async fn send(&self, request: ZkRequest) -> Result<ZkResponse, StoreError> {
@@ -158,22 +273,42 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         match self
             .rpc
             .call(self.server, request, self.request_timeout)
-            .await?
+            .await
         {
-            Response::Zk(response) => {
-                self.session.borrow_mut().last_heard = self.env.mono_now();
+            Ok(Response::Zk(response, zxid)) => {
+                let mut s = self.session.borrow_mut();
+                s.last_heard = self.env.mono_now();
+                s.last_zxid = s.last_zxid.max(zxid);
                 Ok(response)
             }
-            other => Err(StoreError::Unreachable(format!(
+            Ok(other) => Err(StoreError::Unreachable(format!(
                 "not a ZooKeeper server: answered {other:?}"
             ))),
+            Err(e) => {
+                // A reset or a refusal: the socket is gone, whatever the session's fate.
+                if !matches!(e, StoreError::Timeout) {
+                    Self::lose_connection(&self.session);
+                }
+                Err(e)
+            }
         }
     }
 
-    /// The session to use, opening one if there is none (first use, or after an expiry).
+    /// The session to use, opening one if there is none (first use, or after an expiry), and
+    /// reconnecting first if its connection was lost.
     async fn session_id(&self) -> Result<model::SessionId, StoreError> {
-        if let Some(id) = self.session.borrow().id {
-            return Ok(id);
+        let (id, connected) = {
+            let s = self.session.borrow();
+            (s.id, s.connected)
+        };
+        if let Some(id) = id {
+            if connected {
+                return Ok(id);
+            }
+            self.reconnect(id).await?;
+            if let Some(id) = self.session.borrow().id {
+                return Ok(id);
+            }
         }
         let timeout_ms = self.session.borrow().timeout.as_millis() as u64;
         match self.send(ZkRequest::Open { timeout_ms }).await? {
@@ -185,6 +320,8 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                     let mut s = self.session.borrow_mut();
                     s.id = Some(session);
                     s.timeout = Duration::from_millis(timeout_ms);
+                    s.connected = true;
+                    s.watches = SetWatches::default();
                 }
                 Self::set_state(&self.session, SessionState::Connected);
                 Ok(session)
@@ -204,10 +341,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             ZkResponse::Result(model::OpResult::Error(e), _) => Ok(Err(e)),
             ZkResponse::Result(result, stat) => Ok(Ok((result, stat))),
             ZkResponse::Expired => {
-                if self.session.borrow().id == Some(session) {
-                    self.session.borrow_mut().id = None;
-                    Self::set_state(&self.session, SessionState::Expired);
-                }
+                Self::expired(&self.session, session);
                 Ok(Err(ZkError::SessionExpired))
             }
             other => Err(StoreError::Unreachable(format!(
@@ -262,7 +396,20 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
             watch,
         };
         Ok(match self.op(op).await? {
-            Ok((model::OpResult::Stat(stat), _)) => Ok(stat),
+            Ok((model::OpResult::Stat(stat), _)) => {
+                if watch {
+                    // On a node that exists it is a data watch; on one that does not, an exist
+                    // watch (the client keeps them apart for `SetWatches`).
+                    let mut s = self.session.borrow_mut();
+                    let table = if stat.is_some() {
+                        &mut s.watches.data
+                    } else {
+                        &mut s.watches.exist
+                    };
+                    table.insert(path.to_string());
+                }
+                Ok(stat)
+            }
             Ok((other, _)) => return Err(unexpected(other)),
             Err(e) => Err(e),
         })
@@ -278,7 +425,16 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
             watch,
         };
         Ok(match self.op(op).await? {
-            Ok((model::OpResult::Children(c), _)) => Ok(c),
+            Ok((model::OpResult::Children(c), _)) => {
+                if watch {
+                    self.session
+                        .borrow_mut()
+                        .watches
+                        .child
+                        .insert(path.to_string());
+                }
+                Ok(c)
+            }
             Ok((other, _)) => return Err(unexpected(other)),
             Err(e) => Err(e),
         })
