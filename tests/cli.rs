@@ -631,3 +631,25 @@ fn real_runs_against_a_server_the_user_already_runs() {
     );
     drop(server);
 }
+
+/// A holder of a mysql-row lock without a TTL crashes: its row stays, and after the run the
+/// probe cannot take the lock. That is a liveness failure, not a safety one: the headline says
+/// DEADLOCK and the exit code is 3, so a CI reading 1 knows it means two holders.
+#[test]
+fn a_deadlock_is_headlined_deadlock_and_exits_3_not_1() {
+    let scratch = Scratch::new("deadlock-exit");
+    let file = scratch.file(
+        "deadlock.json",
+        r#"{"algorithm": "mysql-row", "workload": {"acquisitions_per_client": 1, "hold_ms": 5000},
+            "duration_ms": 30000, "faults": [
+              {"at_ms": 0, "fault": "pause", "node": "client-1", "for_ms": 500},
+              {"at_ms": 1000, "fault": "crash", "node": "client-0"}]}"#,
+    );
+    let o = lockcheck(&["run", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).starts_with("DEADLOCK: mysql-row"),
+        "{}",
+        stdout(&o)
+    );
+}

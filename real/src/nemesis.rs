@@ -216,22 +216,10 @@ impl Nemesis {
         let topology = world.topology();
         let resource = topology.resource();
         let servers = topology.with_role(Role::Server);
-        // Whether the partition cuts the link between `a` and `b`: one on each side.
-        let side = |n: usize| {
-            if partition.group.contains(&n) {
-                Some(true)
-            } else if partition.others.as_ref().is_none_or(|o| o.contains(&n)) {
-                Some(false)
-            } else {
-                None
-            }
-        };
-        let crosses =
-            |a: usize, b: usize| matches!((side(a), side(b)), (Some(x), Some(y)) if x != y);
         for client in topology.with_role(Role::Client) {
             let links = world.links.get(client).into_iter().flatten();
             for (server, link) in servers.iter().zip(links) {
-                if crosses(client, *server) {
+                if partition.cuts(client, *server) {
                     if cut {
                         link.cut();
                     } else {
@@ -239,7 +227,7 @@ impl Nemesis {
                     }
                 }
             }
-            if crosses(client, resource) {
+            if partition.cuts(client, resource) {
                 world.cut_from_resource(client, cut);
             }
         }

@@ -195,10 +195,8 @@ fn crash_and_immediate_restart_with_durable_commits_never_breaks_mysql_row() {
 fn a_server_restart_rolls_back_the_transaction_held_lock_under_its_holder() {
     // The crash under mysql-for-update-held: recovery rolls client-0's open transaction back,
     // and client-1, which asks only after the restart, gets the row while client-0 still works.
-    // (client-1 must not be waiting for the row when the server dies: its blocked statement
-    // would fail at once on the real connection, reset by the kill, while the simulated crashed
-    // server swallows it until the client's timeout, innodb_lock_wait_timeout later: a
-    // difference of the simulated network, not of the server.)
+    // (`a_killed_server_fails_the_waiting_statement_at_once_in_both_worlds` has client-1 waiting
+    // for the row when the server dies.)
     if !mariadb_installed() {
         return;
     }
@@ -216,6 +214,85 @@ fn a_server_restart_rolls_back_the_transaction_held_lock_under_its_holder() {
         kinds(&real.outcome.violations),
         vec![ViolationKind::MutualExclusion]
     );
+}
+
+#[test]
+fn a_killed_server_fails_the_waiting_statement_at_once_in_both_worlds() {
+    // client-1 is blocked in `SELECT … FOR UPDATE` behind client-0 when the server is killed:
+    // the kill resets its connection, so the statement fails at once (in the simulation too,
+    // since a process crash resets connections), client-1 asks again after the restart and
+    // gets the row that recovery freed under client-0: two holders in both worlds.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = crash_while_held(Algorithm::MysqlForUpdateHeld, Persistence::Always);
+    s.workload.hold_ms = 2_000;
+    let real = run_real(&s);
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_two_holders_including(&real, "client-0");
+}
+
+#[test]
+fn a_killed_client_releases_its_transaction_lock_at_once_in_both_worlds() {
+    // client-0 holds mysql-for-update-held (its open transaction's row lock) and is killed at
+    // 1 s. Its socket closes, MariaDB rolls the transaction back, and client-1, blocked on the
+    // row, gets it at once: long before the 30 s wait_timeout that is the only way out when
+    // the client's machine dies instead (the simulation's machine crash).
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = Scenario::new(Algorithm::MysqlForUpdateHeld);
+    s.params.wait_timeout_ms = Some(30_000);
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 5_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.duration_ms = 20_000;
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 200,
+        },
+        Fault::Crash {
+            at_ms: 1_000,
+            node: "client-0".into(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
+        },
+    ];
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    let entered_ms = |outcome: &lockcheck_sim::Outcome| {
+        outcome
+            .history
+            .entries
+            .iter()
+            .find(|e| {
+                matches!(
+                    &e.op,
+                    lockcheck_sim::history::Op::Resource {
+                        client,
+                        phase: lockcheck_sim::history::Phase::Enter,
+                        accepted: true,
+                        ..
+                    } if client == "client-1"
+                )
+            })
+            .map(|e| e.true_ns / 1_000_000)
+            .expect("client-1 entered")
+    };
+    // Before client-0's hold would have ended (6 s), and far before wait_timeout (30 s).
+    assert!(
+        entered_ms(&real.outcome) < 6_000,
+        "{}",
+        entered_ms(&real.outcome)
+    );
+    assert!(entered_ms(&lockcheck_sim::run(&s)) < 6_000);
 }
 
 #[test]

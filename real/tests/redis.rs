@@ -185,6 +185,22 @@ fn crash_and_immediate_restart_with_appendfsync_always_is_safe() {
     assert_eq!(sections(&real), 2);
 }
 
+/// `appendfsync everysec` under kill -9: every write reached the operating system before its
+/// reply, so the restarted server reads the lock back from its AOF and client-1 waits its turn.
+/// The simulation's process crash keeps what was written (only a machine crash loses the last
+/// second), so both worlds find nothing (`run_real` compares them).
+#[test]
+fn a_killed_server_with_appendfsync_everysec_loses_nothing_in_both_worlds() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let real = run_real(&crash_while_held(Persistence::Everysec));
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_safe(&real);
+    assert_eq!(sections(&real), 2);
+}
+
 #[test]
 fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
     if !servers_installed() {

@@ -270,6 +270,55 @@ fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
 }
 
 #[test]
+fn a_server_restart_does_not_hide_a_later_pause_past_the_session() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds for 12 s; the server is killed at 1 s and started again at once; from 3 s
+    // client-0 is paused for 9 s, past its 4 s session. client-1's watch on client-0's node
+    // lived in the killed server's memory; its client reconnects and re-registers it
+    // (SetWatches), hears the node go when the session expires, and enters while the paused
+    // holder still works: two holders, for real as in the simulation (`run_real` compares),
+    // as without the restart.
+    let mut s = Scenario::new(Algorithm::ZkSequential);
+    s.params.session_timeout_ms = SESSION_MS;
+    s.clients = 2;
+    s.duration_ms = 30_000;
+    s.workload = Workload {
+        acquisitions_per_client: 1,
+        hold_ms: 12_000,
+        think_ms: 100,
+        ..Workload::default()
+    };
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Crash {
+            at_ms: 1_000,
+            node: "zk-0".into(),
+            scope: lockcheck_sim::scenario::CrashScope::Process,
+        },
+        Fault::Restart {
+            at_ms: 1_000,
+            node: "zk-0".into(),
+        },
+        Fault::Pause {
+            at_ms: 3_000,
+            node: "client-0".into(),
+            for_ms: 9_000,
+        },
+    ];
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_eq!(real.server_pids.len(), 2, "killed and started again");
+    assert_two_holders_including(&real, "client-0");
+}
+
+#[test]
 fn a_dropped_launcher_leaves_no_zookeeper_running() {
     if !zookeeper_installed() {
         return;

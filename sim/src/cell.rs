@@ -348,9 +348,7 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
         } => format!(
             "[{}] cut off{} {}{} {}{}",
             isolate.join(", "),
-            from.as_ref()
-                .map(|from| format!(" from [{}]", from.join(", ")))
-                .unwrap_or_default(),
+            crate::scenario::from_clause(from),
             secs(*for_ms),
             against_lease(*for_ms, scenario),
             at(*at_ms),

@@ -40,8 +40,7 @@ pub enum ViolationKind {
 
 /// What a finding means for the people who read its headline (and the CI that reads its exit
 /// code), from the most to the least serious.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
     /// Safety: two holders at once, or a lock freed under its holder. Exit code 1.
     Unsafe,

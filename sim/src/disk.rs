@@ -13,7 +13,8 @@ use std::sync::Mutex;
 pub struct Disk<T> {
     policy: Persistence,
     synced: Mutex<Option<T>>,
-    /// Written to the OS, perhaps not synced: newer than `synced` or equal to it.
+    /// Written to the OS since the last fsync, if anything was (`None`: what was written is
+    /// what was synced).
     written: Mutex<Option<T>>,
 }
 
@@ -34,11 +35,13 @@ impl<T: Clone> Disk<T> {
 
     /// Makes `state` durable (a write and its fsync).
     pub fn sync(&self, state: T) {
-        *self.written.lock().unwrap() = Some(state.clone());
+        *self.written.lock().unwrap() = None;
         *self.synced.lock().unwrap() = Some(state);
     }
 
-    /// Records that an fsync made `state` durable, leaving what was written since as it is.
+    /// Records that an fsync made `state` durable while something newer may already have been
+    /// written (InnoDB's log flushed once a second under commits that go on): what was written
+    /// stays.
     pub fn fsync(&self, state: T) {
         *self.synced.lock().unwrap() = Some(state);
     }
@@ -54,7 +57,10 @@ impl<T: Clone> Disk<T> {
     pub fn load(&self, scope: Option<CrashScope>) -> Option<T> {
         match (self.policy, scope) {
             (Persistence::None, _) => None,
-            (_, Some(CrashScope::Process)) => self.written.lock().unwrap().clone(),
+            (_, Some(CrashScope::Process)) => match self.written.lock().unwrap().clone() {
+                Some(written) => Some(written),
+                None => self.synced.lock().unwrap().clone(),
+            },
             _ => self.synced.lock().unwrap().clone(),
         }
     }

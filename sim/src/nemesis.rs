@@ -55,6 +55,22 @@ pub struct Cut {
     pub hold: bool,
 }
 
+impl Cut {
+    /// Whether the link between nodes `a` and `b` crosses the cut (one on each side).
+    pub fn cuts(&self, a: usize, b: usize) -> bool {
+        let side = |n: usize| {
+            if self.group.contains(&n) {
+                Some(true)
+            } else if self.others.as_ref().is_none_or(|o| o.contains(&n)) {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        matches!((side(a), side(b)), (Some(x), Some(y)) if x != y)
+    }
+}
+
 /// Whether a node is down while the schedule is expanded, so that a restart answers the crash
 /// that is actually in force (a crash landing while the node is held down is moot).
 #[derive(Default)]
@@ -199,10 +215,7 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                     hold: *hold,
                 };
                 let names = isolate.join(", ");
-                let others = from
-                    .as_ref()
-                    .map(|f| format!(" from [{}]", f.join(", ")))
-                    .unwrap_or_default();
+                let others = crate::scenario::from_clause(from);
                 let held = if *hold { ", holding messages" } else { "" };
                 push(
                     at,
@@ -356,17 +369,14 @@ fn apply(world: &World, action: Action, text: String) {
 /// Both directions of every link the partition cuts: between its group and its other side (by
 /// default every other node). The liveness probe is left out: it starts only after every
 /// partition has healed.
-pub fn links_across(topology: &Topology, cut: &Cut) -> Vec<(usize, usize)> {
-    let group = &cut.group;
+fn links_across(topology: &Topology, cut: &Cut) -> Vec<(usize, usize)> {
     let mut links = Vec::new();
-    for a in group {
-        for b in (0..topology.len()).filter(|b| {
-            !group.contains(b)
-                && topology.role(*b) != crate::topology::Role::Probe
-                && cut.others.as_ref().is_none_or(|others| others.contains(b))
-        }) {
-            links.push((*a, b));
-            links.push((b, *a));
+    for &a in &cut.group {
+        for b in (0..topology.len())
+            .filter(|&b| cut.cuts(a, b) && topology.role(b) != crate::topology::Role::Probe)
+        {
+            links.push((a, b));
+            links.push((b, a));
         }
     }
     links

@@ -23,7 +23,7 @@
 
 use crate::redis::Snapshot;
 use crate::topology::Topology;
-use crate::world::World;
+use crate::world::{Power, World};
 use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_algorithms::StoreError;
 use madsim::rand::Rng;
@@ -107,8 +107,11 @@ pub enum Response {
 }
 
 /// How a server answers a request: at once, or later (a blocking command such as `WAIT`)
-/// without holding up the requests behind it.
+/// without holding up the requests behind it; or not at all (a notice, such as
+/// [`Request::ConnectionClosed`]).
 pub enum Handled {
+    /// No reply: the request was a notice.
+    NoReply,
     /// The reply, now.
     Now(Response),
     /// A reply that a task on the server's node will produce.
@@ -139,10 +142,9 @@ enum Route {
 /// How a message from node `from` to node `to` goes. Decided before a request is numbered, so a
 /// lost request leaves no gap in its connection's sequence (a held one is numbered: it arrives).
 fn route(world: &World, from: usize, to: usize) -> Route {
-    match world.cut_holds(from, to) {
-        Some(true) => return Route::Hold,
-        Some(false) => return Route::Lose,
-        None => {}
+    let cut = cut_route(world, from, to);
+    if cut != Route::Deliver {
+        return cut;
     }
     let (loss, _) = world.message_faults(from, to);
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
@@ -179,7 +181,7 @@ fn send(
         Route::Lose => {}
         Route::Deliver => transmit(world, from_node, from, to, tag, payload),
         Route::Hold => {
-            let incarnation = world.incarnation(to_node);
+            let incarnation = world.power(to_node).incarnation;
             world
                 .network()
                 .held
@@ -200,7 +202,7 @@ fn send(
 /// `from → to`, which has just come back. Each takes the network's latency from now.
 pub fn release_held(world: &World, from: usize, to: usize) {
     let held = world.network().held.remove(&(from, to)).unwrap_or_default();
-    let incarnation = world.incarnation(to);
+    let incarnation = world.power(to).incarnation;
     for letter in held.into_iter().filter(|l| l.incarnation == incarnation) {
         transmit(
             world,
@@ -546,39 +548,34 @@ impl RpcClient {
         self.connections.borrow_mut().remove(&server);
     }
 
-    /// Whether a connection to `to` would be refused or reset at once if a packet reached it:
-    /// its process is down (refused), or it was restarted since the connection was opened
-    /// (reset). A dead machine answers nothing; its calls time out.
-    fn refused(&self, to: usize) -> Option<String> {
-        let name = || self.world.topology.name(to).to_string();
-        if self.world.down_scope(to) == Some(crate::scenario::CrashScope::Process) {
-            return Some(format!("connection refused: {}'s process is down", name()));
+    /// Why a packet to `to` would be answered by a reset from its kernel, if it would: its
+    /// process is down (refused), or its connection leads to an earlier process (reset). A dead
+    /// machine answers nothing; its calls time out. Otherwise the connection is opened if there
+    /// is none (to a machine that is down, there is none to open).
+    fn connect(&self, to: usize, power: Power) -> Result<(), String> {
+        let name = || self.world.topology.name(to);
+        if power.refuses() {
+            return Err(format!("connection refused: {}'s process is down", name()));
         }
-        if self.world.is_down(to) {
-            return None;
+        if power.down {
+            return Ok(());
         }
         let opened = self.connections.borrow().get(&to).copied();
-        if opened.is_some_and(|i| i != self.world.incarnation(to)) {
-            return Some(format!(
+        match opened {
+            Some(i) if i != power.incarnation => Err(format!(
                 "connection reset: {} restarted since it was opened",
                 name()
-            ));
+            )),
+            Some(_) => Ok(()),
+            None => {
+                self.connections.borrow_mut().insert(to, power.incarnation);
+                self.world
+                    .network()
+                    .connections
+                    .insert((self.me, self.port.addr, to));
+                Ok(())
+            }
         }
-        None
-    }
-
-    /// Opens a connection to `to` if there is none.
-    fn connect(&self, to: usize) {
-        if self.connections.borrow().contains_key(&to) || self.world.is_down(to) {
-            return;
-        }
-        self.connections
-            .borrow_mut()
-            .insert(to, self.world.incarnation(to));
-        self.world
-            .network()
-            .connections
-            .insert((self.me, self.port.addr, to));
     }
 
     /// The address servers reply and push to.
@@ -600,16 +597,18 @@ impl RpcClient {
     ) -> Result<Response, StoreError> {
         let reply_tag = self.next_tag.get();
         self.next_tag.set(reply_tag + 1);
-        let route = route(&self.world, self.me, to);
-        if route == Route::Deliver {
-            if let Some(why) = self.refused(to) {
+        let mut route = route(&self.world, self.me, to);
+        if let Err(why) = self.connect(to, self.world.power(to)) {
+            self.drop_connection(to);
+            if route == Route::Deliver {
                 // The kernel at the other end answers with a reset: one round trip.
-                self.drop_connection(to);
                 crate::timer::sleep(Duration::from_nanos(2 * LATENCY_NS.start)).await;
                 return Err(StoreError::Unreachable(why));
             }
+            // Across a cut neither the request nor the reset gets through, nor a new
+            // connection's handshake: the call can only time out.
+            route = Route::Lose;
         }
-        self.connect(to);
         self.port.open(reply_tag, to);
         // However the wait ends (reply, timeout, or the caller dropping it), a late reply to
         // this call is dropped.
@@ -689,7 +688,7 @@ pub async fn serve(
             // The client's process is gone: so is its connection and what was queued on it.
             next.remove(&from);
             early.retain(|(addr, _), _| *addr != from);
-            let _ = handle(from_node, Request::ConnectionClosed);
+            handle(from_node, Request::ConnectionClosed);
             continue;
         }
         let expected = *next.entry(from).or_insert(envelope.seq);
@@ -707,6 +706,7 @@ pub async fn serve(
         }
         for envelope in ready {
             match handle(from_node, envelope.request) {
+                Handled::NoReply => {}
                 Handled::Now(response) => {
                     reply(&world, &port, me, from, envelope.reply_tag, response)
                 }

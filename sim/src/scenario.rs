@@ -631,9 +631,7 @@ impl Fault {
             } => format!(
                 "{at_ms} ms: isolate [{}]{} for {for_ms} ms{}",
                 isolate.join(", "),
-                from.as_ref()
-                    .map(|from| format!(" from [{}]", from.join(", ")))
-                    .unwrap_or_default(),
+                from_clause(from),
                 if *hold { ", holding messages" } else { "" }
             ),
             Fault::Loss {
@@ -650,6 +648,13 @@ impl Fault {
             } => format!("{at_ms} ms: delay {node}'s messages by {extra_ms} ms for {for_ms} ms"),
         }
     }
+}
+
+/// A partition's `from` as people read it: ` from [zk-0]`, or nothing for "everyone else".
+pub fn from_clause(from: &Option<Vec<String>>) -> String {
+    from.as_ref()
+        .map(|from| format!(" from [{}]", from.join(", ")))
+        .unwrap_or_default()
 }
 
 /// What a crash takes down with the node, and how its peers learn of it.

@@ -3,7 +3,7 @@
 //! disks; nodes reach them only through their own [`crate::env::SimEnv`], store and server glue.
 
 use crate::clock::{NodeClock, WALL_ORIGIN_NS};
-use crate::history::{History, KeyChange, Kind, Op};
+use crate::history::{History, Kind, Op};
 use crate::message_faults::MessageFaults;
 use crate::scenario::{CrashScope, Scenario};
 use crate::topology::Topology;
@@ -24,13 +24,8 @@ pub struct World {
     history: Mutex<History>,
     messages: Mutex<MessageFaults>,
     node_ids: Mutex<Vec<Option<NodeId>>>,
-    /// Per node: crashed and not restarted, and how (a process or the machine).
-    down: Mutex<Vec<Option<CrashScope>>>,
-    /// Per node: how many times it has crashed. A connection opened to an earlier incarnation
-    /// is dead (see [`crate::net`]).
-    incarnation: Mutex<Vec<u64>>,
-    /// Per node: how it last crashed (kept after the restart, which reads it).
-    last_crash: Mutex<Vec<Option<CrashScope>>>,
+    /// Per node: whether it is up, and what its crashes were.
+    power: Mutex<Vec<Power>>,
     /// Per client: critical sections still to do (kept here so a restarted client goes on).
     remaining: Mutex<Vec<u32>>,
     /// Per client: finished its workload.
@@ -41,6 +36,27 @@ pub struct World {
     cuts: Mutex<BTreeMap<(usize, usize), Cuts>>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
+}
+
+/// Whether a node is up, and what its crashes were: what the network and a restarting server
+/// need to know of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Power {
+    /// Crashed and not restarted.
+    pub down: bool,
+    /// How it last crashed (`None`: never). While `down`, how it is down; after the restart,
+    /// what the restart recovers from.
+    pub last_crash: Option<CrashScope>,
+    /// How many times it has crashed. A connection opened to an earlier incarnation is dead
+    /// (see [`crate::net`]).
+    pub incarnation: u64,
+}
+
+impl Power {
+    /// Whether its process is down while its machine is up: its kernel refuses connections.
+    pub fn refuses(&self) -> bool {
+        self.down && self.last_crash == Some(CrashScope::Process)
+    }
 }
 
 /// The partitions cutting one link, by what they do to its messages.
@@ -65,9 +81,7 @@ impl World {
             history: Mutex::new(History::default()),
             messages: Mutex::new(MessageFaults::new(n)),
             node_ids: Mutex::new(vec![None; n]),
-            down: Mutex::new(vec![None; n]),
-            incarnation: Mutex::new(vec![0; n]),
-            last_crash: Mutex::new(vec![None; n]),
+            power: Mutex::new(vec![Power::default(); n]),
             remaining: Mutex::new(vec![per_client; clients]),
             finished: Mutex::new(vec![false; clients]),
             primary: Mutex::new(clients),
@@ -118,36 +132,9 @@ impl World {
             .push(true_ns, name, local_ns, kind, op);
     }
 
-    /// The keys node `node` holds by the history's account (every key a server writes or removes
-    /// is recorded): each key with the string it holds (`None`: a hash, list or sorted set).
-    /// What a restarted server should compare its recovered data with.
-    pub fn recorded_keys(&self, node: usize) -> BTreeMap<String, Option<String>> {
-        let name = self.topology.name(node);
-        let mut keys = BTreeMap::new();
-        for e in &self.history.lock().unwrap().entries {
-            if e.node != name {
-                continue;
-            }
-            let Op::Key {
-                key, change, value, ..
-            } = &e.op
-            else {
-                continue;
-            };
-            match change {
-                KeyChange::Set => {
-                    keys.insert(key.clone(), value.clone());
-                }
-                KeyChange::FieldSet | KeyChange::ListPushed => {
-                    keys.entry(key.clone()).or_insert(None);
-                }
-                KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost => {
-                    keys.remove(key);
-                }
-                _ => {}
-            }
-        }
-        keys
+    /// Reads the history so far without copying it.
+    pub fn with_history<R>(&self, read: impl FnOnce(&History) -> R) -> R {
+        read(&self.history.lock().unwrap())
     }
 
     /// The history so far.
@@ -168,34 +155,25 @@ impl World {
     /// Marks node `node` crashed by `scope`: a new incarnation starts, and every connection to
     /// the old one is dead.
     pub fn set_crashed(&self, node: usize, scope: CrashScope) {
-        self.down.lock().unwrap()[node] = Some(scope);
-        self.last_crash.lock().unwrap()[node] = Some(scope);
-        self.incarnation.lock().unwrap()[node] += 1;
-    }
-
-    /// How node `node` last crashed (`None`: never): what its restart recovers from.
-    pub fn last_crash(&self, node: usize) -> Option<CrashScope> {
-        self.last_crash.lock().unwrap()[node]
+        let power = &mut self.power.lock().unwrap()[node];
+        power.down = true;
+        power.last_crash = Some(scope);
+        power.incarnation += 1;
     }
 
     /// Marks node `node` running again.
     pub fn set_restarted(&self, node: usize) {
-        self.down.lock().unwrap()[node] = None;
+        self.power.lock().unwrap()[node].down = false;
+    }
+
+    /// Node `node`'s power state now.
+    pub fn power(&self, node: usize) -> Power {
+        self.power.lock().unwrap()[node]
     }
 
     /// Whether node `node` is crashed.
     pub fn is_down(&self, node: usize) -> bool {
-        self.down.lock().unwrap()[node].is_some()
-    }
-
-    /// How node `node` is down, if it is.
-    pub fn down_scope(&self, node: usize) -> Option<CrashScope> {
-        self.down.lock().unwrap()[node]
-    }
-
-    /// Node `node`'s incarnation: how many times it has crashed.
-    pub fn incarnation(&self, node: usize) -> u64 {
-        self.incarnation.lock().unwrap()[node]
+        self.power(node).down
     }
 
     /// Starts (`Some`) or ends (`None`) message fault `id` on node `node`.

@@ -5,7 +5,7 @@
 mod common;
 
 use common::search::{nothing_found, options};
-use lockcheck_sim::checker::{Severity, ViolationKind};
+use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::explore::FaultProfile;
 use lockcheck_sim::scenario::{CrashScope, Fault, Params};
 use lockcheck_sim::{run, Algorithm, Scenario};
@@ -158,33 +158,6 @@ fn restarts_record_what_they_lost_and_only_a_machine_crash_loses_unsynced_writes
     assert_eq!(lost_after(CrashScope::Machine, "everysec"), 1);
     assert_eq!(lost_after(CrashScope::Process, "everysec"), 0);
     assert_eq!(lost_after(CrashScope::Machine, "always"), 0);
-}
-
-/// Headlines and exit codes say what was found: a safety violation is UNSAFE (1), a deadlock is
-/// DEADLOCK (3), an order violation ORDER (4); a run with several exits with its worst.
-#[test]
-fn each_kind_of_finding_has_its_own_word_and_exit_code() {
-    let codes: Vec<(ViolationKind, &str, u8)> = [
-        ViolationKind::MutualExclusion,
-        ViolationKind::ForeignRelease,
-        ViolationKind::FreedWhileHeld,
-        ViolationKind::Deadlock,
-        ViolationKind::FifoOrder,
-    ]
-    .into_iter()
-    .map(|k| (k, k.severity().word(), k.severity().exit_code()))
-    .collect();
-    assert_eq!(
-        codes,
-        [
-            (ViolationKind::MutualExclusion, "UNSAFE", 1),
-            (ViolationKind::ForeignRelease, "UNSAFE", 1),
-            (ViolationKind::FreedWhileHeld, "UNSAFE", 1),
-            (ViolationKind::Deadlock, "DEADLOCK", 3),
-            (ViolationKind::FifoOrder, "ORDER", 4),
-        ]
-    );
-    assert!(Severity::Unsafe < Severity::Deadlock && Severity::Deadlock < Severity::Order);
 }
 
 /// Story (item 7 of issue 14): client-0 holds `mysql-for-update-held` (its open transaction's

@@ -275,7 +275,7 @@ pub async fn run_mysql_server(
     config: MysqlConfig,
 ) {
     let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load(world.last_crash(me)) {
+    let model = match disk.load(world.power(me).last_crash) {
         Some(snapshot) => MysqlModel::restart(snapshot, mono),
         None => MysqlModel::new(config, mono),
     };
@@ -351,7 +351,7 @@ pub async fn run_mysql_server(
             Request::ConnectionClosed => {
                 server.connection_closed(from);
                 server.poke();
-                return Handled::Now(Response::Mysql(MysqlResponse::Disconnected));
+                return Handled::NoReply;
             }
             _ => return Handled::Now(Response::Mysql(MysqlResponse::Disconnected)),
         };

@@ -4,7 +4,7 @@
 use super::model::{KeyEffect, RedisModel, Snapshot};
 use crate::clock::WALL_ORIGIN_NS;
 use crate::disk::Disk;
-use crate::history::{KeyChange, Kind, Op};
+use crate::history::{History, KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response, RpcClient};
 use crate::scenario::Persistence;
 use crate::world::World;
@@ -78,7 +78,8 @@ fn record_effects(world: &World, me: usize, by: Option<&str>, effects: Vec<KeyEf
 /// history's account, that is gone or holds another string is recorded as lost, so the
 /// checkers see the lock (or the fair lock's queue) vanish rather than linger.
 fn record_losses(world: &World, me: usize, recovered: &RedisModel) {
-    for (key, value) in world.recorded_keys(me) {
+    let held = world.with_history(|history| recorded_keys(history, world.topology.name(me)));
+    for (key, value) in held {
         let kept = match recovered.peek(&key) {
             None => false,
             Some(now) => value.is_none() || now == value.as_deref(),
@@ -98,6 +99,33 @@ fn record_losses(world: &World, me: usize, recovered: &RedisModel) {
             );
         }
     }
+}
+
+/// The keys server `node` holds by the history's account (every key effect a server has is
+/// recorded): each key with the string it holds (`None`: a hash, list or sorted set).
+fn recorded_keys(history: &History, node: &str) -> BTreeMap<String, Option<String>> {
+    let mut keys = BTreeMap::new();
+    for e in history.entries.iter().filter(|e| e.node == node) {
+        let Op::Key {
+            key, change, value, ..
+        } = &e.op
+        else {
+            continue;
+        };
+        match change {
+            KeyChange::Set => {
+                keys.insert(key.clone(), value.clone());
+            }
+            KeyChange::FieldSet | KeyChange::ListPushed => {
+                keys.entry(key.clone()).or_insert(None);
+            }
+            KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost => {
+                keys.remove(key);
+            }
+            KeyChange::ExpiryChanged | KeyChange::FieldRemoved | KeyChange::ListRemoved => {}
+        }
+    }
+    keys
 }
 
 /// One server's state, shared by the tasks of its node.
@@ -140,7 +168,7 @@ impl Server {
                 Handled::Now(Response::Ack)
             }
             // Redis keeps nothing per connection that a lock relies on.
-            Request::ConnectionClosed => Handled::Now(Response::Ack),
+            Request::ConnectionClosed => Handled::NoReply,
             Request::Access(_) | Request::Zk(..) | Request::Mysql(_) => Handled::Now(
                 Response::Redis(Reply::Error("ERR not a Redis request".into())),
             ),
@@ -222,11 +250,12 @@ const WAIT_POLL: Duration = Duration::from_millis(1);
 /// Runs a Redis server on node `me` until the node is killed; on (re)start it loads what
 /// `disk` kept. It acts as the primary while the world says it is, and as a replica otherwise.
 pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
-    let model = match disk.load(world.last_crash(me)) {
+    let crashed = world.power(me).last_crash;
+    let model = match disk.load(crashed) {
         Some(snapshot) => RedisModel::restore(snapshot),
         None => RedisModel::new(),
     };
-    if world.last_crash(me).is_some() {
+    if crashed.is_some() {
         record_losses(&world, me, &model);
     }
     let server = Rc::new(Server {

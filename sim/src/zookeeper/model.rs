@@ -136,11 +136,6 @@ pub struct SetWatches {
 }
 
 impl SetWatches {
-    /// Whether there is nothing to re-register.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty() && self.exist.is_empty() && self.child.is_empty()
-    }
-
     /// Forgets the watches an event on `path` of kind `kind` fired, as the client's watch
     /// manager does (`ZKWatchManager.materialize`).
     pub fn fired(&mut self, path: &str, kind: EventType) {

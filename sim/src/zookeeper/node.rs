@@ -266,7 +266,7 @@ fn event_name(kind: EventType) -> &'static str {
 /// and the sessions from `disk` (sessions get a fresh timeout, as on a real restart).
 pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
     let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load(world.last_crash(me)) {
+    let model = match disk.load(world.power(me).last_crash) {
         Some(snapshot) => ZkModel::restore(snapshot, mono),
         None => ZkModel::new(),
     };
@@ -305,7 +305,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
             Request::Zk(request, addr) => (request, addr),
             Request::ConnectionClosed => {
                 server.connection_closed(from);
-                return Handled::Now(Response::Zk(ZkResponse::Pong, zxid()));
+                return Handled::NoReply;
             }
             _ => {
                 return Handled::Now(Response::Zk(

@@ -232,7 +232,6 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         };
         if silent >= timeout * 2 / 3 {
             Self::lose_connection(&self.session);
-            Self::set_state(&self.session, SessionState::Disconnected);
         }
     }
 
