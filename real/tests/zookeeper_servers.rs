@@ -227,22 +227,16 @@ fn a_server_whose_clocks_run_twice_as_fast_ends_a_paused_holders_session_early()
     assert_two_holders_including(&fast, "client-0");
 }
 
-#[test]
-fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
-    if !zookeeper_installed() {
-        return;
-    }
-    let _serial = one_at_a_time();
-    // client-0 holds for 3 s; the server is killed at 1 s and started again on the same data
-    // dir: its session and node come back with it (every transaction is logged first), the
-    // crate reconnects, and client-1 waits its turn.
+/// client-0 takes the lock (client-1 is held back 400 ms) and holds it for `hold_ms`; the server
+/// is killed at 1 s and started again at once on the same data dir.
+fn restart_while_held(hold_ms: u64) -> Scenario {
     let mut s = Scenario::new(Algorithm::ZkSequential);
     s.params.session_timeout_ms = SESSION_MS;
     s.clients = 2;
-    s.duration_ms = 20_000;
+    s.duration_ms = 30_000;
     s.workload = Workload {
         acquisitions_per_client: 1,
-        hold_ms: 3_000,
+        hold_ms,
         think_ms: 100,
         ..Workload::default()
     };
@@ -263,7 +257,18 @@ fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
         },
     ];
     s.validate().unwrap();
-    let real = run_real(&s);
+    s
+}
+
+#[test]
+fn a_crash_and_restart_of_the_server_keeps_zk_sequential_safe() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds for 3 s: its session and node come back with the server (every
+    // transaction is logged first), the crate reconnects, and client-1 waits its turn.
+    let real = run_real(&restart_while_held(3_000));
     assert_safe(&real);
     assert_eq!(real.server_pids.len(), 2, "killed and started again");
     assert_eq!(sections(&real), 2);
@@ -275,43 +280,17 @@ fn a_server_restart_does_not_hide_a_later_pause_past_the_session() {
         return;
     }
     let _serial = one_at_a_time();
-    // client-0 holds for 12 s; the server is killed at 1 s and started again at once; from 3 s
-    // client-0 is paused for 9 s, past its 4 s session. client-1's watch on client-0's node
-    // lived in the killed server's memory; its client reconnects and re-registers it
-    // (SetWatches), hears the node go when the session expires, and enters while the paused
-    // holder still works: two holders, for real as in the simulation (`run_real` compares),
-    // as without the restart.
-    let mut s = Scenario::new(Algorithm::ZkSequential);
-    s.params.session_timeout_ms = SESSION_MS;
-    s.clients = 2;
-    s.duration_ms = 30_000;
-    s.workload = Workload {
-        acquisitions_per_client: 1,
-        hold_ms: 12_000,
-        think_ms: 100,
-        ..Workload::default()
-    };
-    s.faults = vec![
-        Fault::Pause {
-            at_ms: 0,
-            node: "client-1".into(),
-            for_ms: 400,
-        },
-        Fault::Crash {
-            at_ms: 1_000,
-            node: "zk-0".into(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
-        },
-        Fault::Restart {
-            at_ms: 1_000,
-            node: "zk-0".into(),
-        },
-        Fault::Pause {
-            at_ms: 3_000,
-            node: "client-0".into(),
-            for_ms: 9_000,
-        },
-    ];
+    // client-0 holds for 12 s and, from 3 s, is paused for 9 s, past its 4 s session.
+    // client-1's watch on client-0's node lived in the killed server's memory; its client
+    // reconnects and re-registers it (SetWatches), hears the node go when the session expires,
+    // and enters while the paused holder still works: two holders, for real as in the
+    // simulation (`run_real` compares), as without the restart.
+    let mut s = restart_while_held(12_000);
+    s.faults.push(Fault::Pause {
+        at_ms: 3_000,
+        node: "client-0".into(),
+        for_ms: 9_000,
+    });
     s.validate().unwrap();
     let real = run_real(&s);
     assert_eq!(real.server_pids.len(), 2, "killed and started again");
