@@ -653,3 +653,27 @@ fn a_deadlock_is_headlined_deadlock_and_exits_3_not_1() {
         stdout(&o)
     );
 }
+
+/// A waiter left waiting on a free lock is a liveness finding of its own: the headline says
+/// STUCK and the exit code is 5. The story: Redisson's fair lock, the dead head of its queue
+/// had a clock 30 s ahead, so its place outlives it (see `sim/tests/liveness.rs`); the run is
+/// long enough for the place to lapse, so the probe takes the lock and there is no DEADLOCK.
+#[test]
+fn a_stuck_waiter_is_headlined_stuck_and_exits_5() {
+    let scratch = Scratch::new("stuck-exit");
+    let file = scratch.file(
+        "stuck.json",
+        r#"{"algorithm": "redis-fair", "clients": 3, "params": {"ttl_ms": 2000},
+            "workload": {"acquisitions_per_client": 1, "hold_ms": 1000}, "duration_ms": 40000,
+            "faults": [
+              {"at_ms": 0, "fault": "clock_jump", "node": "client-0", "by_ms": 30000},
+              {"at_ms": 0, "fault": "pause", "node": "client-0", "for_ms": 200},
+              {"at_ms": 0, "fault": "pause", "node": "client-2", "for_ms": 400},
+              {"at_ms": 700, "fault": "crash", "node": "client-0", "scope": "process"}]}"#,
+    );
+    let o = lockcheck(&["run", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(5), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("STUCK: redis-fair"), "{out}");
+    assert!(out.contains("the bound is 10000.0 ms"), "{out}");
+}

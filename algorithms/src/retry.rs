@@ -7,9 +7,9 @@ use std::future::Future;
 use std::time::Duration;
 
 /// Attempts at a clean-up that got no usable reply (a release, deleting our own node) when no
-/// retry count is configured. Curator's guaranteed delete retries in the background until it
-/// succeeds, which a client that must return cannot do; what is left behind blocks the others
-/// only until the server ends it (a session, a TTL).
+/// retry count is configured, before the caller returns. What is still left behind then blocks
+/// the others until the server ends it (a TTL, a session), unless the algorithm goes on in the
+/// background as Curator's guaranteed delete does ([`crate::zookeeper::ZkStore::delete_in_background`]).
 pub const CLEANUP_ATTEMPTS: u32 = 10;
 
 /// How a blocking acquire retries.

@@ -314,5 +314,5 @@ async fn execute(
     }
 
     drop(proxies);
-    Ok(Outcome::of(world.recorder.history()))
+    Ok(Outcome::of(world.recorder.history(), scenario))
 }

@@ -362,6 +362,38 @@ impl ZkStore for RealZk {
         .await
     }
 
+    fn delete_in_background(&self, path: &str) {
+        let generation = match &*self.shared.link.borrow() {
+            Link::Open { generation, .. } => *generation,
+            _ => return, // no session: its ephemeral nodes are gone
+        };
+        let (shared, gate, path) = (self.shared.clone(), self.gate.clone(), path.to_string());
+        let timeout = self.request_timeout;
+        self.shared.spawn(async move {
+            loop {
+                // As often as the simulated client tries (its reconnection interval).
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                gate.pass().await;
+                let client = match &*shared.link.borrow() {
+                    Link::Open {
+                        client,
+                        generation: g,
+                        ..
+                    } if *g == generation => client.clone(),
+                    _ => return, // the session ended, and its nodes with it
+                };
+                match tokio::time::timeout(timeout, client.delete(&path, None)).await {
+                    Ok(Ok(())) | Ok(Err(zk::Error::NoNode)) => return,
+                    Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout)) | Err(_) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(%path, "background delete ends: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+
     async fn exists(
         &self,
         path: &str,

@@ -15,7 +15,9 @@ use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload}
 
 mod common;
 
-use common::{assert_safe, assert_two_holders_including, kinds, one_at_a_time, sections};
+use common::{
+    assert_safe, assert_two_holders_including, kinds, one_at_a_time, sections, sim_scenario,
+};
 
 /// Whether redis-server is installed; see [`common::installed`].
 fn servers_installed() -> bool {
@@ -320,11 +322,7 @@ fn seed_002s_own_scenario_file_is_safe_for_real_because_tcp_delivers_across_the_
         return;
     }
     let _serial = one_at_a_time();
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../sim/tests/scenarios/redlock-seed-002-restart.json"
-    );
-    let s = Scenario::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let s = sim_scenario("redlock-seed-002-restart.json");
     let simulated = lockcheck_sim::run(&s);
     assert_eq!(
         kinds(&simulated.violations),
@@ -490,4 +488,29 @@ fn a_dropped_launcher_leaves_no_server_running() {
     assert_eq!(pids.len(), 2);
     drop(launcher);
     assert!(pids.iter().all(|&pid| !redis_alive(pid)), "{pids:?}");
+}
+
+/// Story (issue 14, item 4): Redisson's fair lock keeps a waiter's place until a deadline taken
+/// from the waiter's own wall clock. client-1 holds; client-0, whose clock runs 30 s ahead,
+/// queues first and client-2 behind it (the pauses set that order); client-0 is killed while
+/// queued. From client-1's release the lock is free, but only the head of the queue may take
+/// it, and the dead head's place lasts 30 s longer than its 5 s queue timeout: client-2 is
+/// STUCK (the bound is twice the 5 s queue timeout), in both worlds, and the lock is still not free for
+/// the probe after the run.
+#[test]
+fn a_dead_waiter_whose_clock_ran_ahead_blocks_the_fair_queue_in_both_worlds() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("redis-fair-dead-waiter-clock-ahead.json");
+    let real = run_real(&s);
+    let stuck: Vec<&str> = real
+        .outcome
+        .violations
+        .iter()
+        .filter(|v| v.kind == ViolationKind::Stuck)
+        .map(|v| v.clients[0].as_str())
+        .collect();
+    assert_eq!(stuck, vec!["client-2"], "{:#?}", real.outcome.violations);
 }

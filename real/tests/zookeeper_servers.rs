@@ -19,7 +19,9 @@ const SESSION_MS: u64 = 4_000;
 
 mod common;
 
-use common::{assert_safe, assert_two_holders_including, one_at_a_time, sections};
+use common::{
+    assert_safe, assert_two_holders_including, entered, one_at_a_time, sections, sim_scenario,
+};
 
 /// Whether ZooKeeper (java and its jar) is installed; see [`common::installed`].
 fn zookeeper_installed() -> bool {
@@ -576,5 +578,25 @@ fn a_crashed_holder_keeps_its_zk_lock_until_the_server_expires_its_session() {
         client_1.1 >= earliest_expiry_ms * 1_000_000,
         "client-1 entered before the crashed holder's session could expire \
          (earliest {earliest_expiry_ms} ms): {entered:?}"
+    );
+}
+
+#[test]
+fn a_watch_event_sent_across_a_partition_arrives_after_the_heal() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // client-0 holds; from 1 s it and the server are cut off from everyone else for 2.5 s,
+    // less than the sessions ride out. It releases inside the cut: the server's watch event
+    // to the waiting client-1 crosses the cut. TCP keeps it and delivers it at the heal, and
+    // client-1 takes the lock, for real as in the simulation (which once lost the event and
+    // left client-1 waiting on a free lock).
+    let real = run_real(&sim_scenario("zk-watch-event-across-a-partition.json"));
+    assert_eq!(
+        entered(&real),
+        vec!["client-0", "client-1"],
+        "{:#?}",
+        real.outcome.history.entries
     );
 }

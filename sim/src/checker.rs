@@ -10,6 +10,8 @@
 //!   one that wrote it.
 //! - **Deadlock**: after the faults and the clients stopped, the probe could not acquire the lock
 //!   within its wait.
+//! - **Stuck** ([`stuck`]): a waiter waited on while no client held the lock and the lock service
+//!   was reachable, for longer than a bound stated in the finding (a lost wake-up).
 //!
 //! Stale accesses rejected by a fencing resource are reported separately: they are the fence
 //! doing its job, not violations.
@@ -19,6 +21,9 @@ use crate::topology::Topology;
 use lockcheck_algorithms::zookeeper::sequential::is_write_node;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+
+mod stuck;
+pub use stuck::{stuck, Liveness};
 
 /// The kind of a violation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -36,16 +41,21 @@ pub enum ViolationKind {
     /// A fair lock granted a waiter ahead of one queued before it (or a newcomer jumped the
     /// queue).
     FifoOrder,
+    /// A waiter waited on while the lock was free and reachable (a lost wake-up).
+    Stuck,
 }
 
 /// What a finding means for the people who read its headline (and the CI that reads its exit
 /// code), from the most to the least serious.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
-    /// Safety: two holders at once, or a lock freed under its holder. Exit code 1.
+    /// Safety: two holders at once, or a lock freed under its holder. Exit code 1. The
+    /// variants are in order of seriousness; exit codes are kept as they were first given.
     Unsafe,
     /// Liveness: the lock could not be taken again after the faults ended. Exit code 3.
     Deadlock,
+    /// Liveness: a waiter was not given a lock that was free and reachable. Exit code 5.
+    Stuck,
     /// Fairness: a waiter was passed by one queued after it. Exit code 4.
     Order,
 }
@@ -56,17 +66,19 @@ impl Severity {
         match self {
             Severity::Unsafe => "UNSAFE",
             Severity::Deadlock => "DEADLOCK",
+            Severity::Stuck => "STUCK",
             Severity::Order => "ORDER",
         }
     }
 
     /// The exit code of a run, search or replay whose worst finding is this: 1 for safety, 3
-    /// for liveness, 4 for order (0 is nothing found, 2 bad input).
+    /// for a deadlock, 4 for order, 5 for a stuck waiter (0 is nothing found, 2 bad input).
     pub fn exit_code(self) -> u8 {
         match self {
             Severity::Unsafe => 1,
             Severity::Deadlock => 3,
             Severity::Order => 4,
+            Severity::Stuck => 5,
         }
     }
 
@@ -84,6 +96,7 @@ impl ViolationKind {
             | ViolationKind::ForeignRelease
             | ViolationKind::FreedWhileHeld => Severity::Unsafe,
             ViolationKind::Deadlock => Severity::Deadlock,
+            ViolationKind::Stuck => Severity::Stuck,
             ViolationKind::FifoOrder => Severity::Order,
         }
     }
@@ -587,10 +600,11 @@ fn parent(path: &str) -> &str {
 }
 
 /// Every check, violations in order of time.
-pub fn check(history: &[Entry]) -> Vec<Violation> {
+pub fn check(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
     all.extend(foreign_releases(history));
     all.extend(deadlock(history));
+    all.extend(stuck(history, liveness));
     all.extend(reentrancy(history));
     all.extend(fifo(history));
     all.extend(sequence_order(history));

@@ -497,11 +497,20 @@ pub fn is_reset(payload: &Payload) -> bool {
     payload.is::<ConnectionReset>()
 }
 
-/// Pushes an unasked message (a watch event) from node `from`'s port to the client at `to`,
-/// unless it is lost.
+/// Pushes an unasked message (a watch event) from node `from`'s port to the client at `to`.
+///
+/// Never lost while its connection lives: TCP retransmits it until it is acknowledged, so a
+/// partition holds it until the heal (whatever the partition does to requests and replies) and
+/// `loss` does not drop it. A lost request or reply costs its sender a timeout it notices; a
+/// lost push would be a wake-up its client never learns it missed, which TCP does not produce
+/// (the connection either delivers it late or breaks, and a reconnection re-registers the
+/// watch). A push to a process that died meanwhile is dropped with its connection.
 pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    let route = route(world, from, to_node);
+    let route = match cut_route(world, from, to_node) {
+        Route::Deliver => Route::Deliver,
+        Route::Lose | Route::Hold => Route::Hold,
+    };
     send(world, route, from, port.addr, to, PUSH_TAG, payload);
 }
 

@@ -124,7 +124,9 @@ pub struct Report {
 impl Report {
     /// A report of one run.
     pub fn of_run(scenario: &Scenario, outcome: &Outcome) -> Report {
-        let summary = match outcome.violations.first() {
+        // The headline tells the worst finding (the first of those, in time).
+        let worst = outcome.violations.iter().min_by_key(|v| v.kind.severity());
+        let summary = match worst {
             Some(v) => format!(
                 "{} violated ({} found): {}",
                 scenario.algorithm.name(),

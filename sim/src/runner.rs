@@ -1,7 +1,7 @@
 //! One deterministic run: build the nodes, start the nemesis and the workload, wait for the end,
 //! probe liveness, check the history.
 
-use crate::checker::{self, Availability, StaleAccess, Violation, Wakeups};
+use crate::checker::{self, Availability, Liveness, StaleAccess, Violation, Wakeups};
 use crate::client::{run_client, run_probe};
 use crate::disk::Disk;
 use crate::history::{History, Kind, Op};
@@ -31,10 +31,10 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The checker's verdict on `history`, whichever world it came from.
-    pub fn of(history: History) -> Outcome {
+    /// The checker's verdict on `history` of a run of `scenario`, whichever world it came from.
+    pub fn of(history: History, scenario: &Scenario) -> Outcome {
         Outcome {
-            violations: checker::check(&history.entries),
+            violations: checker::check(&history.entries, &Liveness::of(scenario)),
             stale_accesses: checker::stale_accesses(&history.entries),
             availability: checker::availability(&history.entries),
             wakeups: checker::wakeups(&history.entries),
@@ -60,8 +60,8 @@ const POLL: Duration = Duration::from_millis(50);
 /// Runs `scenario` (which must be valid) and checks it. Same scenario, same outcome.
 pub fn run(scenario: &Scenario) -> Outcome {
     let runtime = Runtime::with_seed_and_config(scenario.seed, madsim::Config::default());
-    let scenario = scenario.clone();
-    Outcome::of(runtime.block_on(simulate(scenario)))
+    let history = runtime.block_on(simulate(scenario.clone()));
+    Outcome::of(history, scenario)
 }
 
 /// When a run stops waiting for clients that never finish (blocked, or holding on), in ns of

@@ -32,6 +32,8 @@ impl Topology {
     pub const RESOURCE: &'static str = "resource";
     /// The liveness probe's name.
     pub const PROBE: &'static str = "probe";
+    /// What every client's name starts with (`client-0`, …).
+    pub const CLIENT_PREFIX: &'static str = "client-";
     /// The port every simulated service listens on.
     pub const PORT: u16 = 6379;
 
@@ -41,7 +43,7 @@ impl Topology {
         let mut names = Vec::new();
         let mut roles = Vec::new();
         for i in 0..clients {
-            names.push(format!("client-{i}"));
+            names.push(format!("{}{i}", Self::CLIENT_PREFIX));
             roles.push(Role::Client);
         }
         for i in 0..servers {

@@ -19,6 +19,10 @@ use std::time::Duration;
 /// The lock key every client contends for.
 pub const LOCK_KEY: &str = "lock";
 
+/// Why a release failed when the lock had already gone (expired, or taken by another): the
+/// lock is not held by the releaser any more, so the release leaves nothing behind.
+pub const NO_LONGER_HELD: &str = "the lock was no longer held";
+
 /// What one client needs from its world to run the workload: its clocks, its lock, the protected
 /// resource, the history, and its share of the critical sections.
 pub trait ClientSide {
@@ -184,7 +188,7 @@ async fn release<C: ClientSide>(c: &C, guard: &Guard, shared: bool) {
     c.record(Kind::Invoke, op(None));
     let (kind, error) = match c.lock().release(c.env(), guard, shared).await {
         Ok(true) => (Kind::Ok, None),
-        Ok(false) => (Kind::Fail, Some("the lock was no longer held".to_string())),
+        Ok(false) => (Kind::Fail, Some(NO_LONGER_HELD.to_string())),
         Err(e @ LockError::Store(_)) => (Kind::Info, Some(e.to_string())),
         Err(e) => (Kind::Fail, Some(e.to_string())),
     };

@@ -45,6 +45,10 @@ struct Conn {
     lose_creates: Cell<u32>,
     /// Deletes still to be applied and then answered with a timeout.
     lose_deletes: Cell<u32>,
+    /// Deletes still to be lost on the way (never applied) and answered with a timeout.
+    drop_deletes: Cell<u32>,
+    /// Paths handed to the session to delete in the background.
+    background_deletes: RefCell<Vec<String>>,
     /// Watch events delivered to this client.
     watches: Cell<u32>,
 }
@@ -248,6 +252,11 @@ impl ZkStore for Store {
     }
 
     async fn delete(&self, path: &str, version: i32) -> Result<Result<(), ZkError>, StoreError> {
+        let dropped = self.conn.drop_deletes.get();
+        if dropped > 0 {
+            self.conn.drop_deletes.set(dropped - 1);
+            return Err(StoreError::Timeout);
+        }
         let reply = self.run(Op::Delete {
             path: path.into(),
             version,
@@ -262,6 +271,13 @@ impl ZkStore for Store {
             OpResult::Error(e) => Err(e),
             other => panic!("{other:?}"),
         })
+    }
+
+    fn delete_in_background(&self, path: &str) {
+        self.conn
+            .background_deletes
+            .borrow_mut()
+            .push(path.to_string());
     }
 
     async fn exists(
@@ -664,6 +680,36 @@ fn a_release_whose_delete_reply_is_lost_still_says_it_held_the_lock() {
     herd.store().conn.lose_deletes.set(1);
     assert!(block_on(&world, herd.release(&env, &guard)).unwrap());
     assert!(world.model.borrow().stat("/lock").is_none(), "released");
+}
+
+#[test]
+fn a_release_that_never_reaches_the_server_is_left_to_the_session_only_by_curator() {
+    // Every delete is lost on the way: the release fails, the node is still there. Curator's
+    // lock (guaranteed delete) leaves it to the session to delete in the background; seed
+    // 001's naive lock does not, so its node stays for as long as its session lives.
+    let world = World::new();
+    let env = Client::new(&world, 1);
+    let sequential = lock(&world);
+    let guard = block_on(&world, sequential.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    sequential.store().conn.drop_deletes.set(u32::MAX);
+    assert!(block_on(&world, sequential.release(&env, &guard)).is_err());
+    assert_eq!(world.children("/lock").len(), 1, "still there");
+    assert_eq!(
+        *sequential.store().conn.background_deletes.borrow(),
+        vec![guard.token.clone()]
+    );
+
+    let world = World::new();
+    let env = Client::new(&world, 1);
+    let herd = herd(&world);
+    let guard = block_on(&world, herd.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    herd.store().conn.drop_deletes.set(u32::MAX);
+    assert!(block_on(&world, herd.release(&env, &guard)).is_err());
+    assert!(herd.store().conn.background_deletes.borrow().is_empty());
 }
 
 #[test]

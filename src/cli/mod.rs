@@ -16,7 +16,8 @@ use std::path::PathBuf;
 /// Exit code: nothing found, or replay identical.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: a safety violation was found (the headline says UNSAFE), or a replay diverged.
-/// A liveness finding (DEADLOCK) exits with 3 and an order finding (ORDER) with 4: see
+/// A deadlock (DEADLOCK) exits with 3, an order finding (ORDER) with 4 and a stuck waiter
+/// (STUCK) with 5: see
 /// [`lockcheck_sim::checker::Severity::exit_code`].
 pub const EXIT_FOUND: u8 = 1;
 /// Exit code: bad input (or an environment problem such as an unwritable directory, or a
@@ -38,7 +39,9 @@ report you can replay byte for byte. `lockcheck real` runs the same algorithm co
 servers, with real faults.\n\n\
 Exit codes: 0 = nothing found (or replay identical), 1 = UNSAFE: a safety violation (two holders, \
 a lock freed under its holder; or a replay diverged), 2 = bad input, 3 = DEADLOCK: the lock never \
-came free again after the faults, 4 = ORDER: a fair or sequential lock passed a waiter over. A run with several findings exits with its worst.",
+came free again after the faults, 4 = ORDER: a fair or sequential lock passed a waiter over, \
+5 = STUCK: a waiter waited on while the lock was free and reachable (a lost wake-up). A run with \
+several findings exits with its worst (UNSAFE, DEADLOCK, STUCK, ORDER).",
     after_help = "Examples:\n  \
 lockcheck explore --algorithm single-redis --faults pause\n  \
 lockcheck replay reports/single-redis-pause-1a2b3c4d.json\n  \
@@ -177,7 +180,7 @@ lockcheck real --algorithm redlock --nodes 3 --clients 4\n  \
 lockcheck real --algorithm single-redis --endpoints 127.0.0.1:6379\n  \
 lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
-Exit codes: 0 = nothing found, 1 = violation found, 2 = bad input, a server missing \
+Exit codes: 0 = nothing found, 1 = UNSAFE, 3 = DEADLOCK, 4 = ORDER, 5 = STUCK, 2 = bad input, a server missing \
 (apt-get install redis-server / zookeeper / mariadb-server), a server that would not start or an endpoint that \
 does not answer, 130 = interrupted (every server started was stopped).")]
     Real(real::RealArgs),

@@ -50,7 +50,7 @@ pub fn print_outcome(report: &Report, outcome: &Outcome) {
 }
 
 /// The exit code of a run: that of its worst finding ([`Severity::exit_code`]: 1 unsafe, 3
-/// deadlock, 4 order), 0 when nothing was found.
+/// deadlock, 4 order, 5 stuck), 0 when nothing was found.
 pub fn exit_code(outcome: &Outcome) -> u8 {
     Severity::worst(&outcome.violations).map_or(EXIT_OK, Severity::exit_code)
 }

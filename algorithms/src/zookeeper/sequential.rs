@@ -341,7 +341,10 @@ impl<S: ZkStore> ZkSequential<S> {
     }
 
     /// Deletes our node, retrying requests without a reply; `Ok(true)` when it was still there
-    /// (we held it until now), `Ok(false)` when it was gone with its session.
+    /// (we held it until now), `Ok(false)` when it was gone with its session. When every
+    /// attempt went unanswered the session goes on trying in the background (Curator deletes
+    /// its lock nodes with `guaranteed()`), so a lost release does not leave the node behind for
+    /// as long as this client lives.
     async fn delete_node<E: Env>(&self, env: &E, node: &str) -> Result<bool, LockError> {
         let attempts = self.config.retry_count.unwrap_or(CLEANUP_ATTEMPTS).max(1);
         let mut tried = 0u32;
@@ -357,6 +360,7 @@ impl<S: ZkStore> ZkSequential<S> {
                     unsure |= e.maybe_applied();
                     tried += 1;
                     if tried >= attempts {
+                        self.store.delete_in_background(node);
                         return Err(e.into());
                     }
                     let delay = self.config.retry_delay;

@@ -181,6 +181,13 @@ pub trait ZkStore {
         version: i32,
     ) -> impl Future<Output = Result<Result<(), ZkError>, StoreError>>;
 
+    /// Curator's `delete().guaranteed()`, for a delete that got no answer: the session keeps
+    /// deleting `path` in the background, again after every reconnection, until the server
+    /// answers (deleted, or no such node) or the session ends (and an ephemeral node with it).
+    /// Returns at once. Without it a lock node whose delete was lost would outlive its release
+    /// for as long as its client lives, and block every waiter behind it.
+    fn delete_in_background(&self, path: &str);
+
     /// `exists(path, watch)`: the node's stat, `None` when there is no such node. With `watch`,
     /// leaves a one-shot data watch even when the node does not exist.
     fn exists(
@@ -228,6 +235,10 @@ impl<S: ZkStore> ZkStore for std::rc::Rc<S> {
         version: i32,
     ) -> impl Future<Output = Result<Result<(), ZkError>, StoreError>> {
         (**self).delete(path, version)
+    }
+
+    fn delete_in_background(&self, path: &str) {
+        (**self).delete_in_background(path)
     }
 
     fn exists(

@@ -81,21 +81,36 @@ pub fn run_real(scenario: &Scenario, marker: &str) -> RealRun {
 
 /// Accepted entries into the critical section, per the resource.
 pub fn sections(real: &RealRun) -> usize {
+    entered(real).len()
+}
+
+/// Who entered the critical section (accepted by the resource), in order.
+pub fn entered(real: &RealRun) -> Vec<&str> {
     real.outcome
         .history
         .entries
         .iter()
-        .filter(|e| {
-            matches!(
-                e.op,
-                Op::Resource {
-                    phase: Phase::Enter,
-                    accepted: true,
-                    ..
-                }
-            )
+        .filter_map(|e| match &e.op {
+            Op::Resource {
+                client,
+                phase: Phase::Enter,
+                accepted: true,
+                ..
+            } => Some(client.as_str()),
+            _ => None,
         })
-        .count()
+        .collect()
+}
+
+/// The simulator's story file `name` (under `sim/tests/scenarios/`): the real tests run the
+/// very scenario the simulation's tests pin.
+pub fn sim_scenario(name: &str) -> Scenario {
+    let path = format!(
+        "{}/../sim/tests/scenarios/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// No violation.

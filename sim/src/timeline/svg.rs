@@ -487,6 +487,7 @@ fn violations(out: &mut String, report: &Report) {
                 ViolationKind::Deadlock => "deadlock",
                 ViolationKind::FreedWhileHeld => "freed while held",
                 ViolationKind::FifoOrder => "FIFO order",
+                ViolationKind::Stuck => "stuck waiter",
             };
             let entries: Vec<String> = v
                 .entries

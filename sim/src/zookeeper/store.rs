@@ -10,6 +10,9 @@
 //!   not expired, and the client re-registers the watches it still holds (`SetWatches`, with the
 //!   last zxid it saw: a watched node deleted meanwhile fires at once). Then **Connected**.
 //! - **Expired** when the server says so; a fresh session is opened on the next request.
+//! - **Guaranteed deletes** ([`ZkStore::delete_in_background`], Curator's `guaranteed()`): a
+//!   task of the session tries the delete every [`RECONNECT_INTERVAL`] while connected, until
+//!   the server answers or the session is gone.
 
 use super::model::{self, SetWatches};
 use super::node::{ZkPush, ZkRequest, ZkResponse};
@@ -167,14 +170,19 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         });
     }
 
-    fn spawn_pinger(&self) {
-        let this = SimZk {
+    /// Another handle to this session, for its tasks.
+    fn handle(&self) -> Self {
+        SimZk {
             rpc: self.rpc.clone(),
             env: self.env.clone(),
             server: self.server,
             request_timeout: self.request_timeout,
             session: self.session.clone(),
-        };
+        }
+    }
+
+    fn spawn_pinger(&self) {
+        let this = self.handle();
         madsim::task::spawn_local(async move {
             loop {
                 let (timeout, state, connected) = {
@@ -383,6 +391,39 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
             Ok((other, _)) => return Err(unexpected(other)),
             Err(e) => Err(e),
         })
+    }
+
+    fn delete_in_background(&self, path: &str) {
+        let Some(id) = self.session.borrow().id else {
+            return; // no session: its ephemeral nodes are gone
+        };
+        let this = self.handle();
+        let path = path.to_string();
+        madsim::task::spawn_local(async move {
+            loop {
+                this.env.sleep(RECONNECT_INTERVAL).await;
+                let (current, connected) = {
+                    let s = this.session.borrow();
+                    (s.id, s.connected)
+                };
+                if current != Some(id) {
+                    return; // the session ended, and its nodes with it
+                }
+                if !connected {
+                    continue; // the pinger reconnects; try once it has
+                }
+                let op = model::Op::Delete {
+                    path: path.clone(),
+                    version: -1,
+                };
+                match this.send(ZkRequest::Op { session: id, op }).await {
+                    Ok(ZkResponse::Expired) => return Self::expired(&this.session, id),
+                    // Deleted, or an answer that it cannot be (no such node): done either way.
+                    Ok(_) => return,
+                    Err(_) => this.judge_silence(),
+                }
+            }
+        });
     }
 
     async fn exists(
