@@ -34,12 +34,19 @@ pub enum FaultProfile {
     ClockJump,
     /// Clocks running fast or slow (by up to `max_drift`, ±5 % by default).
     ClockDrift,
-    /// Crash and immediate restart.
+    /// Crash and immediate restart, of a server or a client, its machine (unsynced writes
+    /// lost, peers learn by timeouts) or its process (kill -9: nothing written is lost, its
+    /// sockets close at once).
     CrashRestart,
-    /// Crash and restart no sooner than one TTL later (seed 002's remedy).
+    /// Crash and restart no sooner than one TTL later (seed 002's remedy); the same crashes.
     CrashDelayedRestart,
-    /// Network partitions.
+    /// Network partitions: a group against everyone else, or clients against the lock service
+    /// only (the resource still reachable); messages across the cut lost, or held and
+    /// delivered at the heal as TCP does.
     Partition,
+    /// Extra latency on one node's messages (Kleppmann's delayed packet: a write sent while the
+    /// lock was held arrives after its lease).
+    Delay,
     /// The primary crashes and a replica is promoted (needs `params.replicas` ≥ 1).
     Failover,
     /// All of the above, mixed.
@@ -56,6 +63,7 @@ impl FaultProfile {
         FaultProfile::CrashRestart,
         FaultProfile::CrashDelayedRestart,
         FaultProfile::Partition,
+        FaultProfile::Delay,
         FaultProfile::Failover,
         FaultProfile::All,
     ];
@@ -70,6 +78,7 @@ impl FaultProfile {
             FaultProfile::CrashRestart => "crash-restart",
             FaultProfile::CrashDelayedRestart => "crash-delayed-restart",
             FaultProfile::Partition => "partition",
+            FaultProfile::Delay => "delay",
             FaultProfile::Failover => "failover",
             FaultProfile::All => "all",
         }
@@ -314,13 +323,20 @@ fn unit_of(
                 .boxed()
         }
         FaultProfile::CrashRestart | FaultProfile::CrashDelayedRestart => {
-            (at, prop::sample::select(servers.to_vec()))
-                .prop_map(|(at_ms, node)| {
+            // A server or a client (a holder dying mid-section: the others must get the lock
+            // after its lease, session or socket), its machine or only its process (kill -9:
+            // what was written to the OS survives, and its sockets close at once). Servers
+            // and machines first, so shrinking goes toward the classic story.
+            let mut crashable = servers.to_vec();
+            crashable.extend(nodes.iter().filter(|n| !servers.contains(n)).cloned());
+            let scope = prop_oneof![Just(CrashScope::Machine), Just(CrashScope::Process)];
+            (at, prop::sample::select(crashable), scope)
+                .prop_map(|(at_ms, node, scope)| {
                     vec![
                         Fault::Crash {
                             at_ms,
                             node: node.clone(),
-                            scope: CrashScope::Machine,
+                            scope,
                         },
                         Fault::Restart { at_ms, node },
                     ]
@@ -346,19 +362,44 @@ fn unit_of(
                 ]
             })
             .boxed(),
-        FaultProfile::Partition => (
-            at,
-            prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
-            1..=options.max_partition_ms.unwrap_or(2 * ttl),
-        )
-            .prop_map(|(at_ms, isolate, for_ms)| {
-                // Losing partitions, as the reference matrix has always searched them.
-                vec![Fault::Partition {
+        FaultProfile::Partition => {
+            let for_ms = 1..=options.max_partition_ms.unwrap_or(2 * ttl);
+            // A group against everyone else, or some clients against the lock service alone:
+            // the outage that leaves a holder cut off from its lock but not from the resource.
+            let against_the_rest = (
+                prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
+                Just(None),
+            );
+            let clients: Vec<String> = nodes
+                .iter()
+                .filter(|n| !servers.contains(n))
+                .cloned()
+                .collect();
+            let against_the_service = (
+                prop::sample::subsequence(clients.clone(), 1..=clients.len()),
+                Just(Some(servers.to_vec())),
+            );
+            let sides = prop_oneof![against_the_rest, against_the_service];
+            // Shrinking goes toward a losing cut: the harsher of the two, and the simpler story.
+            (at, sides, for_ms, any::<bool>())
+                .prop_map(|(at_ms, (isolate, from), for_ms, hold)| {
+                    vec![Fault::Partition {
+                        at_ms,
+                        isolate,
+                        from,
+                        for_ms,
+                        hold,
+                    }]
+                })
+                .boxed()
+        }
+        FaultProfile::Delay => (at, node, 1..=2 * ttl, 1..=2 * ttl)
+            .prop_map(|(at_ms, node, extra_ms, for_ms)| {
+                vec![Fault::Delay {
                     at_ms,
-                    isolate,
-                    from: None,
+                    node,
+                    extra_ms,
                     for_ms,
-                    hold: false,
                 }]
             })
             .boxed(),

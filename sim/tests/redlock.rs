@@ -181,16 +181,15 @@ fn a_pause_before_the_acquisition_completes_is_caught_by_the_elapsed_time_check(
 }
 
 #[test]
-fn drift_within_the_factor_partitions_and_delayed_restarts_never_break_redlock() {
+fn drift_within_the_factor_and_delayed_restarts_never_break_redlock() {
+    // Partitions are not in this list any more: since searches draw partitions that hold the
+    // holder's write (TCP) and deliver it after its lease, they find the delayed write, which
+    // no lock prevents without a fencing token and Redlock cannot have one (Kleppmann, 2016).
     let options = ExploreOptions {
         max_drift: 0.005,
         ..ExploreOptions::new(
             Algorithm::Redlock,
-            vec![
-                FaultProfile::ClockDrift,
-                FaultProfile::Partition,
-                FaultProfile::CrashDelayedRestart,
-            ],
+            vec![FaultProfile::ClockDrift, FaultProfile::CrashDelayedRestart],
             2_000,
             3,
         )

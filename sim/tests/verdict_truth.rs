@@ -190,3 +190,23 @@ fn a_killed_client_releases_a_transaction_lock_at_once_a_dead_machine_only_at_wa
         "{dead_machine} ms"
     );
 }
+
+/// Story (item 5): client-0 holds the ZooKeeper lock for 15 s; from 1 s it is cut off from the
+/// ZooKeeper server alone for 14.5 s, past its 10 s session, while the resource stays within
+/// reach. client-1 gets the lock when the session expires, and client-0's last write lands in
+/// its section: UNSAFE. Cut off from everyone (the only partition searches used to draw), its
+/// write is lost and nothing is found; with the fencing token the resource turns it away.
+#[test]
+fn a_holder_cut_off_from_zookeeper_alone_still_writes_past_its_session() {
+    let s = scenario("zk-holder-cut-off-from-zookeeper-only.json");
+    assert_eq!(kinds(&s), vec![ViolationKind::MutualExclusion]);
+    let mut everyone = s.clone();
+    if let Fault::Partition { from, .. } = &mut everyone.faults[1] {
+        *from = None;
+    }
+    assert_eq!(kinds(&everyone), vec![]);
+    let mut fenced = s.clone();
+    fenced.params.fencing = true;
+    assert_eq!(kinds(&fenced), vec![]);
+    assert_eq!(run(&fenced).stale_accesses.len(), 1);
+}

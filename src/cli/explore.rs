@@ -20,7 +20,7 @@ pub struct ExploreArgs {
     #[arg(long, value_name = "NAME")]
     pub algorithm: String,
     /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
-    /// crash-restart, crash-delayed-restart, partition, failover (needs --replicas), all.
+    /// crash-restart, crash-delayed-restart, partition, delay, failover (needs --replicas), all.
     #[arg(long, value_name = "F[,F...]")]
     faults: String,
     /// Cases to try before concluding nothing is found.
