@@ -391,3 +391,45 @@ fn everysec_persistence_loses_only_the_last_second() {
     // At 0.5 s the first fsync has not happened: the restarted server has forgotten the lock.
     assert!(crash_at(500).violated());
 }
+
+/// Shrinking really shrinks (issue 14): the first failing case of a pause search is shrunk to
+/// fewer faults and a shorter workload, with a single pause, no longer than the original's
+/// longest, that still breaks the lock. With shrinking switched off the reported scenario would
+/// be the original, and this fails.
+#[test]
+fn shrinking_leaves_a_smaller_case_that_still_fails() {
+    let finding = find(&options(FaultProfile::Pause, Params::default(), 200));
+    let (shrunk, original) = (&finding.scenario, &finding.original);
+    assert!(finding.shrink_runs > 0);
+    assert_ne!(
+        shrunk, original,
+        "the reported case is the first failing case itself"
+    );
+    let pauses = |s: &Scenario| -> Vec<u64> {
+        s.faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::Pause { for_ms, .. } => Some(*for_ms),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(pauses(shrunk).len(), 1, "{}", shrunk.to_json());
+    assert!(shrunk.faults.len() <= original.faults.len());
+    assert!(pauses(shrunk)[0] <= pauses(original).into_iter().max().unwrap());
+    let size = |s: &Scenario| {
+        (
+            s.faults.len(),
+            s.clients,
+            s.workload.acquisitions_per_client,
+            s.workload.hold_ms + s.workload.think_ms,
+        )
+    };
+    assert!(
+        size(shrunk) < size(original),
+        "not smaller: {:?} vs {:?}",
+        size(shrunk),
+        size(original)
+    );
+    assert!(run(shrunk).violated(), "the shrunk case still fails");
+}
