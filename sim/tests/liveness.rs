@@ -114,3 +114,45 @@ fn a_watch_event_sent_across_a_partition_arrives_after_the_heal() {
         vec![("client-0".into(), 1), ("client-1".into(), 1)]
     );
 }
+
+/// When client-1 took the lock, in ms of true time, if it did.
+fn client_1_acquired_ms(s: &Scenario) -> Option<u64> {
+    run(s)
+        .history
+        .entries
+        .iter()
+        .find(|e| e.node == "client-1" && e.kind == Kind::Ok && matches!(e.op, Op::Acquire { .. }))
+        .map(|e| e.true_ns / 1_000_000)
+}
+
+/// Story (item 8): client-0 takes the lock (client-1 starts 300 ms late) and its process is
+/// killed 1 s into its 5 s section, never to come back. The others must get the lock: after
+/// the 10 s lease (Redis locks), after the session expires (ZooKeeper: the kill closes no
+/// session), at once (a transaction-held MySQL row: the server rolls back on the closed
+/// socket). A lock that never ends by itself (seed 001's unique-key row, no lease) is held by
+/// the dead client forever: the probe's DEADLOCK.
+#[test]
+fn a_holder_killed_mid_section_leaves_the_lock_after_its_lease_session_or_socket() {
+    for (algorithm, from_ms, to_ms) in [
+        (Algorithm::SingleRedis, 10_000, 11_000),
+        (Algorithm::Redlock, 9_800, 11_000),
+        (Algorithm::RedisFair, 10_000, 11_000),
+        (Algorithm::ZkSequential, 7_000, 14_000),
+        (Algorithm::ZkHerd, 7_000, 14_000),
+        (Algorithm::MysqlForUpdateHeld, 1_000, 1_500),
+    ] {
+        let mut s = scenario("holder-crashes-mid-section.json");
+        s.algorithm = algorithm;
+        assert_eq!(run(&s).violations, vec![], "{}", algorithm.name());
+        let at = client_1_acquired_ms(&s).expect("client-1 gets the lock");
+        assert!(
+            (from_ms..to_ms).contains(&at),
+            "{}: client-1 acquired at {at} ms",
+            algorithm.name()
+        );
+    }
+    let mut s = scenario("holder-crashes-mid-section.json");
+    s.algorithm = Algorithm::MysqlUnique;
+    assert_eq!(found(&s, ViolationKind::Deadlock), vec!["probe"]);
+    assert_eq!(client_1_acquired_ms(&s), None);
+}
