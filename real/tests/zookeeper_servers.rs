@@ -600,3 +600,25 @@ fn a_watch_event_sent_across_a_partition_arrives_after_the_heal() {
         real.outcome.history.entries
     );
 }
+
+#[test]
+fn a_release_sent_while_the_server_is_down_frees_the_lock_once_it_is_back() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // The holder releases while the server is killed (its restart waits 8 s): every delete
+    // attempt fails. The session survives the restart, and the delete is retried once the
+    // client is connected again (Curator's guaranteed delete, which the simulated client does
+    // too), so the node goes and both clients do their three sections, as in the simulation.
+    // A lock node left behind would have held the other client off for good.
+    let mut s = sim_scenario("zk-release-lost-while-server-down.json");
+    if let Fault::Crash { scope, .. } = &mut s.faults[0] {
+        // Real mode kills processes; the simulation's story is a machine crash.
+        *scope = lockcheck_sim::scenario::CrashScope::Process;
+    }
+    s.validate().unwrap();
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 6, "{:#?}", real.outcome.history.entries);
+}

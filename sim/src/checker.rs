@@ -17,6 +17,7 @@
 //! doing its job, not violations.
 
 use crate::history::{Entry, KeyChange, Kind, Op, Phase};
+use crate::nemesis::kind as nemesis;
 use crate::topology::Topology;
 use lockcheck_algorithms::zookeeper::sequential::is_write_node;
 use serde::{Deserialize, Serialize};
@@ -332,7 +333,7 @@ fn last_holder(history: &[Entry]) -> Option<(&str, u64, String)> {
                     ..
                 },
                 _,
-            ) if kind == "crash" => {
+            ) if kind == nemesis::CRASH => {
                 if let Some((_, how)) = holding.get_mut(target.as_str()) {
                     *how = format!("it crashed at {} while holding it", ms(e.true_ns));
                 }
@@ -397,7 +398,7 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
                 }
             }
             // A crashed client is a new process when it restarts: it holds nothing.
-            (Op::Nemesis { kind, .. }, _) if kind == "crash" => {
+            (Op::Nemesis { kind, .. }, _) if kind == nemesis::CRASH => {
                 held.remove(e.node.as_str());
             }
             (

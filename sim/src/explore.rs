@@ -277,20 +277,26 @@ fn run_length_ms(algorithm: Algorithm, params: &Params) -> u64 {
     (4 * algorithm.lease_ms(params)).max(10_000)
 }
 
+/// The nodes a search's faults may name: the clients every case has, and the servers.
+struct Cast {
+    clients: Vec<String>,
+    servers: Vec<String>,
+}
+
 /// One fault of a concrete profile, as a unit that stays valid when shrinking drops other units
 /// (a crash and its restart form one unit).
 fn unit_of(
     profile: FaultProfile,
-    nodes: &[String],
-    servers: &[String],
-    everyone: &[String],
+    cast: &Cast,
     options: &ExploreOptions,
     duration: u64,
 ) -> BoxedStrategy<Vec<Fault>> {
+    let (clients, servers) = (&cast.clients, &cast.servers);
+    let nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
     let ttl = options.algorithm.lease_ms(&options.params);
     let at = 0..duration / 2;
     let span = 1..=2 * ttl;
-    let node = prop::sample::select(nodes.to_vec());
+    let node = prop::sample::select(nodes.clone());
     match profile {
         FaultProfile::None | FaultProfile::All => unreachable!("not a concrete profile"),
         FaultProfile::Pause => (at, node, span)
@@ -327,8 +333,7 @@ fn unit_of(
             // after its lease, session or socket), its machine or only its process (kill -9:
             // what was written to the OS survives, and its sockets close at once). Servers
             // and machines first, so shrinking goes toward the classic story.
-            let mut crashable = servers.to_vec();
-            crashable.extend(nodes.iter().filter(|n| !servers.contains(n)).cloned());
+            let crashable: Vec<String> = servers.iter().chain(clients).cloned().collect();
             let scope = prop_oneof![Just(CrashScope::Machine), Just(CrashScope::Process)];
             (at, prop::sample::select(crashable), scope)
                 .prop_map(|(at_ms, node, scope)| {
@@ -366,15 +371,12 @@ fn unit_of(
             let for_ms = 1..=options.max_partition_ms.unwrap_or(2 * ttl);
             // A group against everyone else, or some clients against the lock service alone:
             // the outage that leaves a holder cut off from its lock but not from the resource.
+            let mut everyone = nodes;
+            everyone.push(crate::topology::Topology::RESOURCE.to_string());
             let against_the_rest = (
-                prop::sample::subsequence(everyone.to_vec(), 1..everyone.len()),
+                prop::sample::subsequence(everyone.clone(), 1..everyone.len()),
                 Just(None),
             );
-            let clients: Vec<String> = nodes
-                .iter()
-                .filter(|n| !servers.contains(n))
-                .cloned()
-                .collect();
             let against_the_service = (
                 prop::sample::subsequence(clients.clone(), 1..=clients.len()),
                 Just(Some(servers.to_vec())),
@@ -457,15 +459,15 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
             .map(|i| topology.name(i).to_string())
             .collect()
     };
-    let servers = named(Role::Server);
-    let mut nodes = named(Role::Client);
-    nodes.truncate(2); // client-2 exists only when three clients are drawn
-    nodes.extend(servers.iter().cloned());
-    let mut everyone = nodes.clone();
-    everyone.push(crate::topology::Topology::RESOURCE.to_string());
+    let mut clients = named(Role::Client);
+    clients.truncate(2); // client-2 exists only when three clients are drawn
+    let cast = Cast {
+        clients,
+        servers: named(Role::Server),
+    };
     let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles, params.replicas > 0)
         .into_iter()
-        .map(|p| unit_of(p, &nodes, &servers, &everyone, options, duration))
+        .map(|p| unit_of(p, &cast, options, duration))
         .collect();
     let faults: BoxedStrategy<Vec<Vec<Fault>>> = if units.is_empty() {
         Just(Vec::new()).boxed()

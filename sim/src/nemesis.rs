@@ -89,22 +89,51 @@ impl Power {
     }
 }
 
+/// The `kind` of a nemesis entry in the history, one per [`Action`]: what the checkers read, so
+/// that the words are written once for both worlds.
+pub mod kind {
+    /// A node paused.
+    pub const PAUSE: &str = "pause";
+    /// A paused node resumed.
+    pub const RESUME: &str = "resume";
+    /// A node crashed (its process or its machine).
+    pub const CRASH: &str = "crash";
+    /// A crashed node restarted.
+    pub const RESTART: &str = "restart";
+    /// A wall clock jumped.
+    pub const CLOCK_JUMP: &str = "clock_jump";
+    /// A node's clocks started to drift.
+    pub const CLOCK_DRIFT: &str = "clock_drift";
+    /// A partition began.
+    pub const CUT: &str = "cut";
+    /// A partition healed.
+    pub const HEAL: &str = "heal";
+    /// A fault that could not act (a crash of a node already down, …).
+    pub const SKIPPED: &str = "skipped";
+    /// A replica was promoted.
+    pub const FAILOVER: &str = "failover";
+    /// Message loss or delay began on a node.
+    pub const MESSAGES_START: &str = "messages_start";
+    /// Message loss or delay ended.
+    pub const MESSAGES_END: &str = "messages_end";
+}
+
 impl Action {
-    /// The action's kind, as recorded in the history.
+    /// The action's kind, as recorded in the history (see [`kind`]).
     pub fn kind(&self) -> &'static str {
         match self {
-            Action::Pause(_) => "pause",
-            Action::Resume(_) => "resume",
-            Action::Crash(..) => "crash",
-            Action::Restart(_) => "restart",
-            Action::ClockJump(..) => "clock_jump",
-            Action::ClockDrift(..) => "clock_drift",
-            Action::Cut(..) => "cut",
-            Action::Heal(..) => "heal",
-            Action::Skipped(_) => "skipped",
-            Action::Failover(_) => "failover",
-            Action::MessagesStart(..) => "messages_start",
-            Action::MessagesEnd(..) => "messages_end",
+            Action::Pause(_) => kind::PAUSE,
+            Action::Resume(_) => kind::RESUME,
+            Action::Crash(..) => kind::CRASH,
+            Action::Restart(_) => kind::RESTART,
+            Action::ClockJump(..) => kind::CLOCK_JUMP,
+            Action::ClockDrift(..) => kind::CLOCK_DRIFT,
+            Action::Cut(..) => kind::CUT,
+            Action::Heal(..) => kind::HEAL,
+            Action::Skipped(_) => kind::SKIPPED,
+            Action::Failover(_) => kind::FAILOVER,
+            Action::MessagesStart(..) => kind::MESSAGES_START,
+            Action::MessagesEnd(..) => kind::MESSAGES_END,
         }
     }
 }

@@ -656,29 +656,40 @@ fn a_herd_release_wakes_every_waiter() {
     assert!(world.model.borrow().stat("/lock").is_none(), "released");
 }
 
+/// A fresh world where one client holds the lock `make` builds; `fault` is set on the lock's
+/// connection before it releases. The world, the lock's guard, and what the release said.
+fn release_under<L: Lock>(
+    make: fn(&Rc<World>) -> L,
+    store: fn(&L) -> &Store,
+    fault: fn(&Conn),
+) -> (
+    Rc<World>,
+    L,
+    Guard,
+    Result<bool, lockcheck_algorithms::LockError>,
+) {
+    let world = World::new();
+    let env = Client::new(&world, 1);
+    let lock = make(&world);
+    let guard = block_on(&world, lock.acquire(&env, ms(0)))
+        .unwrap()
+        .unwrap();
+    fault(&store(&lock).conn);
+    let released = block_on(&world, lock.release(&env, &guard));
+    (world, lock, guard, released)
+}
+
 #[test]
 fn a_release_whose_delete_reply_is_lost_still_says_it_held_the_lock() {
     // The delete happened; its reply timed out, and the retry finds the node gone. Our own
     // delete is the reason: the release held the lock until then, for both node locks.
-    let world = World::new();
-    let env = Client::new(&world, 1);
-    let sequential = lock(&world);
-    let guard = block_on(&world, sequential.acquire(&env, ms(0)))
-        .unwrap()
-        .unwrap();
-    sequential.store().conn.lose_deletes.set(1);
-    assert!(block_on(&world, sequential.release(&env, &guard)).unwrap());
+    let lose_one = |c: &Conn| c.lose_deletes.set(1);
+    let (world, _, _, released) = release_under(lock, ZkSequential::store, lose_one);
+    assert!(released.unwrap());
     assert!(world.children("/lock").is_empty());
-
-    // The herd lock's node is the lock path itself: a world of its own.
-    let world = World::new();
-    let env = Client::new(&world, 1);
-    let herd = herd(&world);
-    let guard = block_on(&world, herd.acquire(&env, ms(0)))
-        .unwrap()
-        .unwrap();
-    herd.store().conn.lose_deletes.set(1);
-    assert!(block_on(&world, herd.release(&env, &guard)).unwrap());
+    // The herd lock's node is the lock path itself.
+    let (world, _, _, released) = release_under(herd, ZkHerd::store, lose_one);
+    assert!(released.unwrap());
     assert!(world.model.borrow().stat("/lock").is_none(), "released");
 }
 
@@ -687,28 +698,16 @@ fn a_release_that_never_reaches_the_server_is_left_to_the_session_only_by_curato
     // Every delete is lost on the way: the release fails, the node is still there. Curator's
     // lock (guaranteed delete) leaves it to the session to delete in the background; seed
     // 001's naive lock does not, so its node stays for as long as its session lives.
-    let world = World::new();
-    let env = Client::new(&world, 1);
-    let sequential = lock(&world);
-    let guard = block_on(&world, sequential.acquire(&env, ms(0)))
-        .unwrap()
-        .unwrap();
-    sequential.store().conn.drop_deletes.set(u32::MAX);
-    assert!(block_on(&world, sequential.release(&env, &guard)).is_err());
+    let drop_all = |c: &Conn| c.drop_deletes.set(u32::MAX);
+    let (world, sequential, guard, released) = release_under(lock, ZkSequential::store, drop_all);
+    assert!(released.is_err());
     assert_eq!(world.children("/lock").len(), 1, "still there");
     assert_eq!(
         *sequential.store().conn.background_deletes.borrow(),
-        vec![guard.token.clone()]
+        vec![guard.token]
     );
-
-    let world = World::new();
-    let env = Client::new(&world, 1);
-    let herd = herd(&world);
-    let guard = block_on(&world, herd.acquire(&env, ms(0)))
-        .unwrap()
-        .unwrap();
-    herd.store().conn.drop_deletes.set(u32::MAX);
-    assert!(block_on(&world, herd.release(&env, &guard)).is_err());
+    let (_, herd, _, released) = release_under(herd, ZkHerd::store, drop_all);
+    assert!(released.is_err());
     assert!(herd.store().conn.background_deletes.borrow().is_empty());
 }
 

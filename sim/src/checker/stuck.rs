@@ -61,6 +61,12 @@ impl Liveness {
             stuck_after_ns: 2 * claim_ns,
         }
     }
+
+    /// Until when a lock left behind at `t` (its holder crashed, or its release went
+    /// unanswered) may still be on the server.
+    fn left_until(&self, t: u64) -> u64 {
+        self.lease_ns.map_or(u64::MAX, |lease| t + lease)
+    }
 }
 
 /// A client's claim on the lock.
@@ -195,7 +201,9 @@ fn apply<'a>(s: &mut State<'a>, e: &'a Entry, liveness: &Liveness) {
     let node = e.node.as_str();
     match (&e.op, e.kind) {
         _ if node == Topology::PROBE => {}
-        (Op::Acquire { .. }, Kind::Invoke) if !s.holds.contains_key(node) => {
+        // A nested acquisition by a holder waits for nothing; a client whose last release
+        // went unanswered (a hold left behind) does wait, like anyone.
+        (Op::Acquire { .. }, Kind::Invoke) if s.holds.get(node).is_none_or(|h| h.levels == 0) => {
             let w = s.waiters.entry(node).or_insert(Waiter {
                 since: t,
                 entry: e.index,
@@ -232,7 +240,7 @@ fn apply<'a>(s: &mut State<'a>, e: &'a Entry, liveness: &Liveness) {
             hold.levels = hold.levels.saturating_sub(1);
             if !certain {
                 // Maybe still on the server, until its lease runs out.
-                hold.left_until = Some(liveness.lease_ns.map_or(u64::MAX, |l| t + l));
+                hold.left_until = Some(liveness.left_until(t));
             }
             if hold.levels == 0 && hold.left_until.is_none() {
                 s.hold_ended(node, t);
@@ -251,35 +259,36 @@ fn apply<'a>(s: &mut State<'a>, e: &'a Entry, liveness: &Liveness) {
 }
 
 fn nemesis<'a>(s: &mut State<'a>, kind: &str, target: &'a str, t: u64, liveness: &Liveness) {
+    use crate::nemesis::kind::*;
     let client = target.starts_with(Topology::CLIENT_PREFIX);
     match kind {
-        "pause" | "crash" if client => {
+        PAUSE | CRASH if client => {
             s.clients_out.insert(target);
-            if kind == "crash" {
+            if kind == CRASH {
                 s.waiters.remove(target);
                 if let Some(hold) = s.holds.get_mut(target) {
                     hold.levels = 0;
-                    hold.left_until = Some(liveness.lease_ns.map_or(u64::MAX, |l| t + l));
+                    hold.left_until = Some(liveness.left_until(t));
                 }
             }
         }
-        "resume" | "restart" if client => {
+        RESUME | RESTART if client => {
             s.clients_out.remove(target);
             s.client_since.insert(target, t);
         }
-        "pause" | "crash" => {
+        PAUSE | CRASH => {
             s.service_out.insert(target);
         }
-        "resume" | "restart" => {
+        RESUME | RESTART => {
             s.service_out.remove(target);
             s.service_back(t);
         }
-        "cut" | "messages_start" => s.network_faults += 1,
-        "heal" | "messages_end" => {
+        CUT | MESSAGES_START => s.network_faults += 1,
+        HEAL | MESSAGES_END => {
             s.network_faults = s.network_faults.saturating_sub(1);
             s.service_back(t);
         }
-        "failover" => s.service_since = t,
+        FAILOVER => s.service_since = t,
         // Clock faults change what the lock must cope with, not whether it can be reached.
         _ => {}
     }
@@ -409,6 +418,21 @@ mod tests {
         );
         end(&mut h, 60 * S);
         assert_eq!(stuck(&h.entries, &LIVENESS)[0].at_ns, 22 * S);
+    }
+
+    #[test]
+    fn a_client_whose_release_went_unanswered_waits_like_anyone_when_it_asks_again() {
+        // client-0's release gets no answer at 1 s (its lock may stay until 11 s); it asks
+        // again at 2 s and is never served: stuck from 11 s, 20 s later.
+        let mut h = History::default();
+        acquire(&mut h, S / 10, "client-0", Kind::Invoke);
+        acquire(&mut h, S / 10, "client-0", Kind::Ok);
+        release(&mut h, S, "client-0", Kind::Info, Some("timeout"));
+        acquire(&mut h, 2 * S, "client-0", Kind::Invoke);
+        end(&mut h, 60 * S);
+        let v = stuck(&h.entries, &LIVENESS);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert_eq!((v[0].clients[0].as_str(), v[0].at_ns), ("client-0", 31 * S));
     }
 
     #[test]
