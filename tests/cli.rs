@@ -654,6 +654,23 @@ fn a_deadlock_is_headlined_deadlock_and_exits_3_not_1() {
     );
 }
 
+/// A fair lock that hands the lock past a waiter queued before it is a fairness finding: the
+/// headline says ORDER and the exit code is 4. The story: Redisson's fair lock, a client whose
+/// clock runs 3 s ahead drops a live waiter from the queue and is granted first (see
+/// `sim/tests/redis_fair.rs`).
+#[test]
+fn an_order_finding_is_headlined_order_and_exits_4() {
+    let file = format!(
+        "{}/sim/tests/scenarios/redis-fair-clock-ahead-jumps-the-queue.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let o = lockcheck(&["run", &file]);
+    assert_eq!(o.status.code(), Some(4), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("ORDER: redis-fair"), "{out}");
+    assert!(out.contains("client-2 was granted"), "{out}");
+}
+
 /// A waiter left waiting on a free lock is a liveness finding of its own: the headline says
 /// STUCK and the exit code is 5. The story: Redisson's fair lock, the dead head of its queue
 /// had a clock 30 s ahead, so its place outlives it (see `sim/tests/liveness.rs`); the run is

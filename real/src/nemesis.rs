@@ -130,6 +130,7 @@ impl Nemesis {
             | Action::Restart(n)
             | Action::ClockJump(n, _)
             | Action::ClockDrift(n, _)
+            | Action::MessagesSettled(n)
             | Action::Skipped(n) => *n,
             // Whether the scenario's partition holds messages or not, a real one holds them: the
             // proxies blackhole the link and TCP delivers what it held after the heal.
@@ -169,7 +170,14 @@ impl Nemesis {
         let client = (topology.role(target) == Role::Client).then_some(target);
         tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
         match (action, client, server) {
-            (Action::Skipped(_) | Action::MessagesStart(..) | Action::MessagesEnd(..), _, _) => {}
+            (
+                Action::Skipped(_)
+                | Action::MessagesStart(..)
+                | Action::MessagesEnd(..)
+                | Action::MessagesSettled(_),
+                _,
+                _,
+            ) => {}
             (Action::Crash(..), Some(c), _) => world.crash_client(c),
             (Action::Restart(_), Some(c), _) => world.start_client(c),
             (Action::Pause(_), Some(c), _) => world.gates[c].close(),

@@ -16,7 +16,8 @@ use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload}
 mod common;
 
 use common::{
-    assert_safe, assert_two_holders_including, kinds, one_at_a_time, sections, sim_scenario,
+    assert_safe, assert_two_holders_including, entered, kinds, one_at_a_time, sections,
+    sim_scenario,
 };
 
 /// Whether redis-server is installed; see [`common::installed`].
@@ -513,4 +514,32 @@ fn a_dead_waiter_whose_clock_ran_ahead_blocks_the_fair_queue_in_both_worlds() {
         .map(|v| v.clients[0].as_str())
         .collect();
     assert_eq!(stuck, vec!["client-2"], "{:#?}", real.outcome.violations);
+}
+
+/// Story (ORDER): Redisson's fair lock judges a waiter's place by the clock of whichever client
+/// runs the script. client-0 holds for 2 s; client-1 queues at once and polls; client-2, whose
+/// wall clock runs 3 s ahead, asks at 1.5 s, drops client-1 from the queue (its place is kept
+/// 1 s from its last poll) and is granted first.
+/// The real server runs the same script text: the order of entry is the simulation's, and with
+/// a right clock client-1 goes first in both worlds. (Real mode does not see the server's
+/// queue, so it cannot judge ORDER itself: the verdicts are not compared, the order of entry
+/// is; `sim/tests/redis_fair.rs` pins the simulation's ORDER.)
+#[test]
+fn a_client_whose_clock_runs_ahead_jumps_the_fair_queue_in_both_worlds() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let story = sim_scenario("redis-fair-clock-ahead-jumps-the-queue.json");
+    let mut right_clock = story.clone();
+    right_clock.faults.remove(0);
+    for (s, order) in [
+        (story, ["client-0", "client-2", "client-1"]),
+        (right_clock, ["client-0", "client-1", "client-2"]),
+    ] {
+        let real = run(&s).unwrap_or_else(|e| panic!("the real run failed: {e}"));
+        assert!(real.server_pids.iter().all(|&pid| !redis_alive(pid)));
+        assert_eq!(entered(&real), order, "{:#?}", real.outcome.history.entries);
+        assert!(!real.outcome.violated(), "{:#?}", real.outcome.violations);
+    }
 }

@@ -12,6 +12,7 @@
 //!   within its wait.
 //! - **Stuck** ([`stuck`]): a waiter waited on while no client held the lock and the lock service
 //!   was reachable, for longer than a bound stated in the finding (a lost wake-up).
+//! - **Order** ([`fifo`], [`sequence_order`]): a fair or sequential lock passed a waiter over.
 //!
 //! Stale accesses rejected by a fencing resource are reported separately: they are the fence
 //! doing its job, not violations.
@@ -19,11 +20,13 @@
 use crate::history::{Entry, KeyChange, Kind, Op, Phase};
 use crate::nemesis::kind as nemesis;
 use crate::topology::Topology;
-use lockcheck_algorithms::zookeeper::sequential::is_write_node;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
+mod order;
+mod reach;
 mod stuck;
+pub use order::{fifo, sequence_order};
 pub use stuck::{stuck, Liveness};
 
 /// The kind of a violation.
@@ -452,154 +455,6 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
-/// Fair locks: a grant (an owner's count in the lock hash going from nothing to 1) must go to the
-/// longest-queued waiter still in the queue. A waiter taken off the queue without a grant (its
-/// deadline passed, or it gave up) is out of the race; one that never queued may take the lock
-/// only when nobody is waiting. A queue that is gone (deleted, or lost in a crash) holds nobody,
-/// and a grant takes its owner out of the queue whether or not the server popped it.
-pub fn fifo(history: &[Entry]) -> Vec<Violation> {
-    // Waiters in the queue, by the order the server queued them, with the queue's key.
-    let mut queued: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
-    let mut dequeued: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut counts: BTreeMap<(&str, &str), &str> = BTreeMap::new();
-    let mut found = Vec::new();
-    for e in history {
-        let Op::Key {
-            key,
-            change,
-            field,
-            value,
-            by,
-            ..
-        } = &e.op
-        else {
-            continue;
-        };
-        match (change, field, value) {
-            (KeyChange::ListPushed, _, Some(owner)) => {
-                queued.insert(owner, (e.index, key));
-            }
-            (KeyChange::ListRemoved, _, Some(owner)) => {
-                if let Some((at, _)) = queued.remove(owner.as_str()) {
-                    dequeued.insert(owner, at);
-                }
-            }
-            (KeyChange::FieldSet, Some(owner), Some(count)) => {
-                let before = counts.insert((key, owner), count);
-                if count != "1" || before.is_some_and(|c| c != "0") {
-                    continue;
-                }
-                // A grant. Its place in the queue: when it was queued, or never.
-                let place = dequeued
-                    .remove(owner.as_str())
-                    .or_else(|| queued.remove(owner.as_str()).map(|(at, _)| at))
-                    .unwrap_or(usize::MAX);
-                let ahead: Vec<&str> = queued
-                    .iter()
-                    .filter(|(w, (at, _))| *at < place && **w != owner.as_str())
-                    .map(|(w, _)| *w)
-                    .collect();
-                if let Some(first) = ahead.first() {
-                    let client = by.clone().unwrap_or_default();
-                    found.push(Violation {
-                        kind: ViolationKind::FifoOrder,
-                        clients: vec![client.clone()],
-                        tokens: vec![owner.clone(), first.to_string()],
-                        at_ns: e.true_ns,
-                        entries: vec![e.index],
-                        story: format!(
-                            "{client} was granted {key} at {} while {} waiter(s) queued before it \
-                             were still waiting",
-                            ms(e.true_ns),
-                            ahead.len()
-                        ),
-                    });
-                }
-            }
-            (KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost, _, _) => {
-                counts.retain(|(k, _), _| *k != key.as_str());
-                queued.retain(|_, (_, queue)| *queue != key.as_str());
-            }
-            _ => {}
-        }
-    }
-    found
-}
-
-/// Sequential-node locks (ZooKeeper): the lock passes in the order the server created the nodes.
-/// At each grant (a client's acquisition of a node path as its token), no node created before it
-/// may still exist ungranted. Nodes deleted or expired without a grant are out of the race.
-pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
-    // Nodes (ZooKeeper paths) alive and not yet granted, with their creation position.
-    let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut found = Vec::new();
-    for e in history {
-        match (&e.op, e.kind) {
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::Set,
-                    ..
-                },
-                _,
-            ) if key.contains('/') => {
-                waiting.insert(key, e.index);
-            }
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::Deleted | KeyChange::Expired,
-                    ..
-                },
-                _,
-            ) => {
-                waiting.remove(key.as_str());
-            }
-            (
-                Op::Acquire {
-                    token: Some(token),
-                    shared,
-                    ..
-                },
-                Kind::Ok,
-            ) => {
-                let Some(created) = waiting.remove(token.as_str()) else {
-                    continue; // not a node path, or a re-entry
-                };
-                // A reader may pass an older reader that has not looked yet, never an older
-                // write node; an exclusive grant passes nobody.
-                let older: Vec<&str> = waiting
-                    .iter()
-                    .filter(|(path, at)| **at < created && parent(path) == parent(token))
-                    .filter(|(path, _)| !*shared || is_write_node(path))
-                    .map(|(path, _)| *path)
-                    .collect();
-                if let Some(first) = older.first() {
-                    found.push(Violation {
-                        kind: ViolationKind::FifoOrder,
-                        clients: vec![e.node.clone()],
-                        tokens: vec![token.clone(), first.to_string()],
-                        at_ns: e.true_ns,
-                        entries: vec![e.index],
-                        story: format!(
-                            "{} was granted {token} at {} while {} older node(s) still waited",
-                            e.node,
-                            ms(e.true_ns),
-                            older.len()
-                        ),
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    found
-}
-
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(parent, _)| parent)
-}
-
 /// Every check, violations in order of time.
 pub fn check(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
@@ -607,7 +462,7 @@ pub fn check(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
     all.extend(deadlock(history));
     all.extend(stuck(history, liveness));
     all.extend(reentrancy(history));
-    all.extend(fifo(history));
+    all.extend(fifo(history, liveness));
     all.extend(sequence_order(history));
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
@@ -981,7 +836,7 @@ mod tests {
     }
 
     /// A ZooKeeper server's change to the node at `path`.
-    fn zk_node(h: &mut History, change: KeyChange, path: &str) {
+    pub(super) fn zk_node(h: &mut History, change: KeyChange, path: &str) {
         h.push(
             h.entries.len() as u64,
             "zk-0",
@@ -996,115 +851,6 @@ mod tests {
                 expires_local_ns: None,
             },
         )
-    }
-
-    fn key(h: &mut History, change: KeyChange, field: Option<&str>, value: &str, by: &str) {
-        let key = if field.is_some() {
-            "lock"
-        } else {
-            "lock:queue"
-        };
-        h.push(
-            h.entries.len() as u64,
-            "redis-0",
-            0,
-            Kind::Observe,
-            Op::Key {
-                key: key.into(),
-                change,
-                field: field.map(String::from),
-                value: Some(value.into()),
-                by: Some(by.into()),
-                expires_local_ns: None,
-            },
-        );
-    }
-
-    #[test]
-    fn grants_out_of_queue_order_break_fifo() {
-        let mut h = History::default();
-        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
-        key(&mut h, KeyChange::ListPushed, None, "b", "client-1");
-        key(&mut h, KeyChange::ListPushed, None, "c", "client-2");
-        key(&mut h, KeyChange::FieldSet, Some("a"), "0", "client-0");
-        // The head, b, is granted: fine.
-        key(&mut h, KeyChange::ListRemoved, None, "b", "client-1");
-        key(&mut h, KeyChange::FieldSet, Some("b"), "1", "client-1");
-        assert!(fifo(&h.entries).is_empty());
-        key(&mut h, KeyChange::FieldSet, Some("b"), "0", "client-1");
-        // A newcomer d takes the lock while c is still waiting: it jumped the queue.
-        key(&mut h, KeyChange::FieldSet, Some("d"), "1", "client-3");
-        let v = fifo(&h.entries);
-        assert_eq!(v.len(), 1);
-        assert_eq!(v[0].kind, ViolationKind::FifoOrder);
-        assert_eq!(v[0].tokens, vec!["d", "c"]);
-    }
-
-    /// `client` was granted the node at `path` (`shared`: as a reader).
-    fn grant(h: &mut History, client: &str, path: &str, shared: bool) {
-        h.push(
-            h.entries.len() as u64,
-            client,
-            0,
-            Kind::Ok,
-            Op::Acquire {
-                token: Some(path.into()),
-                fence: None,
-                valid_ns: None,
-                error: None,
-                shared,
-            },
-        )
-    }
-
-    #[test]
-    fn a_reader_may_pass_an_older_reader_but_never_an_older_write_node() {
-        let mut h = History::default();
-        zk_node(&mut h, KeyChange::Set, "/lock/x-__READ__0000000001");
-        zk_node(&mut h, KeyChange::Set, "/lock/y-__READ__0000000002");
-        grant(&mut h, "client-1", "/lock/y-__READ__0000000002", true);
-        assert!(sequence_order(&h.entries).is_empty(), "reader past reader");
-        zk_node(&mut h, KeyChange::Set, "/lock/z-__WRIT__0000000003");
-        zk_node(&mut h, KeyChange::Set, "/lock/w-__READ__0000000004");
-        grant(&mut h, "client-3", "/lock/w-__READ__0000000004", true);
-        let v = sequence_order(&h.entries);
-        assert_eq!(v.len(), 1, "{v:?}");
-        assert_eq!(
-            v[0].tokens,
-            vec!["/lock/w-__READ__0000000004", "/lock/z-__WRIT__0000000003"]
-        );
-    }
-
-    #[test]
-    fn sequential_nodes_are_granted_in_creation_order() {
-        let mut h = History::default();
-        let granted = |h: &mut History, client: &str, path: &str| grant(h, client, path, false);
-        zk_node(&mut h, KeyChange::Set, "/lock/a-1");
-        zk_node(&mut h, KeyChange::Set, "/lock/b-2");
-        zk_node(&mut h, KeyChange::Set, "/lock/c-3");
-        granted(&mut h, "client-0", "/lock/a-1");
-        zk_node(&mut h, KeyChange::Deleted, "/lock/a-1");
-        // b gave up: its node went without a grant; c is next.
-        zk_node(&mut h, KeyChange::Deleted, "/lock/b-2");
-        granted(&mut h, "client-2", "/lock/c-3");
-        assert!(sequence_order(&h.entries).is_empty());
-        zk_node(&mut h, KeyChange::Set, "/lock/d-4");
-        zk_node(&mut h, KeyChange::Set, "/lock/e-5");
-        zk_node(&mut h, KeyChange::Deleted, "/lock/c-3");
-        granted(&mut h, "client-4", "/lock/e-5");
-        let v = sequence_order(&h.entries);
-        assert_eq!(v.len(), 1);
-        assert_eq!(v[0].tokens, vec!["/lock/e-5", "/lock/d-4"]);
-    }
-
-    #[test]
-    fn a_re_entry_or_an_inner_release_is_not_a_grant() {
-        let mut h = History::default();
-        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
-        key(&mut h, KeyChange::ListPushed, None, "b", "client-1");
-        key(&mut h, KeyChange::FieldSet, Some("a"), "2", "client-0");
-        key(&mut h, KeyChange::FieldSet, Some("a"), "1", "client-0");
-        assert!(fifo(&h.entries).is_empty());
     }
 
     #[test]

@@ -40,8 +40,12 @@ pub enum Action {
     Skipped(usize),
     /// Start message fault `id` on a node: loss probability and extra delay.
     MessagesStart(usize, usize, f64, Duration),
-    /// End message fault `id` on a node.
+    /// End message fault `id` on a node: what it sends from now on is on time.
     MessagesEnd(usize, usize),
+    /// Every message a message fault on a node held back has arrived (a delay fault's last
+    /// delayed message is due up to its extra delay after the fault ends). Recorded only: the
+    /// point from which the checks may count the node's messages as on time again.
+    MessagesSettled(usize),
 }
 
 /// The links one partition cuts: between `group` and `others` (every other node when `None`).
@@ -116,6 +120,8 @@ pub mod kind {
     pub const MESSAGES_START: &str = "messages_start";
     /// Message loss or delay ended.
     pub const MESSAGES_END: &str = "messages_end";
+    /// The last message held back by a message fault arrived.
+    pub const MESSAGES_SETTLED: &str = "messages_settled";
 }
 
 impl Action {
@@ -134,6 +140,7 @@ impl Action {
             Action::Failover(_) => kind::FAILOVER,
             Action::MessagesStart(..) => kind::MESSAGES_START,
             Action::MessagesEnd(..) => kind::MESSAGES_END,
+            Action::MessagesSettled(_) => kind::MESSAGES_SETTLED,
         }
     }
 }
@@ -153,6 +160,21 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
         .map(|(i, f)| (f.at_ms(), i))
         .collect();
     order.sort();
+    // Every delay window (start, end, extra), in ms: overlapping delays add up (on one node, and
+    // between a delayed sender and a delayed receiver).
+    let delays: Vec<(u64, u64, u64)> = scenario
+        .faults
+        .iter()
+        .filter_map(|f| match f {
+            Fault::Delay {
+                at_ms,
+                extra_ms,
+                for_ms,
+                ..
+            } => Some((*at_ms, at_ms + for_ms, *extra_ms)),
+            _ => None,
+        })
+        .collect();
     let mut power: BTreeMap<usize, Power> = BTreeMap::new();
     let mut out: Vec<(u64, usize, Action, String)> = Vec::new();
     for (seq, (_, i)) in order.into_iter().enumerate() {
@@ -271,6 +293,11 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                     Action::MessagesEnd(n, i),
                     format!("stop dropping {node}'s messages"),
                 );
+                push(
+                    at + ms(*for_ms),
+                    Action::MessagesSettled(n),
+                    format!("{node}'s messages are on time again"),
+                );
             }
             Fault::Delay {
                 node,
@@ -288,6 +315,19 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                     at + ms(*for_ms),
                     Action::MessagesEnd(n, i),
                     format!("stop delaying {node}'s messages"),
+                );
+                // A message sent inside the window is due at most every overlapping window's
+                // extra delay and one latency after the window ends.
+                let end = fault.at_ms() + for_ms;
+                let extra: u64 = delays
+                    .iter()
+                    .filter(|(start, stop, _)| *start <= end && fault.at_ms() <= *stop)
+                    .map(|(_, _, extra)| extra)
+                    .sum();
+                push(
+                    ms(end + extra) + crate::net::LATENCY_NS.end,
+                    Action::MessagesSettled(n),
+                    format!("the last of {node}'s delayed messages has arrived"),
                 );
             }
         }
@@ -339,6 +379,7 @@ fn apply(world: &World, action: Action, text: String) {
         | Action::ClockDrift(n, _)
         | Action::MessagesStart(n, ..)
         | Action::MessagesEnd(n, _)
+        | Action::MessagesSettled(n)
         | Action::Skipped(n)
         | Action::Failover(n) => *n,
         Action::Cut(_, cut) | Action::Heal(_, cut) => cut.group[0],
@@ -346,7 +387,7 @@ fn apply(world: &World, action: Action, text: String) {
     let id = |n: usize| world.node_id(n);
     let kind = action.kind();
     match action {
-        Action::Skipped(_) => {}
+        Action::Skipped(_) | Action::MessagesSettled(_) => {}
         Action::Failover(n) => world.set_primary(n),
         Action::Pause(n) => handle.pause(id(n)),
         Action::Resume(n) => handle.resume(id(n)),
@@ -496,5 +537,37 @@ mod tests {
         ];
         let times: Vec<u64> = timeline(&s).iter().map(|(t, _, _)| t / 1_000_000).collect();
         assert_eq!(times, vec![50, 60, 100, 1_100]);
+    }
+
+    #[test]
+    fn a_delay_settles_when_its_last_message_can_have_arrived_with_every_overlapping_delay() {
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        let delay = |at_ms, node: &str, extra_ms, for_ms| Fault::Delay {
+            at_ms,
+            node: node.into(),
+            extra_ms,
+            for_ms,
+        };
+        // A message client-0 sends to redis-0 at 1 s takes both delays: 3 s extra.
+        s.faults = vec![
+            delay(0, "redis-0", 2_000, 5_000),
+            delay(1_000, "client-0", 1_000, 100),
+            delay(9_000, "client-1", 500, 100),
+        ];
+        let settled: Vec<u64> = timeline(&s)
+            .iter()
+            .filter(|(_, a, _)| matches!(a, Action::MessagesSettled(_)))
+            .map(|(t, _, _)| t / 1_000_000)
+            .collect();
+        let latency = crate::net::LATENCY_NS.end / 1_000_000;
+        assert_eq!(
+            settled,
+            vec![
+                1_100 + 3_000 + latency,
+                5_000 + 3_000 + latency,
+                9_600 + latency
+            ]
+        );
+        assert_eq!(quiet_after_ns(&timeline(&s)) / 1_000_000, 9_600 + latency);
     }
 }

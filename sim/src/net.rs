@@ -216,7 +216,7 @@ pub fn release_held(world: &World, from: usize, to: usize) {
 }
 
 /// The latency of every message: what madsim's network drew (its default `send_latency`).
-const LATENCY_NS: std::ops::Range<u64> = 1_000_000..10_000_000;
+pub(crate) const LATENCY_NS: std::ops::Range<u64> = 1_000_000..10_000_000;
 /// Where a node's ephemeral ports start.
 const FIRST_EPHEMERAL_PORT: u16 = 40_000;
 

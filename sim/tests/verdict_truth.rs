@@ -106,8 +106,25 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
 /// waiters "waiting" forever, so the next grant looked like a queue jump (a search of redis-fair
 /// under delayed restarts reported one at its first case). Losses are recorded now, and a queue
 /// that is gone holds nobody.
+///
+/// The story as a scenario file: client-0 holds, client-1 queues before client-2; the server's
+/// process is killed at 1 s and restarted empty at 1.5 s. client-2 happens to ask first after
+/// the restart and takes the lock (while client-0 is still inside: UNSAFE, the lost lock), ahead
+/// of client-1, whose place went with the queue: no ORDER.
 #[test]
 fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
+    let s = scenario("redis-fair-restart-loses-the-queue.json");
+    assert_eq!(kinds(&s), vec![ViolationKind::MutualExclusion]);
+    let granted: Vec<String> = run(&s)
+        .history
+        .entries
+        .iter()
+        .filter(|e| e.kind == lockcheck_sim::history::Kind::Ok)
+        .filter(|e| matches!(e.op, lockcheck_sim::history::Op::Acquire { .. }))
+        .map(|e| e.node.clone())
+        .collect();
+    assert_eq!(granted[..3], ["client-0", "client-2", "client-1"], "{granted:?}");
+
     let mut o = options(
         Algorithm::RedisFair,
         &[FaultProfile::CrashDelayedRestart],

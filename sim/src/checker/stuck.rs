@@ -21,11 +21,12 @@
 //! A waiter that has been waiting for [`Liveness::stuck_after_ns`] of such time, all of it with
 //! the lock free and the service reachable, is stuck. The bound is stated in the finding.
 
+use super::reach::Reach;
 use super::{ms, Violation, ViolationKind};
 use crate::history::{Entry, Kind, Op};
 use crate::scenario::{Algorithm, Scenario};
 use crate::topology::Topology;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// What the liveness checks allow, derived from the scenario so that one history is judged the
 /// same way in both worlds.
@@ -43,6 +44,10 @@ pub struct Liveness {
     /// session, its queue deadline or its connection's timeout ends); the other is slack for
     /// retries and reconnections.
     pub stuck_after_ns: u64,
+    /// For a fair lock, how long a waiter keeps its place in the queue without polling: the
+    /// order check keeps a waiter dropped sooner than that (by a client whose clock disagrees
+    /// with time) in the race. `None` for other locks.
+    pub queue_timeout_ns: Option<u64>,
 }
 
 impl Liveness {
@@ -50,15 +55,14 @@ impl Liveness {
     pub fn of(scenario: &Scenario) -> Liveness {
         let (algorithm, params) = (scenario.algorithm, &scenario.params);
         let lease_ns = algorithm.lease_ms(params) * 1_000_000;
-        let claim_ns = if algorithm == Algorithm::RedisFair {
-            lease_ns.max(params.queue_timeout_ms * 1_000_000)
-        } else {
-            lease_ns
-        };
+        let queue_timeout_ns =
+            (algorithm == Algorithm::RedisFair).then_some(params.queue_timeout_ms * 1_000_000);
+        let claim_ns = lease_ns.max(queue_timeout_ns.unwrap_or(0));
         let ends = algorithm.is_zookeeper() || algorithm.expires(params);
         Liveness {
             lease_ns: ends.then_some(lease_ns),
             stuck_after_ns: 2 * claim_ns,
+            queue_timeout_ns,
         }
     }
 
@@ -99,32 +103,15 @@ struct State<'a> {
     /// When the last live hold ended.
     free_since: u64,
     waiters: BTreeMap<&'a str, Waiter>,
-    /// Nodes other than clients that are paused or down.
-    service_out: BTreeSet<&'a str>,
-    /// Partitions and message faults in force.
-    network_faults: u32,
-    /// When the service last became reachable.
-    service_since: u64,
-    /// Clients paused or down.
-    clients_out: BTreeSet<&'a str>,
-    /// When each client last came back.
-    client_since: BTreeMap<&'a str, u64>,
+    /// The outages in force.
+    reach: Reach<'a>,
 }
 
 impl<'a> State<'a> {
     /// Since when (true ns) `client` has been able to take a free lock, if it can now: the lock
     /// free by every holder's records, the service reachable, the client running.
     fn free_for(&self, client: &str) -> Option<u64> {
-        if !self.service_out.is_empty()
-            || self.network_faults > 0
-            || self.clients_out.contains(client)
-        {
-            return None;
-        }
-        let mut since = self
-            .free_since
-            .max(self.service_since)
-            .max(self.client_since.get(client).copied().unwrap_or(0));
+        let mut since = self.free_since.max(self.reach.since(client)?);
         for hold in self.holds.values() {
             if hold.levels > 0 {
                 return None;
@@ -132,12 +119,6 @@ impl<'a> State<'a> {
             since = since.max(hold.left_until.unwrap_or(0));
         }
         Some(since)
-    }
-
-    fn service_back(&mut self, at: u64) {
-        if self.service_out.is_empty() && self.network_faults == 0 {
-            self.service_since = at;
-        }
     }
 
     /// `client` certainly let go of the lock at `at`.
@@ -259,39 +240,14 @@ fn apply<'a>(s: &mut State<'a>, e: &'a Entry, liveness: &Liveness) {
 }
 
 fn nemesis<'a>(s: &mut State<'a>, kind: &str, target: &'a str, t: u64, liveness: &Liveness) {
-    use crate::nemesis::kind::*;
-    let client = target.starts_with(Topology::CLIENT_PREFIX);
-    match kind {
-        PAUSE | CRASH if client => {
-            s.clients_out.insert(target);
-            if kind == CRASH {
-                s.waiters.remove(target);
-                if let Some(hold) = s.holds.get_mut(target) {
-                    hold.levels = 0;
-                    hold.left_until = Some(liveness.left_until(t));
-                }
-            }
+    if kind == crate::nemesis::kind::CRASH && target.starts_with(Topology::CLIENT_PREFIX) {
+        s.waiters.remove(target);
+        if let Some(hold) = s.holds.get_mut(target) {
+            hold.levels = 0;
+            hold.left_until = Some(liveness.left_until(t));
         }
-        RESUME | RESTART if client => {
-            s.clients_out.remove(target);
-            s.client_since.insert(target, t);
-        }
-        PAUSE | CRASH => {
-            s.service_out.insert(target);
-        }
-        RESUME | RESTART => {
-            s.service_out.remove(target);
-            s.service_back(t);
-        }
-        CUT | MESSAGES_START => s.network_faults += 1,
-        HEAL | MESSAGES_END => {
-            s.network_faults = s.network_faults.saturating_sub(1);
-            s.service_back(t);
-        }
-        FAILOVER => s.service_since = t,
-        // Clock faults change what the lock must cope with, not whether it can be reached.
-        _ => {}
     }
+    s.reach.nemesis(kind, target, t);
 }
 
 #[cfg(test)]
@@ -304,6 +260,7 @@ mod tests {
     const LIVENESS: Liveness = Liveness {
         lease_ns: Some(10 * S),
         stuck_after_ns: 20 * S,
+        queue_timeout_ns: None,
     };
 
     fn acquire(h: &mut History, t: u64, client: &str, kind: Kind) {
@@ -459,7 +416,7 @@ mod tests {
             ("pause", "resume", "redis-0"),
             ("pause", "resume", "client-1"),
             ("cut", "heal", "client-1"),
-            ("messages_start", "messages_end", "client-0"),
+            ("messages_start", "messages_settled", "client-0"),
         ] {
             let mut h = contended();
             release(&mut h, S, "client-0", Kind::Ok, None);

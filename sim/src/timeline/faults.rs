@@ -206,6 +206,9 @@ impl Faults {
                     at,
                     title: format!("{text} at {}", ms(at)),
                 }),
+                // The messages span ends when the fault does; what it held back is drawn where
+                // it arrives.
+                Action::MessagesSettled(_) => {}
                 Action::Skipped(n) => faults.marks.push(Mark {
                     kind: "skipped",
                     node: name(*n),
