@@ -203,11 +203,51 @@ fn search_rate(jobs: usize) -> f64 {
     }
 }
 
+/// A line of `/proc/self/status` in KB (`VmHWM`: the peak resident set so far; `VmRSS`: now).
+fn status_kb(field: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("Linux /proc");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/self/status"))
+}
+
+/// Peak memory against cases: a search that finds nothing must not keep what its cases used.
+/// Redlock without faults on one thread, 400 cases and then 4,000 more in the same process; the
+/// peak after both must stay near the peak after the first (measured first, before the other
+/// benchmarks raise the peak).
+fn memory() -> Value {
+    let mut rows = Vec::new();
+    for cases in [400, 4000] {
+        let options = ExploreOptions {
+            jobs: 1,
+            ..ExploreOptions::new(Algorithm::Redlock, vec![FaultProfile::None], cases, 3)
+        };
+        let result = explore(&options, &|_| {}).expect("valid");
+        assert!(
+            matches!(result, Exploration::NotFound { .. }),
+            "Redlock without faults failed: a bug, not a benchmark result"
+        );
+        let (peak, now) = (status_kb("VmHWM"), status_kb("VmRSS"));
+        println!("| after {cases} more cases | {peak} | {now} |");
+        rows.push(json!({ "cases": cases, "peak_kb": peak, "rss_kb": now }));
+    }
+    let ratio = rows[1]["peak_kb"].as_f64().unwrap() / rows[0]["peak_kb"].as_f64().unwrap();
+    println!("| peak ratio (4,400 cases / 400) | {ratio:.2}× | |");
+    json!({ "searches": rows, "peak_ratio": ratio })
+}
+
 fn main() {
     let seconds = env_number("LOCKCHECK_BENCH_SECONDS", 3);
     let seeds = env_number("LOCKCHECK_BENCH_SEEDS", 20);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("lockcheck simulation benchmarks ({cores} cores, {seconds} s per reference scenario, {seeds} seeds per cell)\n");
+
+    println!("| memory (redlock, no faults, one job) | peak RSS KB | RSS KB |");
+    println!("|---|---|---|");
+    let memory = memory();
+    println!();
 
     println!("| reference scenario | runs/s (1 core) | simulated s per wall s | runs |");
     println!("|---|---|---|---|");
@@ -277,6 +317,7 @@ fn main() {
         "reference": references,
         "detection": cells,
         "scaling": { "jobs1_cases_per_s": one, "jobs2_cases_per_s": two, "ratio": two / one },
+        "memory": memory,
     });
     // Benches run in the package's directory: the workspace's target dir is one up.
     let dir = std::env::var("CARGO_TARGET_DIR")

@@ -9,8 +9,19 @@ use crate::scenario::{CrashScope, Scenario};
 use crate::topology::Topology;
 use madsim::task::NodeId;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// Worlds alive in this process.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// How many worlds are alive in this process. A finished run leaves none behind: a task that
+/// outlives its run keeps its world, with the history and every server's state, alive, and a
+/// search of thousands of cases would keep them all.
+pub fn live_worlds() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
 
 /// A run's shared state. One per run; every node holds an `Arc` to it.
 pub struct World {
@@ -66,6 +77,12 @@ struct Cuts {
     holding: u32,
 }
 
+impl Drop for World {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl World {
     /// A fresh world for `scenario`, with true time starting now. Call inside the runtime.
     pub fn new(scenario: Scenario) -> World {
@@ -73,6 +90,7 @@ impl World {
         let n = topology.len();
         let clients = scenario.clients as usize;
         let per_client = scenario.workload.acquisitions_per_client;
+        LIVE.fetch_add(1, Ordering::Relaxed);
         World {
             scenario,
             topology,
@@ -145,6 +163,17 @@ impl World {
     /// Registers the madsim id of node `node`.
     pub fn set_node_id(&self, node: usize, id: NodeId) {
         self.node_ids.lock().unwrap()[node] = Some(id);
+    }
+
+    /// The madsim ids of every node started so far.
+    pub fn started_node_ids(&self) -> Vec<NodeId> {
+        self.node_ids
+            .lock()
+            .unwrap()
+            .iter()
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// The madsim id of node `node`.

@@ -123,7 +123,11 @@ fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
         .filter(|e| matches!(e.op, lockcheck_sim::history::Op::Acquire { .. }))
         .map(|e| e.node.clone())
         .collect();
-    assert_eq!(granted[..3], ["client-0", "client-2", "client-1"], "{granted:?}");
+    assert_eq!(
+        granted[..3],
+        ["client-0", "client-2", "client-1"],
+        "{granted:?}"
+    );
 
     let mut o = options(
         Algorithm::RedisFair,
