@@ -80,6 +80,7 @@
 //! `CI=true`.
 
 use lockcheck_algorithms::mysql::{Outcome, Reply, SqlError, SqlStore, Statement};
+use lockcheck_algorithms::StoreError;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::{Launcher, MariaDb};
 use lockcheck_real::mysql_store::{RealMysql, Session};
@@ -1118,5 +1119,59 @@ fn an_idle_connection_is_closed_after_wait_timeout_and_its_lock_handed_over() {
         };
         assert_eq!(*conn, c0);
         assert_eq!(gist(&real.unwrap()), gist(reply));
+    });
+}
+
+/// Connections the server has open for clients (not its own threads).
+async fn client_connections(monitor: &mut Session) -> usize {
+    let ids: Vec<u64> = monitor
+        .conn_mut()
+        .query("SELECT ID FROM information_schema.PROCESSLIST WHERE COMMAND <> 'Daemon'")
+        .await
+        .unwrap();
+    ids.len()
+}
+
+#[test]
+fn a_connect_given_up_on_while_the_server_is_stopped_leaves_no_connection_behind() {
+    // The server is stopped (SIGSTOP): the kernel accepts a connect but nobody greets, so the
+    // store's connects time out; each gives up and closes its socket. When the server resumes,
+    // it finds those sockets closed and keeps no connection for them: nothing waits for
+    // wait_timeout (an hour here). The simulated client says so explicitly (AbandonConnect):
+    // before it did, a long server pause left thousands of idle connections in the model.
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let (launcher, addr, runtime) = start_server(3600, NEVER_S);
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let mut monitor = Session::open(addr).await.unwrap();
+        let before = client_connections(&mut monitor).await;
+        let store = RealMysql::new(
+            addr,
+            Duration::from_millis(300),
+            Duration::from_secs(NEVER_S),
+            PauseGate::new(),
+        );
+        launcher.borrow_mut().pause(0).unwrap();
+        for _ in 0..3 {
+            let reply = store.execute(select("r")).await;
+            assert!(
+                matches!(reply, Err(StoreError::Timeout)),
+                "a stopped server never greets: {reply:?}"
+            );
+        }
+        launcher.borrow_mut().resume(0).unwrap();
+        // The server reads the closed sockets when it runs again; give it up to a minute.
+        let mut now = before + 3;
+        for _ in 0..600 {
+            now = client_connections(&mut monitor).await;
+            if now == before {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(now, before, "connections left by the connects given up on");
     });
 }

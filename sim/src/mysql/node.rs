@@ -21,8 +21,19 @@ use std::time::Duration;
 /// A request of a MySQL client connection.
 #[derive(Clone, Debug)]
 pub enum MysqlRequest {
-    /// Open a connection.
-    Connect,
+    /// Open a connection. `attempt` numbers the client's connects, so that it can close one
+    /// whose answer it gave up on.
+    Connect {
+        /// The client's number for this connect.
+        attempt: u64,
+    },
+    /// The client gave up on connect `attempt` and closes that socket: if the server opened a
+    /// connection for it, it is closed now (the FIN follows the SYN on the same link), not left
+    /// idle until `wait_timeout`.
+    AbandonConnect {
+        /// The client's number of the connect.
+        attempt: u64,
+    },
     /// Run a statement on connection `conn`.
     Execute {
         /// The connection.
@@ -75,6 +86,9 @@ struct Server {
     waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
     /// The client node of each open connection: a client process's death closes them all.
     owners: RefCell<BTreeMap<ConnId, usize>>,
+    /// The connection each client's connect opened, until the client uses it or abandons it
+    /// (its abandon may arrive after its next connect: it is sent by a task of its own).
+    attempts: RefCell<BTreeMap<(usize, u64), ConnId>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
     /// Bumped by every request: a request may set a deadline earlier than the one the timer
@@ -164,6 +178,9 @@ impl Server {
             .filter(|(_, owner)| **owner == from)
             .map(|(conn, _)| *conn)
             .collect();
+        self.attempts
+            .borrow_mut()
+            .retain(|(client, _), _| *client != from);
         for conn in conns {
             self.owners.borrow_mut().remove(&conn);
             self.model.borrow_mut().disconnect(conn, now, &mut notices);
@@ -175,10 +192,19 @@ impl Server {
         let now = self.now();
         let mut notices = Vec::new();
         let response = match request {
-            MysqlRequest::Connect => {
+            MysqlRequest::Connect { attempt } => {
                 let conn = self.model.borrow_mut().connect(now);
                 self.owners.borrow_mut().insert(conn, from);
+                self.attempts.borrow_mut().insert((from, attempt), conn);
                 MysqlResponse::Connected(conn)
+            }
+            MysqlRequest::AbandonConnect { attempt } => {
+                let opened = self.attempts.borrow_mut().remove(&(from, attempt));
+                if let Some(conn) = opened {
+                    self.owners.borrow_mut().remove(&conn);
+                    self.model.borrow_mut().disconnect(conn, now, &mut notices);
+                }
+                MysqlResponse::Disconnected
             }
             MysqlRequest::Disconnect { conn } => {
                 self.owners.borrow_mut().remove(&conn);
@@ -186,6 +212,10 @@ impl Server {
                 MysqlResponse::Disconnected
             }
             MysqlRequest::Execute { conn, statement } => {
+                // A connection in use was not abandoned.
+                self.attempts
+                    .borrow_mut()
+                    .retain(|(client, _), c| *client != from || *c != conn);
                 if let Some(locker) = locker_of(&statement) {
                     self.lockers.borrow_mut().insert(locker.to_string(), from);
                 }
@@ -312,6 +342,7 @@ pub async fn run_mysql_server(
         model: RefCell::new(model),
         waiting: RefCell::new(BTreeMap::new()),
         owners: RefCell::new(BTreeMap::new()),
+        attempts: RefCell::new(BTreeMap::new()),
         lockers: RefCell::new(BTreeMap::new()),
         requests: Cell::new(0),
         timer: RefCell::new(None),

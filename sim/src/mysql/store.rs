@@ -26,6 +26,8 @@ pub struct SimMysql {
     /// How long the server may hold a statement up waiting for a row lock.
     lock_wait: Duration,
     conn: Cell<Option<ConnId>>,
+    /// Connects sent so far (each connect's number).
+    attempts: Cell<u64>,
 }
 
 impl SimMysql {
@@ -43,6 +45,7 @@ impl SimMysql {
             request_timeout,
             lock_wait,
             conn: Cell::new(None),
+            attempts: Cell::new(0),
         }
     }
 
@@ -68,10 +71,17 @@ impl SimMysql {
         if let Some(conn) = self.conn.get() {
             return Ok(conn);
         }
-        match self
-            .call(MysqlRequest::Connect, self.request_timeout)
-            .await?
-        {
+        let attempt = self.attempts.get() + 1;
+        self.attempts.set(attempt);
+        let reply = self
+            .call(MysqlRequest::Connect { attempt }, self.request_timeout)
+            .await;
+        if reply.is_err() {
+            // The server may have opened it and answered too late: close that socket, as a
+            // client that gives up on a connect does.
+            self.send_and_forget(MysqlRequest::AbandonConnect { attempt });
+        }
+        match reply? {
             MysqlResponse::Connected(conn) => {
                 self.conn.set(Some(conn));
                 Ok(conn)
@@ -87,16 +97,15 @@ impl SimMysql {
     /// transaction) until `wait_timeout`, as it would for a client whose FIN never came.
     fn abandon(&self, conn: ConnId) {
         self.conn.set(None);
+        self.send_and_forget(MysqlRequest::Disconnect { conn });
+    }
+
+    /// Sends `request` without waiting for its answer.
+    fn send_and_forget(&self, request: MysqlRequest) {
         let rpc = self.rpc.clone();
         let (server, timeout) = (self.server, self.request_timeout);
         madsim::task::spawn_local(async move {
-            let _ = rpc
-                .call(
-                    server,
-                    Request::Mysql(MysqlRequest::Disconnect { conn }),
-                    timeout,
-                )
-                .await;
+            let _ = rpc.call(server, Request::Mysql(request), timeout).await;
         });
     }
 }
