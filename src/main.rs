@@ -29,10 +29,26 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("lockcheck: {e:#}");
+            eprintln!("lockcheck: {}", message(&e));
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// An error and its causes on one line, each said once: the library errors already name their
+/// source in their own text (`{path}: {source}`), and repeating it reads as two failures.
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 /// Hands a verb to its module; the exit code it returns, or an error for bad input.

@@ -694,3 +694,95 @@ fn a_stuck_waiter_is_headlined_stuck_and_exits_5() {
     assert!(out.starts_with("STUCK: redis-fair"), "{out}");
     assert!(out.contains("the bound is 10000.0 ms"), "{out}");
 }
+
+/// A closed standard output is not an error of the run: `lockcheck run F --report DIR | head -1`
+/// used to panic with "Broken pipe" before the report was written. Now printing stops, the
+/// report is written and the exit code is the verdict's. The pipe's reading end is closed before
+/// lockcheck starts, so every write it makes fails.
+#[test]
+fn a_closed_stdout_ends_printing_but_not_the_run() {
+    let scratch = Scratch::new("closed-stdout");
+    let file = format!(
+        "{}/sim/tests/scenarios/redis-fair-clock-ahead-jumps-the-queue.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["run", &file, "--report", scratch.0.to_str().unwrap()])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("the binary runs");
+    assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    let written = std::fs::read_dir(&scratch.0).unwrap().count();
+    assert_eq!(written, 2, "the report and its timeline");
+}
+
+/// An I/O error is said once, with the path it is about, and is bad input (exit 2): here the
+/// output directory is under a regular file.
+#[test]
+fn an_io_error_is_said_once_with_its_path() {
+    let scratch = Scratch::new("io-error-once");
+    let file = scratch.0.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let out = file.join("out");
+    let o = lockcheck(&[
+        "explore",
+        "--algorithm",
+        "single-redis",
+        "--faults",
+        "pause",
+        "--cases",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("Not a directory").count(), 1, "{err}");
+    assert!(err.contains(out.to_str().unwrap()), "{err}");
+}
+
+/// A negative number for a flag is a value out of range, not an unknown argument.
+#[test]
+fn a_negative_value_is_refused_as_out_of_range() {
+    let o = lockcheck(&[
+        "explore",
+        "--algorithm",
+        "redlock",
+        "--faults",
+        "clock-drift",
+        "--max-drift",
+        "-0.1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("max_drift must be in [0, 1)"), "{err}");
+    assert!(!err.contains("unexpected argument"), "{err}");
+}
+
+/// Files lockcheck writes are never written through a symbolic link: a link planted where a
+/// search keeps its failing cases (here a dangling one, pointing out of `--out`) is refused with
+/// exit 2, and nothing appears where it points.
+#[test]
+fn a_symbolic_link_in_the_output_directory_is_not_written_through() {
+    let scratch = Scratch::new("symlink-out");
+    let out = scratch.0.join("out");
+    std::fs::create_dir_all(out.join("regressions")).unwrap();
+    let outside = scratch.0.join("outside.json");
+    std::os::unix::fs::symlink(&outside, out.join("regressions/single-redis-pause.json")).unwrap();
+    let o = lockcheck(&[
+        "explore",
+        "--algorithm",
+        "single-redis",
+        "--faults",
+        "pause",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    assert!(stderr(&o).contains("symbolic link"), "{}", stderr(&o));
+    assert!(!outside.exists());
+}

@@ -39,6 +39,7 @@ pub mod message_faults;
 pub mod mysql;
 pub mod nemesis;
 pub mod net;
+pub mod output;
 pub mod redis;
 pub mod regression;
 pub mod report;

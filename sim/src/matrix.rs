@@ -517,9 +517,9 @@ impl Matrix {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let json = dir.join(JSON_FILE);
         let text = serde_json::to_string_pretty(self).expect("a matrix serializes");
-        std::fs::write(&json, text + "\n").map_err(io(&json))?;
+        crate::output::write_atomically(&json, (text + "\n").as_bytes()).map_err(io(&json))?;
         let md = dir.join(MARKDOWN_FILE);
-        std::fs::write(&md, self.to_markdown()).map_err(io(&md))
+        crate::output::write_atomically(&md, self.to_markdown().as_bytes()).map_err(io(&md))
     }
 
     /// Reads `DIR/matrix.json`.

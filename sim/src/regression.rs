@@ -183,7 +183,7 @@ fn write(file: &Path, all: &RegressionFile) -> Result<(), RegressionError> {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let json = serde_json::to_string_pretty(all).expect("regressions serialize");
-    std::fs::write(file, json + "\n").map_err(io)
+    crate::output::write_atomically(file, (json + "\n").as_bytes()).map_err(io)
 }
 
 fn read(file: &Path) -> Result<RegressionFile, RegressionError> {

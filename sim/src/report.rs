@@ -201,7 +201,8 @@ impl Report {
                 let scenario = dir.join(format!("{stem}.scenario.json"));
                 let json =
                     serde_json::to_string_pretty(&self.scenario).expect("a scenario serializes");
-                std::fs::write(&scenario, json + "\n").map_err(io(&scenario))?;
+                crate::output::write_atomically(&scenario, (json + "\n").as_bytes())
+                    .map_err(io(&scenario))?;
                 format!(
                     "lockcheck real --scenario {} (a real run is not byte-replayable: this reruns \
                      its scenario; `lockcheck run` simulates it)",
@@ -210,7 +211,7 @@ impl Report {
             }
         };
         let json = serde_json::to_string_pretty(self).expect("a report always serializes");
-        std::fs::write(&path, json + "\n").map_err(io(&path))?;
+        crate::output::write_atomically(&path, (json + "\n").as_bytes()).map_err(io(&path))?;
         self.write_timeline(&path)?;
         Ok(path)
     }
@@ -226,10 +227,12 @@ impl Report {
     /// before the timeline existed, or drawn by an older lockcheck.
     pub fn write_timeline(&self, json: &Path) -> Result<PathBuf, ReportError> {
         let path = Report::timeline_path(json);
-        std::fs::write(&path, crate::timeline::render(self)).map_err(|source| ReportError::Io {
-            path: path.clone(),
-            source,
-        })?;
+        crate::output::write_atomically(&path, crate::timeline::render(self).as_bytes()).map_err(
+            |source| ReportError::Io {
+                path: path.clone(),
+                source,
+            },
+        )?;
         Ok(path)
     }
 

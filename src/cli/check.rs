@@ -63,22 +63,22 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             ),
         };
         if ok {
-            println!("ok    {} ({at}): {verdict}", entry.name);
+            say!("ok    {} ({at}): {verdict}", entry.name);
         } else {
             failed += 1;
-            println!(
+            say!(
                 "FAIL  {} ({at}): expected {expected}, got {verdict}",
                 entry.name
             );
             if let Some(about) = &entry.about {
-                println!("      expected because: {about}");
+                say!("      expected because: {about}");
             }
             match &searched.verdict {
                 CellVerdict::Unsafe(u) => {
-                    println!("      {}", u.story);
-                    println!("      report: {}", u.path.display());
+                    say!("      {}", u.story);
+                    say!("      report: {}", u.path.display());
                 }
-                CellVerdict::NotFound { .. } => println!(
+                CellVerdict::NotFound { .. } => say!(
                     "      the known violation was not found within the budget: a change lost \
                      it, or the entry needs more cases or other params"
                 ),
@@ -87,7 +87,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
         stats.push(searched.stats);
     }
     let refs: Vec<&CellStats> = stats.iter().collect();
-    println!(
+    say!(
         "check: {} entries, {} as expected, {failed} not; {}",
         entries.len(),
         entries.len() - failed,

@@ -14,6 +14,8 @@ use std::time::Instant;
 
 /// The arguments of `lockcheck explore`.
 #[derive(Args)]
+// A negative number is a value the checks refuse by name, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct ExploreArgs {
     /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
     /// zk-herd, zk-rwlock, mysql-row, mysql-unique, mysql-for-update-held.
@@ -188,7 +190,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             cases,
             simulated_ns,
         } => {
-            println!(
+            say!(
                 "NOT FOUND: {name} × [{faults}]: no violation in {cases} cases ({:.0} simulated \
                  seconds) with seed {}",
                 *simulated_ns as f64 / 1e9,
@@ -203,12 +205,12 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             let worst = Severity::worst(&report.violations).unwrap_or(Severity::Unsafe);
             let word = worst.word();
             match found.case_index {
-                Some(k) => println!(
+                Some(k) => say!(
                     "{word}: {name} × [{faults}]: found at case {k} after {} cases, shrunk in {} runs",
                     found.cases,
                     searched.stats.shrink_runs
                 ),
-                None => println!(
+                None => say!(
                     "{word}: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
                      search did not reach it in {} cases",
                     lockcheck_sim::regression::path(out, &cell.id).display(),
@@ -216,21 +218,21 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
                     found.cases
                 ),
             }
-            println!("  {}", report.summary);
-            println!("  minimal schedule:");
+            say!("  {}", report.summary);
+            say!("  minimal schedule:");
             for line in &report.schedule {
-                println!("    {line}");
+                say!("    {line}");
             }
-            println!("  report: {}", found.path.display());
-            println!(
+            say!("  report: {}", found.path.display());
+            say!(
                 "  timeline: {}",
                 Report::timeline_path(&found.path).display()
             );
-            println!("  replay: {}", report.replay_command);
+            say!("  replay: {}", report.replay_command);
             worst.exit_code()
         }
     };
-    println!(
+    say!(
         "{}",
         rates(&[&searched.stats], started.elapsed(), options.jobs, false)
     );

@@ -13,6 +13,8 @@ use std::time::Instant;
 
 /// The arguments of `lockcheck matrix`.
 #[derive(Args)]
+// A negative number is a value the checks refuse by name, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct MatrixArgs {
     /// Cases per cell. Deterministic: the same seed gives the same matrix.
     #[arg(long, value_name = "N", conflicts_with = "budget_seconds",
@@ -121,11 +123,11 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
     let count = |f: fn(&CellResult) -> bool| m.cells.iter().filter(|c| f(&c.result)).count();
     for c in &m.cells {
         if let CellResult::Unsafe { story, report, .. } = &c.result {
-            println!("UNSAFE {}: {story}", c.id);
-            println!("  report: {}", out.join(report).display());
+            say!("UNSAFE {}: {story}", c.id);
+            say!("  report: {}", out.join(report).display());
         }
     }
-    println!(
+    say!(
         "matrix: {} cells: {} UNSAFE, {} not found, {} skipped; {} and {}",
         m.cells.len(),
         count(|r| matches!(r, CellResult::Unsafe { .. })),
@@ -135,7 +137,7 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
         out.join(matrix::JSON_FILE).display(),
     );
     let stats: Vec<&CellStats> = run.stats.values().collect();
-    println!("{}", rates(&stats, started.elapsed(), options.jobs, true));
+    say!("{}", rates(&stats, started.elapsed(), options.jobs, true));
     Ok(EXIT_OK)
 }
 /// Runs `lockcheck merge`.
@@ -146,7 +148,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<u8> {
         .iter()
         .filter(|c| matches!(c.result, CellResult::Unsafe { .. }))
         .count();
-    println!(
+    say!(
         "merged {} shard(s): {} cells, {unsafe_cells} UNSAFE; {} and {}",
         dirs.len(),
         m.cells.len(),

@@ -2,6 +2,21 @@
 //! every verb shares. Each verb lives in a module of its own, which turns its arguments into the
 //! library's options and prints what the library found.
 
+/// `println!` for the verdicts and paths the verbs print: a closed standard output (`lockcheck run
+/// F | head -1`) is not an error of the run. Printing stops quietly; the work goes on (a report is
+/// still written) and the exit code is the verdict's. Other write errors are ignored the same
+/// way, since there is nowhere left to say them.
+macro_rules! say {
+    () => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout());
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 pub mod check;
 pub mod explore;
 pub mod matrix;

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 /// The arguments of `lockcheck real`.
 #[derive(Args)]
+// A negative number is a value the checks refuse by name, not an unknown flag.
+#[command(allow_negative_numbers = true)]
 pub struct RealArgs {
     /// The algorithm (any of `lockcheck explore --help`'s).
     #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
@@ -153,13 +155,13 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
         Some((name, ms)) => format!("{name} {ms} ms"),
         None => "no lease".to_string(),
     };
-    println!(
+    say!(
         "real run: {} with {} client(s), {lease}, against {against}",
         scenario.algorithm.name(),
         scenario.clients,
     );
     for fault in &scenario.faults {
-        println!("  {}", fault.describe());
+        say!("  {}", fault.describe());
     }
     let real = match lockcheck_real::run_on(scenario, servers) {
         Ok(real) => real,
@@ -174,11 +176,11 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
     print_outcome(&report, outcome);
     if let Some(dir) = report_dir {
         let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
-        println!("report: {}", path.display());
-        println!("timeline: {}", Report::timeline_path(&path).display());
-        println!("rerun: {}", report.replay_command);
+        say!("report: {}", path.display());
+        say!("timeline: {}", Report::timeline_path(&path).display());
+        say!("rerun: {}", report.replay_command);
     }
-    println!(
+    say!(
         "{} history entries in {:.1} s; {} server process(es) started and stopped",
         outcome.history.entries.len(),
         real.elapsed.as_secs_f64(),
@@ -186,7 +188,7 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
     );
     // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`) or in the
     // simulation (`lockcheck run FILE`); the run itself is not byte-replayable.
-    println!(
+    say!(
         "scenario (a real run is not byte-replayable; its scenario is): {}",
         serde_json::to_string(scenario)?
     );

@@ -10,14 +10,14 @@ use std::path::Path;
 /// availability, and the wake-ups of a ZooKeeper lock.
 pub fn print_outcome(report: &Report, outcome: &Outcome) {
     match Severity::worst(&outcome.violations) {
-        Some(worst) => println!("{}: {}", worst.word(), report.summary),
-        None => println!("{}", report.summary),
+        Some(worst) => say!("{}: {}", worst.word(), report.summary),
+        None => say!("{}", report.summary),
     }
     for v in &outcome.violations {
-        println!("  {:?}: {}", v.kind, v.story);
+        say!("  {:?}: {}", v.kind, v.story);
     }
     for s in &outcome.stale_accesses {
-        println!(
+        say!(
             "  stale access rejected: {} with fence {:?} at {:.1} ms",
             s.client,
             s.fence,
@@ -31,15 +31,16 @@ pub fn print_outcome(report: &Report, outcome: &Outcome) {
         ("a majority unreachable", a.majority_unreachable),
     ] {
         if rate.attempts > 0 {
-            println!(
+            say!(
                 "  attempts with {label}: {} of {} acquired",
-                rate.acquired, rate.attempts
+                rate.acquired,
+                rate.attempts
             );
         }
     }
     let w = &outcome.wakeups;
     if !w.is_empty() {
-        println!(
+        say!(
             "  wake-ups: {} release(s) woke {} waiter(s), {:.2} per release, at most {}",
             w.releases,
             w.wakeups,
@@ -68,15 +69,15 @@ pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);
-    println!("history hash {}", outcome.digest());
+    say!("history hash {}", outcome.digest());
     if let Some(dir) = report_dir {
         let stem = file
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "run".into());
         let path = report.write(dir, &stem)?;
-        println!("report: {}", path.display());
-        println!("timeline: {}", Report::timeline_path(&path).display());
+        say!("report: {}", path.display());
+        say!("timeline: {}", Report::timeline_path(&path).display());
     }
     Ok(exit_code(&outcome))
 }
@@ -87,7 +88,7 @@ pub fn timeline(path: &Path) -> anyhow::Result<u8> {
     let html = report
         .write_timeline(path)
         .map_err(|e| usage(e.to_string()))?;
-    println!("timeline: {}", html.display());
+    say!("timeline: {}", html.display());
     Ok(EXIT_OK)
 }
 
@@ -104,7 +105,7 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
     }
     let replayed = replay_report(&report);
     if replayed.identical() {
-        println!(
+        say!(
             "identical: {} entries, history hash {} ({})",
             replayed.outcome.history.entries.len(),
             replayed.outcome.digest(),
@@ -113,16 +114,16 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
         Ok(EXIT_OK)
     } else {
         let at = replayed.first_difference.unwrap_or(0);
-        println!(
+        say!(
             "DIVERGED at history entry {at}: report hash {}, replay hash {}",
             report.history_hash,
             replayed.outcome.digest()
         );
         if let Some(e) = report.history.entries.get(at) {
-            println!("  report: {}", serde_json::to_string(e)?);
+            say!("  report: {}", serde_json::to_string(e)?);
         }
         if let Some(e) = replayed.outcome.history.entries.get(at) {
-            println!("  replay: {}", serde_json::to_string(e)?);
+            say!("  replay: {}", serde_json::to_string(e)?);
         }
         Ok(EXIT_FOUND)
     }
