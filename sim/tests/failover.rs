@@ -1,15 +1,14 @@
 //! single-redis on a primary with asynchronous replicas: a failover loses the lock (seed 001's
 //! high-availability trade-off); `WAIT` narrows the window.
 
+mod common;
+
+use common::scenario_file;
+
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
 use lockcheck_sim::scenario::{Fault, Params};
 use lockcheck_sim::{run, Algorithm, Scenario};
-
-fn scenario_file(name: &str) -> Scenario {
-    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
 
 #[test]
 fn failover_before_replication_gives_two_holders() {

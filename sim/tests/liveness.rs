@@ -3,15 +3,13 @@
 //! free and the service up and reachable, for longer than a bound; these stories pin
 //! both what it must find and what it must not. Scenario files are under `tests/scenarios/`.
 
+mod common;
+
+use common::scenario_file;
+
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::history::{Kind, Op};
 use lockcheck_sim::{run, Algorithm, Scenario};
-
-fn scenario(name: &str) -> Scenario {
-    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    Scenario::from_json(&std::fs::read_to_string(&path).unwrap())
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 /// The clients of each finding of `kind`.
 fn found(s: &Scenario, kind: ViolationKind) -> Vec<String> {
@@ -46,7 +44,7 @@ fn after_a_zookeeper_restart_the_waiter_is_woken_by_the_release() {
         Algorithm::ZkHerd,
         Algorithm::ZkRwLock,
     ] {
-        let mut s = scenario("zk-restart-then-release.json");
+        let mut s = scenario_file("zk-restart-then-release.json");
         s.algorithm = algorithm;
         let outcome = run(&s);
         assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
@@ -67,7 +65,7 @@ fn after_a_zookeeper_restart_the_waiter_is_woken_by_the_release() {
 #[test]
 fn curators_guaranteed_delete_frees_a_lock_whose_release_was_lost() {
     for algorithm in [Algorithm::ZkSequential, Algorithm::ZkRwLock] {
-        let mut s = scenario("zk-release-lost-while-server-down.json");
+        let mut s = scenario_file("zk-release-lost-while-server-down.json");
         s.algorithm = algorithm;
         s.workload.read_fraction = Some(0.0);
         assert_eq!(found(&s, ViolationKind::Stuck), Vec::<String>::new());
@@ -89,7 +87,7 @@ fn curators_guaranteed_delete_frees_a_lock_whose_release_was_lost() {
 /// agrees: `real/tests/redis.rs`).
 #[test]
 fn a_dead_waiter_whose_clock_ran_ahead_blocks_the_fair_queue() {
-    let s = scenario("redis-fair-dead-waiter-clock-ahead.json");
+    let s = scenario_file("redis-fair-dead-waiter-clock-ahead.json");
     assert_eq!(found(&s, ViolationKind::Stuck), vec!["client-2"]);
     let mut right_clock = s.clone();
     right_clock.faults.remove(0);
@@ -107,7 +105,7 @@ fn a_dead_waiter_whose_clock_ran_ahead_blocks_the_fair_queue() {
 /// heal, and client-1 takes the lock (the real server agrees: `real/tests/zookeeper_servers.rs`).
 #[test]
 fn a_watch_event_sent_across_a_partition_arrives_after_the_heal() {
-    let s = scenario("zk-watch-event-across-a-partition.json");
+    let s = scenario_file("zk-watch-event-across-a-partition.json");
     assert_eq!(run(&s).violations, vec![]);
     assert_eq!(
         acquisitions(&s),
@@ -141,7 +139,7 @@ fn a_holder_killed_mid_section_leaves_the_lock_after_its_lease_session_or_socket
         (Algorithm::ZkHerd, 7_000, 14_000),
         (Algorithm::MysqlForUpdateHeld, 1_000, 1_500),
     ] {
-        let mut s = scenario("holder-crashes-mid-section.json");
+        let mut s = scenario_file("holder-crashes-mid-section.json");
         s.algorithm = algorithm;
         assert_eq!(run(&s).violations, vec![], "{}", algorithm.name());
         let at = client_1_acquired_ms(&s).expect("client-1 gets the lock");
@@ -151,7 +149,7 @@ fn a_holder_killed_mid_section_leaves_the_lock_after_its_lease_session_or_socket
             algorithm.name()
         );
     }
-    let mut s = scenario("holder-crashes-mid-section.json");
+    let mut s = scenario_file("holder-crashes-mid-section.json");
     s.algorithm = Algorithm::MysqlUnique;
     assert_eq!(found(&s, ViolationKind::Deadlock), vec!["probe"]);
     assert_eq!(client_1_acquired_ms(&s), None);

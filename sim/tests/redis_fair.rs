@@ -1,5 +1,9 @@
 //! redis-fair in simulation: waiters are granted in queue order, and it is still a lease lock.
 
+mod common;
+
+use common::scenario_file;
+
 use lockcheck_sim::checker::{fifo, Liveness, ViolationKind};
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
 use lockcheck_sim::history::{KeyChange, Op};
@@ -50,12 +54,6 @@ fn a_holder_paused_past_the_lease_breaks_redis_fair() {
     assert_eq!(f.outcome.violations[0].kind, ViolationKind::MutualExclusion);
 }
 
-fn scenario(name: &str) -> Scenario {
-    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    Scenario::from_json(&std::fs::read_to_string(&path).unwrap())
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-}
-
 /// Who entered the critical section, in order.
 fn entered(s: &Scenario) -> Vec<String> {
     run(s)
@@ -83,7 +81,7 @@ fn entered(s: &Scenario) -> Vec<String> {
 /// with a right clock the order holds (the real server agrees: `real/tests/redis.rs`).
 #[test]
 fn a_client_whose_clock_runs_ahead_drops_a_live_waiter_and_jumps_the_queue() {
-    let s = scenario("redis-fair-clock-ahead-jumps-the-queue.json");
+    let s = scenario_file("redis-fair-clock-ahead-jumps-the-queue.json");
     let outcome = run(&s);
     let order: Vec<_> = outcome
         .violations

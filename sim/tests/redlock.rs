@@ -3,17 +3,14 @@
 
 mod common;
 
+use common::scenario_file;
+
 use common::search::find;
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
 use lockcheck_sim::history::{KeyChange, Op};
 use lockcheck_sim::scenario::{Fault, Params};
 use lockcheck_sim::{run, Algorithm, Scenario};
-
-fn scenario_file(name: &str) -> Scenario {
-    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap()
-}
 
 /// The masters on which `token` was written.
 fn masters_holding(finding: &Finding, token: &str) -> Vec<String> {

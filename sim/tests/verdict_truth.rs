@@ -4,17 +4,13 @@
 
 mod common;
 
+use common::scenario_file;
+
 use common::search::{nothing_found, options};
 use lockcheck_sim::checker::ViolationKind;
 use lockcheck_sim::explore::FaultProfile;
 use lockcheck_sim::scenario::{CrashScope, Fault, Params};
 use lockcheck_sim::{run, Algorithm, Scenario};
-
-fn scenario(name: &str) -> Scenario {
-    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
-    Scenario::from_json(&std::fs::read_to_string(&path).unwrap())
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
-}
 
 fn kinds(s: &Scenario) -> Vec<ViolationKind> {
     run(s).violations.iter().map(|v| v.kind).collect()
@@ -41,7 +37,7 @@ fn a_zookeeper_restart_does_not_hide_a_later_pause_past_the_session() {
             "zk-restart-then-holder-pause.json",
             "zk-machine-restart-then-holder-pause.json",
         ] {
-            let mut s = scenario(file);
+            let mut s = scenario_file(file);
             s.algorithm = algorithm;
             s.seed = seed;
             if algorithm == Algorithm::ZkRwLock {
@@ -63,7 +59,7 @@ fn a_zookeeper_restart_does_not_hide_a_later_pause_past_the_session() {
 /// paused holder's session expires, and its re-registered watch fires at the expiry.
 #[test]
 fn after_a_restart_the_waiter_reconnects_and_is_woken_by_the_expiry() {
-    let s = scenario("zk-restart-then-holder-pause.json");
+    let s = scenario_file("zk-restart-then-holder-pause.json");
     let outcome = run(&s);
     let watch_fired_at_expiry = outcome.history.entries.iter().any(|e| {
         matches!(&e.op, lockcheck_sim::history::Op::Watch { event, to, .. }
@@ -89,7 +85,7 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
     o.only = Some(ViolationKind::FifoOrder);
     nothing_found(&o);
 
-    let s = scenario("zk-restart-then-holder-pause.json");
+    let s = scenario_file("zk-restart-then-holder-pause.json");
     let expired = run(&s).history.entries.iter().any(|e| {
         e.node == "zk-0"
             && matches!(&e.op, lockcheck_sim::history::Op::Key { change, .. }
@@ -113,7 +109,7 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
 /// of client-1, whose place went with the queue: no ORDER.
 #[test]
 fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
-    let s = scenario("redis-fair-restart-loses-the-queue.json");
+    let s = scenario_file("redis-fair-restart-loses-the-queue.json");
     assert_eq!(kinds(&s), vec![ViolationKind::MutualExclusion]);
     let granted: Vec<String> = run(&s)
         .history
@@ -137,6 +133,26 @@ fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
     );
     o.only = Some(ViolationKind::FifoOrder);
     nothing_found(&o);
+}
+
+/// The order check keeps a waiter dropped from redis-fair's queue in the race when it was still
+/// polling; only a clock that disagrees with time drops such a waiter. Without clock faults a
+/// search must find no order violation: late messages (a `delay` fault's last delayed poll
+/// arrives long after the fault stops delaying, and its deadline is already past), held
+/// partitions and crashed clients (a dead process's last push arriving after its successor's
+/// first) each made one before the check learned of them.
+#[test]
+fn without_clock_faults_no_waiter_is_passed_over_in_redis_fair() {
+    for profile in [
+        FaultProfile::Delay,
+        FaultProfile::Partition,
+        FaultProfile::Pause,
+        FaultProfile::CrashRestart,
+    ] {
+        let mut o = options(Algorithm::RedisFair, &[profile], Params::default(), 300);
+        o.only = Some(ViolationKind::FifoOrder);
+        nothing_found(&o);
+    }
 }
 
 /// A restart without persistence records every key the server lost, so a reader of the history
@@ -189,7 +205,7 @@ fn restarts_record_what_they_lost_and_only_a_machine_crash_loses_unsynced_writes
 #[test]
 fn a_killed_client_releases_a_transaction_lock_at_once_a_dead_machine_only_at_wait_timeout() {
     let second_grant_ms = |file: &str| {
-        let outcome = run(&scenario(file));
+        let outcome = run(&scenario_file(file));
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
         outcome
             .history
@@ -219,7 +235,7 @@ fn a_killed_client_releases_a_transaction_lock_at_once_a_dead_machine_only_at_wa
 /// write is lost and nothing is found; with the fencing token the resource turns it away.
 #[test]
 fn a_holder_cut_off_from_zookeeper_alone_still_writes_past_its_session() {
-    let s = scenario("zk-holder-cut-off-from-zookeeper-only.json");
+    let s = scenario_file("zk-holder-cut-off-from-zookeeper-only.json");
     assert_eq!(kinds(&s), vec![ViolationKind::MutualExclusion]);
     let mut everyone = s.clone();
     if let Fault::Partition { from, .. } = &mut everyone.faults[1] {
@@ -238,7 +254,7 @@ fn a_holder_cut_off_from_zookeeper_alone_still_writes_past_its_session() {
 /// resource turns the late write away.
 #[test]
 fn a_write_delayed_past_the_lease_lands_in_the_next_holders_section() {
-    let s = scenario("single-redis-delayed-write.json");
+    let s = scenario_file("single-redis-delayed-write.json");
     assert_eq!(kinds(&s), vec![ViolationKind::MutualExclusion]);
     let mut fenced = s.clone();
     fenced.params.fencing = true;

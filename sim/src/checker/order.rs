@@ -69,11 +69,7 @@ pub fn fifo(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
                 } else {
                     asking.remove(client);
                     if e.kind != Kind::Ok {
-                        // It stopped asking: a waiter kept in the race only by our judgement
-                        // leaves it.
-                        queued.retain(|owner, p| {
-                            !p.off_queue || client_of.get(owner) != Some(&client)
-                        });
+                        stopped_asking(&mut queued, &client_of, client);
                     }
                 }
                 continue;
@@ -89,9 +85,7 @@ pub fn fifo(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
                     // successor's first), so from now on none of the client's places is
                     // judged by its polling: the queue's word is final for them.
                     asking.remove(target.as_str());
-                    queued.retain(|owner, p| {
-                        !p.off_queue || client_of.get(owner) != Some(&target.as_str())
-                    });
+                    stopped_asking(&mut queued, &client_of, target);
                     crashed.insert(target.as_str());
                 }
                 reach.nemesis(kind, target, t);
@@ -189,6 +183,16 @@ pub fn fifo(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
         }
     }
     found
+}
+
+/// `client` stopped asking (it gave up, or crashed): its places kept in the race only by this
+/// check, off the server's queue, leave the race.
+fn stopped_asking(
+    queued: &mut BTreeMap<&str, Place>,
+    client_of: &BTreeMap<&str, &str>,
+    client: &str,
+) {
+    queued.retain(|owner, p| !p.off_queue || client_of.get(owner) != Some(&client));
 }
 
 /// Whether `client` has been asking for the lock, running and with the service reachable, from

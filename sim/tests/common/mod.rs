@@ -11,6 +11,14 @@
 
 pub mod search;
 
+/// The scenario file `name` under `sim/tests/scenarios/` (a story's schedule, shared with the
+/// real-server tests).
+pub fn scenario_file(name: &str) -> lockcheck_sim::Scenario {
+    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    lockcheck_sim::Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 use lockcheck_algorithms::{Env, LockEvent};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
