@@ -1,45 +1,11 @@
 //! The `lockcheck` binary as a user meets it: exit codes, messages, reports, replay across
 //! processes.
 
+mod common;
+
+use common::{lockcheck, stderr, stdout, Scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn lockcheck(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// A scratch directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("lockcheck-cli-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
-}
 
 fn report_in(dir: &Path) -> PathBuf {
     std::fs::read_dir(dir)
@@ -498,18 +464,8 @@ fn real_without_redis_server_says_how_to_install_it_and_exits_2() {
     );
 }
 
-/// Whether redis-server is on PATH; under CI it must be.
 fn redis_installed() -> bool {
-    let installed = std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join("redis-server").is_file())
-    });
-    if !installed {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "CI=true and redis-server is not on PATH: .ci/run must install it"
-        );
-    }
-    installed
+    common::installed("redis-server")
 }
 
 #[test]

@@ -65,7 +65,8 @@ pub enum RealError {
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
-    /// The run was interrupted (Ctrl-C); every server it started was stopped.
-    #[error("interrupted; every server this run started was stopped")]
-    Interrupted,
+    /// The run was interrupted (Ctrl-C, SIGTERM); every server it started was stopped and its
+    /// directories removed.
+    #[error("interrupted by {}; every server this run started was stopped", .0.name())]
+    Interrupted(crate::signals::Signal),
 }

@@ -80,6 +80,7 @@ pub mod recorder;
 pub mod redis_store;
 pub mod resource;
 pub mod runner;
+pub mod signals;
 pub mod support;
 pub mod timeshift;
 pub mod world;

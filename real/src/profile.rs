@@ -196,6 +196,11 @@ pub fn scenario(
     profile: Profile,
     shape: &Shape,
 ) -> Result<Scenario, ScenarioError> {
+    // The stories do arithmetic on the TTL: bound it (and the run) before any of it.
+    use lockcheck_sim::limits;
+    let invalid = ScenarioError::Invalid;
+    limits::positive_ms("--ttl-ms", shape.ttl_ms).map_err(invalid)?;
+    limits::positive_ms("--duration-ms", shape.duration_ms).map_err(invalid)?;
     let ttl = shape.ttl_ms;
     let mut s = Scenario::new(algorithm);
     s.clients = shape.clients;

@@ -10,6 +10,7 @@ use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::proxy::Proxy;
+use crate::signals;
 use crate::support;
 use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
@@ -65,7 +66,13 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 /// Runs `scenario` against `servers` and checks it; [`run`] when they are [`Servers::Launched`].
 /// Endpoints must all answer before the run starts ([`RealError::Unreachable`]).
 pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealError> {
+    // Caught before anything starts, so that no signal finds a server without lockcheck
+    // stopping it (nor is lost to a disposition inherited from a shell).
+    signals::install();
     preflight_on(scenario, servers)?;
+    if let Some(signal) = signals::take() {
+        return Err(RealError::Interrupted(signal));
+    }
     let launcher = Rc::new(RefCell::new(Launcher::new()?));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -76,7 +83,7 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     let result = local.block_on(&runtime, async {
         tokio::select! {
             result = execute(scenario, servers, launcher.clone()) => result,
-            () = interrupted() => Err(RealError::Interrupted),
+            signal = signals::caught_one() => Err(RealError::Interrupted(signal)),
         }
     });
     let server_pids = launcher.borrow().started_pids();
@@ -86,6 +93,11 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     drop(local);
     drop(runtime);
     drop(launcher);
+    // A signal caught while a server was being prepared (inside `mariadb-install-db`) ended that
+    // preparation as a failure; it is an interruption all the same.
+    if let Some(signal) = signals::take() {
+        return Err(RealError::Interrupted(signal));
+    }
     Ok(RealRun {
         outcome: result?,
         server_pids,
@@ -168,13 +180,6 @@ fn moves_clock(scenario: &Scenario, name: &str) -> bool {
     scenario.faults.iter().any(|f| {
         matches!(f, Fault::ClockJump { .. } | Fault::ClockDrift { .. }) && f.nodes().contains(&name)
     })
-}
-
-/// Completes on Ctrl-C; never, if the handler cannot be installed.
-async fn interrupted() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
 }
 
 async fn execute(

@@ -56,12 +56,15 @@ impl NodeClock {
 
     /// The wall clock, in ns since the Unix epoch, at true time `true_ns`.
     pub fn wall_ns(&self, true_ns: u64) -> i64 {
-        self.wall_base_ns + self.advanced(true_ns)
+        // Saturating: a clock 100× fast over a year-long run would pass year 2262, where the
+        // nanoseconds of an i64 end; it stops there instead of wrapping to 1677.
+        self.wall_base_ns.saturating_add(self.advanced(true_ns))
     }
 
     /// The monotonic clock at true time `true_ns`.
     pub fn mono_ns(&self, true_ns: u64) -> u64 {
-        self.mono_base_ns + self.advanced(true_ns) as u64
+        self.mono_base_ns
+            .saturating_add(self.advanced(true_ns).max(0) as u64)
     }
 
     /// The rate the clocks run at.
@@ -84,7 +87,7 @@ impl NodeClock {
     /// At `true_ns`, the wall clock steps by `by_ns`; the monotonic clock does not.
     pub fn jump(&mut self, true_ns: u64, by_ns: i64) {
         self.rebase(true_ns);
-        self.wall_base_ns += by_ns;
+        self.wall_base_ns = self.wall_base_ns.saturating_add(by_ns);
     }
 
     /// The true time that passes while this node's clocks advance by `local`, at the current rate.
@@ -104,6 +107,17 @@ mod tests {
         c.jump(1_000, 5_000);
         assert_eq!(c.wall_ns(2_000), WALL_ORIGIN_NS + 7_000);
         assert_eq!(c.mono_ns(2_000), 2_000);
+    }
+
+    #[test]
+    fn a_clock_far_off_saturates_instead_of_wrapping() {
+        let mut c = NodeClock::default();
+        c.set_rate(0, 100.0);
+        let year_ns = 365 * 24 * 3_600 * 1_000_000_000u64;
+        assert_eq!(c.wall_ns(8 * year_ns), i64::MAX);
+        c.jump(8 * year_ns, i64::MAX);
+        assert_eq!(c.wall_ns(9 * year_ns), i64::MAX);
+        assert!(c.mono_ns(9 * year_ns) > c.mono_ns(8 * year_ns));
     }
 
     #[test]

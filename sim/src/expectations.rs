@@ -137,10 +137,13 @@ fn line_of(text: &str, at: usize) -> usize {
 
 /// Reads and checks an expectations file.
 pub fn read(path: &Path) -> Result<Vec<Expectation>, ExpectationsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ExpectationsError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text =
+        crate::input::read_text(path, crate::input::MAX_SCENARIO_BYTES).map_err(|source| {
+            ExpectationsError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     parse(&text, path)
 }
 
@@ -153,7 +156,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
     };
     let file: File = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
-        invalid(line, e.message().trim().to_string())
+        invalid(line, crate::input::clip_quotes(e.message().trim()))
     })?;
     if file.expect.is_empty() {
         return Err(invalid(
@@ -166,7 +169,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
     for spanned in file.expect {
         let line = line_of(text, spanned.span().start);
         let entry = spanned.into_inner();
-        let bad = |m: String| Err(invalid(line, format!("[[expect]] '{}': {m}", entry.name)));
+        let bad = |m: String| {
+            Err(invalid(
+                line,
+                format!("[[expect]] '{}': {m}", crate::input::clip(&entry.name)),
+            ))
+        };
         let well_named = !entry.name.is_empty()
             && entry
                 .name

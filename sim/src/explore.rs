@@ -95,7 +95,8 @@ impl FaultProfile {
                 .ok_or_else(|| {
                     let known: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
                     format!(
-                        "unknown fault profile '{name}' (known: {})",
+                        "unknown fault profile '{}' (known: {})",
+                        crate::input::clip(name),
                         known.join(", ")
                     )
                 })?;
@@ -181,6 +182,13 @@ impl Shard {
 
     /// Whether the slice exists (`index` < `count`).
     pub fn check(self) -> Result<(), String> {
+        if self.count > crate::limits::MAX_CASES {
+            return Err(format!(
+                "--shard: at most {} shards, got {}",
+                crate::limits::MAX_CASES,
+                self.count
+            ));
+        }
         if self.count == 0 || self.index >= self.count {
             return Err(format!(
                 "shard {} of {} does not exist",
@@ -274,7 +282,7 @@ pub struct Finding {
 /// How long a generated run lasts: a few leases, so a fault can outlast one and its aftermath
 /// still be seen.
 fn run_length_ms(algorithm: Algorithm, params: &Params) -> u64 {
-    (4 * algorithm.lease_ms(params)).max(10_000)
+    (4 * algorithm.lease_ms(params)).clamp(10_000, crate::limits::MAX_MS)
 }
 
 /// The nodes a search's faults may name: the clients every case has, and the servers.
@@ -293,7 +301,12 @@ fn unit_of(
 ) -> BoxedStrategy<Vec<Fault>> {
     let (clients, servers) = (&cast.clients, &cast.servers);
     let nodes: Vec<String> = clients.iter().chain(servers).cloned().collect();
-    let ttl = options.algorithm.lease_ms(&options.params);
+    // Spans of a few leases, but never so long that three of them (overlapping delays add up)
+    // leave the documented ranges: an eighth of the longest duration is 45 days.
+    let ttl = options
+        .algorithm
+        .lease_ms(&options.params)
+        .min(crate::limits::MAX_MS / 8);
     let at = 0..duration / 2;
     let span = 1..=2 * ttl;
     let node = prop::sample::select(nodes.clone());
@@ -557,17 +570,22 @@ pub enum ExploreError {
 /// Each message names the option as a file names it, then as a flag.
 pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     let invalid = |m: String| Err(ExploreError::Invalid(m));
-    if options.cases == 0 {
-        return invalid("cases must be at least 1 (--cases)".into());
-    }
+    use crate::limits;
+    // A time budget runs as many cases as fit (`u32::MAX` stands for "no count").
+    let most = match options.time_limit {
+        None => limits::MAX_CASES,
+        Some(_) => u32::MAX,
+    };
+    limits::within("cases (--cases)", options.cases, 1, most).map_err(ExploreError::Invalid)?;
     if !(0.0..1.0).contains(&options.max_drift) {
         return invalid(format!(
             "max_drift must be in [0, 1) (--max-drift), got {}",
             options.max_drift
         ));
     }
-    if options.max_partition_ms == Some(0) {
-        return invalid("max_partition_ms must be at least 1 (--max-partition-ms)".into());
+    if let Some(ms) = options.max_partition_ms {
+        limits::positive_ms("max_partition_ms (--max-partition-ms)", ms)
+            .map_err(ExploreError::Invalid)?;
     }
     options.params.check_for(options.algorithm)?;
     if options.profiles.contains(&FaultProfile::Failover) && options.params.replicas == 0 {
@@ -577,9 +595,7 @@ pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
                 .into(),
         );
     }
-    if options.jobs == 0 {
-        return invalid("--jobs must be at least 1".into());
-    }
+    limits::within("--jobs", options.jobs, 1, limits::MAX_JOBS).map_err(ExploreError::Invalid)?;
     options.shard.check().map_err(ExploreError::Invalid)?;
     if options.time_limit == Some(Duration::ZERO) {
         return invalid("a time budget must be longer than zero".into());

@@ -33,6 +33,8 @@ pub mod env;
 pub mod expectations;
 pub mod explore;
 pub mod history;
+pub mod input;
+pub mod limits;
 pub mod lock;
 pub mod matrix;
 pub mod message_faults;

@@ -103,21 +103,24 @@ impl MatrixOptions {
     /// Whether the options can be carried out: what [`run_matrix`] refuses before it searches a
     /// cell or writes a file. (Each cell's search is checked by [`crate::explore::check_options`].)
     pub fn check(&self) -> Result<(), MatrixError> {
+        use crate::limits;
         let invalid = |m: &str| Err(MatrixError::Invalid(m.into()));
-        if self.jobs == 0 {
-            return invalid("--jobs must be at least 1");
-        }
+        limits::within("--jobs", self.jobs, 1, limits::MAX_JOBS).map_err(MatrixError::Invalid)?;
         if let Some(shard) = self.shard {
             shard.check().map_err(MatrixError::Invalid)?;
         }
         match self.budget {
-            Budget::Cases(0) => invalid("--cases must be at least 1"),
-            Budget::Seconds(0) => invalid("--budget-seconds must be at least 1"),
-            Budget::Seconds(_) if self.shard.is_some() => invalid(
+            Budget::Cases(n) => {
+                limits::within("--cases", n, 1, limits::MAX_CASES).map_err(MatrixError::Invalid)
+            }
+            Budget::Seconds(s) if self.shard.is_none() => {
+                limits::within("--budget-seconds", s, 1, limits::MAX_BUDGET_SECONDS)
+                    .map_err(MatrixError::Invalid)
+            }
+            Budget::Seconds(_) => invalid(
                 "--shard needs --cases: with a wall-time budget each machine would run a \
                  different number of cases, and the shards would not join into one search",
             ),
-            _ => Ok(()),
         }
     }
 }
@@ -525,10 +528,10 @@ impl Matrix {
     /// Reads `DIR/matrix.json`.
     pub fn read(dir: &Path) -> Result<Matrix, MatrixError> {
         let path = dir.join(JSON_FILE);
-        let text = std::fs::read_to_string(&path).map_err(io(&path))?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        serde_path_to_error::deserialize(de).map_err(|e| MatrixError::Malformed {
-            message: format!("at {}: {}", e.path(), e.inner()),
+        let text =
+            crate::input::read_text(&path, crate::input::MAX_REPORT_BYTES).map_err(io(&path))?;
+        crate::input::parse_json(&text).map_err(|e| MatrixError::Malformed {
+            message: format!("at {}: {}", e.path, e.message),
             path,
         })
     }

@@ -187,7 +187,7 @@ fn write(file: &Path, all: &RegressionFile) -> Result<(), RegressionError> {
 }
 
 fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
-    let text = match std::fs::read_to_string(file) {
+    let text = match crate::input::read_text(file, crate::input::MAX_REPORT_BYTES) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegressionFile::default()),
         Err(source) => {
@@ -197,11 +197,10 @@ fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
             })
         }
     };
-    let de = &mut serde_json::Deserializer::from_str(&text);
     let parsed: RegressionFile =
-        serde_path_to_error::deserialize(de).map_err(|e| RegressionError::Malformed {
+        crate::input::parse_json(&text).map_err(|e| RegressionError::Malformed {
             path: file.to_path_buf(),
-            message: format!("at {}: {}", e.path(), e.inner()),
+            message: format!("at {}: {}", e.path, e.message),
         })?;
     for (index, r) in parsed.regressions.iter().enumerate() {
         r.scenario

@@ -238,26 +238,41 @@ impl Report {
 
     /// Reads and validates a report.
     pub fn read(path: &Path) -> Result<Report, ReportError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ReportError::Io {
+        let text =
+            crate::input::read_text(path, crate::input::MAX_REPORT_BYTES).map_err(|source| {
+                ReportError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            })?;
+        let report: Report =
+            crate::input::parse_json(&text).map_err(|e| ReportError::Malformed {
+                path: path.to_path_buf(),
+                at: e.path,
+                message: e.message,
+            })?;
+        let scenario = |source| ReportError::Scenario {
             path: path.to_path_buf(),
             source,
-        })?;
-        let de = &mut serde_json::Deserializer::from_str(&text);
-        let report: Report =
-            serde_path_to_error::deserialize(de).map_err(|e| ReportError::Malformed {
-                path: path.to_path_buf(),
-                at: e.path().to_string(),
-                message: e.into_inner().to_string(),
-            })?;
-        report
-            .scenario
-            .validate()
-            .map_err(|source| ReportError::Scenario {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        };
+        report.scenario.validate().map_err(scenario)?;
+        if let Some(search) = &report.search {
+            search.original.validate().map_err(scenario)?;
+        }
         Ok(report)
     }
+}
+
+/// A recorded field of a report that its replay does not reproduce (or that contradicts the rest
+/// of the report).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Difference {
+    /// The report's field: `verdict`, `violations`, `seed`, `history_hash`, …
+    pub field: &'static str,
+    /// What the report says.
+    pub report: String,
+    /// What the replay (or, for `seed` and `schedule`, the report's own scenario) gives.
+    pub replay: String,
 }
 
 /// The result of replaying a report.
@@ -267,30 +282,71 @@ pub struct Replay {
     pub outcome: Outcome,
     /// Index of the first history entry that differs from the report's, if any.
     pub first_difference: Option<usize>,
+    /// Every other recorded field the replay does not reproduce, in the report's order.
+    pub differences: Vec<Difference>,
 }
 
 impl Replay {
-    /// Whether the replay reproduced the report's history exactly.
+    /// Whether the replay reproduced the report exactly: its history entry by entry, the hash,
+    /// the verdict and everything the report says was found.
     pub fn identical(&self) -> bool {
-        self.first_difference.is_none()
+        self.first_difference.is_none() && self.differences.is_empty()
     }
 }
 
-/// Reruns the report's scenario and compares the histories entry by entry.
+/// Reruns the report's scenario and compares what the report records with what the rerun gives:
+/// the history entry by entry, and each field a person or CI reads (verdict, summary,
+/// violations, rejected accesses, availability, hash), plus the fields that only restate the
+/// scenario (seed, schedule). An edited report does not replay as identical.
 pub fn replay(report: &Report) -> Replay {
     let outcome = run(&report.scenario);
-    let first_difference = if outcome.digest() == report.history_hash {
-        outcome.history.first_difference(&report.history)
-    } else {
-        Some(
-            outcome
-                .history
-                .first_difference(&report.history)
-                .unwrap_or(0),
-        )
-    };
+    let first_difference = outcome.history.first_difference(&report.history);
+    let fresh = Report::of_run(&report.scenario, &outcome);
+    let mut differences = Vec::new();
+    let mut compare =
+        |field: &'static str, recorded: serde_json::Value, replayed: serde_json::Value| {
+            if recorded != replayed {
+                differences.push(Difference {
+                    field,
+                    report: crate::input::clip(&recorded.to_string()),
+                    replay: crate::input::clip(&replayed.to_string()),
+                });
+            }
+        };
+    compare("verdict", json(&report.verdict), json(&fresh.verdict));
+    compare("summary", json(&report.summary), json(&fresh.summary));
+    compare("seed", json(&report.seed), json(&fresh.seed));
+    compare("schedule", json(&report.schedule), json(&fresh.schedule));
+    compare(
+        "violations",
+        json(&report.violations),
+        json(&fresh.violations),
+    );
+    compare(
+        "stale_accesses",
+        json(&report.stale_accesses),
+        json(&fresh.stale_accesses),
+    );
+    compare(
+        "availability",
+        json(&report.availability),
+        json(&fresh.availability),
+    );
+    // The hash is compared with the replay's, and with the history the report holds: a hash
+    // edited to match a replay that diverged, or a history edited under its hash, both show.
+    compare(
+        "history_hash",
+        json(&report.history_hash),
+        json(&fresh.history_hash),
+    );
     Replay {
         outcome,
         first_difference,
+        differences,
     }
+}
+
+/// A field as it is written in the file, so that every field compares the way a reader sees it.
+fn json<T: Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).expect("report fields serialize")
 }

@@ -5,6 +5,7 @@
 //! user-facing file format (`lockcheck run FILE`) and is embedded in every report, so it is
 //! parsed strictly: unknown keys and impossible values are errors that name the field at fault.
 
+use crate::input;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -730,14 +731,15 @@ impl Scenario {
 
     /// Parses and validates a scenario document.
     pub fn from_json(text: &str) -> Result<Scenario, ScenarioError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let scenario: Scenario = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let mut message = e.into_inner().to_string();
-            if let Some(field) = offending_field(text, &path, &message) {
+        let scenario: Scenario = input::parse_json(text).map_err(|e| {
+            let mut message = e.message;
+            if let Some(field) = offending_field(text, &e.path, &message) {
                 message = format!("{field}: {message}");
             }
-            ScenarioError::Parse { path, message }
+            ScenarioError::Parse {
+                path: e.path,
+                message,
+            }
         })?;
         scenario.validate()?;
         Ok(scenario)
@@ -759,11 +761,9 @@ impl Scenario {
 
     /// Checks everything a file can get wrong that its shape cannot express.
     pub fn validate(&self) -> Result<(), ScenarioError> {
+        self.validate_ranges().map_err(ScenarioError::Invalid)?;
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         let p = &self.params;
-        if p.ttl_ms == Some(0) {
-            return bad("params.ttl_ms must be greater than 0".into());
-        }
         if p.ttl_ms.is_some() && p.ttl_ms_for(self.algorithm).is_none() {
             return bad(format!(
                 "params.ttl_ms: {} has no lease (its lock ends when {}), so a TTL does not apply",
@@ -775,28 +775,10 @@ impl Scenario {
                 }
             ));
         }
-        if p.wait_timeout_ms == Some(0) {
-            return bad("params.wait_timeout_ms must be greater than 0".into());
-        }
         if p.lock_wait_timeout_ms.is_some() && !self.algorithm.is_mysql() {
             return bad(format!(
                 "params.lock_wait_timeout_ms: {} does not run on MySQL",
                 self.algorithm.name()
-            ));
-        }
-        if p.lock_wait_timeout_ms == Some(0) {
-            return bad("params.lock_wait_timeout_ms must be greater than 0".into());
-        }
-        if p.retry_delay_ms == 0 {
-            return bad("params.retry_delay_ms must be greater than 0".into());
-        }
-        if p.request_timeout_ms == 0 {
-            return bad("params.request_timeout_ms must be greater than 0".into());
-        }
-        if !(0.0..1.0).contains(&p.drift_factor) {
-            return bad(format!(
-                "params.drift_factor must be in [0, 1), got {}",
-                p.drift_factor
             ));
         }
         match self.algorithm {
@@ -834,9 +816,6 @@ impl Scenario {
                         p.wait_replicas, p.replicas
                     ));
                 }
-                if p.replicas > 0 && p.replication_lag_ms == 0 {
-                    return bad("params.replication_lag_ms must be greater than 0".into());
-                }
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
                     return bad(format!(
                         "params.nodes: {} runs against exactly 1 server, got {n}",
@@ -849,9 +828,6 @@ impl Scenario {
                          every acquisition by a client",
                         self.algorithm.name()
                     ));
-                }
-                if p.queue_timeout_ms == 0 {
-                    return bad("params.queue_timeout_ms must be greater than 0".into());
                 }
             }
             Algorithm::Redlock => {
@@ -894,7 +870,8 @@ impl Scenario {
                 .is_some_and(|i| topology.role(i) == crate::topology::Role::Server);
             if !server {
                 return bad(format!(
-                    "params.per_node: '{node}' is not a server of this scenario"
+                    "params.per_node: '{}' is not a server of this scenario",
+                    input::clip(node)
                 ));
             }
         }
@@ -933,31 +910,11 @@ impl Scenario {
                 self.algorithm.name()
             ));
         }
-        if let Some(f) = self.workload.read_fraction {
-            if !self.algorithm.has_readers() {
-                return bad(format!(
-                    "workload.read_fraction: {} has no shared mode; it applies to zk-rwlock",
-                    self.algorithm.name()
-                ));
-            }
-            if !(0.0..=1.0).contains(&f) {
-                return bad(format!("workload.read_fraction must be in [0, 1], got {f}"));
-            }
-        }
-        if p.retry_count == Some(0) {
-            return bad("params.retry_count must be at least 1".into());
-        }
-        if self.clients == 0 {
-            return bad("clients must be at least 1".into());
-        }
-        if self.duration_ms == 0 {
-            return bad("duration_ms must be greater than 0".into());
-        }
-        if self.workload.acquisitions_per_client == 0 {
-            return bad("workload.acquisitions_per_client must be at least 1".into());
-        }
-        if self.workload.reentrant_depth == 0 {
-            return bad("workload.reentrant_depth must be at least 1".into());
+        if self.workload.read_fraction.is_some() && !self.algorithm.has_readers() {
+            return bad(format!(
+                "workload.read_fraction: {} has no shared mode; it applies to zk-rwlock",
+                self.algorithm.name()
+            ));
         }
         if self.workload.reentrant_depth > 1 && !self.algorithm.reentrant() {
             return bad(format!(
@@ -981,6 +938,151 @@ impl Scenario {
             );
         }
         self.validate_faults()
+    }
+
+    /// Every number within its documented range ([`crate::limits`]), each error naming its
+    /// field: what keeps simulated time from overflowing and the simulator within what it can
+    /// build, whatever the file says.
+    fn validate_ranges(&self) -> Result<(), String> {
+        use crate::limits::{self, any_ms, positive_ms, within};
+        let p = &self.params;
+        positive_ms("duration_ms", self.duration_ms)?;
+        within("clients", self.clients, 1, limits::MAX_CLIENTS)?;
+        if let Some(n) = p.nodes {
+            within("params.nodes", n, 1, limits::MAX_NODES)?;
+        }
+        if let Some(ttl) = p.ttl_ms {
+            positive_ms("params.ttl_ms", ttl)?;
+        }
+        if !(0.0..1.0).contains(&p.drift_factor) {
+            return Err(format!(
+                "params.drift_factor must be in [0, 1), got {}",
+                p.drift_factor
+            ));
+        }
+        any_ms("params.restart_delay_ms", p.restart_delay_ms)?;
+        for (node, n) in &p.per_node {
+            if let Some(delay) = n.restart_delay_ms {
+                any_ms(
+                    &format!("params.per_node.{}.restart_delay_ms", input::clip(node)),
+                    delay,
+                )?;
+            }
+        }
+        positive_ms("params.retry_delay_ms", p.retry_delay_ms)?;
+        if let Some(n) = p.retry_count {
+            within("params.retry_count", n, 1, limits::MAX_RETRY_COUNT)?;
+        }
+        within("params.replicas", p.replicas, 0, limits::MAX_REPLICAS)?;
+        positive_ms("params.replication_lag_ms", p.replication_lag_ms)?;
+        if let Some(ms) = p.wait_timeout_ms {
+            positive_ms("params.wait_timeout_ms", ms)?;
+        }
+        if let Some(ms) = p.lock_wait_timeout_ms {
+            positive_ms("params.lock_wait_timeout_ms", ms)?;
+        }
+        positive_ms("params.queue_timeout_ms", p.queue_timeout_ms)?;
+        positive_ms("params.session_timeout_ms", p.session_timeout_ms)?;
+        positive_ms("params.request_timeout_ms", p.request_timeout_ms)?;
+        let w = &self.workload;
+        within(
+            "workload.acquisitions_per_client",
+            w.acquisitions_per_client,
+            1,
+            limits::MAX_ACQUISITIONS,
+        )?;
+        any_ms("workload.hold_ms", w.hold_ms)?;
+        any_ms("workload.think_ms", w.think_ms)?;
+        within(
+            "workload.reentrant_depth",
+            w.reentrant_depth,
+            1,
+            limits::MAX_REENTRANT_DEPTH,
+        )?;
+        if let Some(f) = w.read_fraction {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(format!("workload.read_fraction must be in [0, 1], got {f}"));
+            }
+        }
+        if self.faults.len() > limits::MAX_FAULTS {
+            return Err(format!(
+                "faults: at most {} faults, got {}",
+                limits::MAX_FAULTS,
+                self.faults.len()
+            ));
+        }
+        let mut delays: u64 = 0;
+        for (i, fault) in self.faults.iter().enumerate() {
+            let field = |name: &str| format!("faults[{i}] ({}): {name}", fault.kind());
+            match fault {
+                Fault::Pause { for_ms, .. } | Fault::Partition { for_ms, .. } => {
+                    positive_ms(&field("for_ms"), *for_ms)?
+                }
+                Fault::Loss { for_ms, rate, .. } => {
+                    positive_ms(&field("for_ms"), *for_ms)?;
+                    if !(0.0..=1.0).contains(rate) {
+                        return Err(format!("{} must be in [0, 1], got {rate}", field("rate")));
+                    }
+                }
+                Fault::Delay {
+                    for_ms, extra_ms, ..
+                } => {
+                    positive_ms(&field("for_ms"), *for_ms)?;
+                    positive_ms(&field("extra_ms"), *extra_ms)?;
+                    delays = delays.saturating_add(*extra_ms);
+                    if delays > limits::MAX_MS {
+                        return Err(format!(
+                            "{}: the delays' extra_ms add up to more than {} ms (365 days); \
+                             overlapping delays add up, so their sum is bounded",
+                            field("extra_ms"),
+                            limits::MAX_MS
+                        ));
+                    }
+                }
+                Fault::ClockJump { by_ms, .. } => {
+                    if *by_ms == 0 {
+                        return Err(format!("{} must not be 0", field("by_ms")));
+                    }
+                    let max = limits::MAX_MS as i64;
+                    within(&field("by_ms"), *by_ms, -max, max)
+                        .map_err(|e| format!("{e} ms (at most 365 days either way)"))?;
+                }
+                Fault::ClockDrift { rate, .. }
+                    if !(*rate > 0.0 && *rate <= limits::MAX_DRIFT_RATE) =>
+                {
+                    return Err(format!(
+                        "{} must be in (0, {}], got {rate}",
+                        field("rate"),
+                        limits::MAX_DRIFT_RATE
+                    ));
+                }
+                _ => {}
+            }
+        }
+        // A node's wall clock never ends up more than MAX_MS off by its jumps, so that it stays
+        // a valid time whatever the jumps' order.
+        let mut jumps: BTreeMap<&str, i64> = BTreeMap::new();
+        let mut by_time: Vec<(u64, usize)> = self
+            .faults
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.at_ms(), i))
+            .collect();
+        by_time.sort();
+        for (_, i) in by_time {
+            if let Fault::ClockJump { node, by_ms, .. } = &self.faults[i] {
+                let total = jumps.entry(node).or_default();
+                *total += by_ms;
+                if total.unsigned_abs() > limits::MAX_MS {
+                    return Err(format!(
+                        "faults[{i}] (clock_jump): by_ms: {}'s clock jumps add up to {total} ms \
+                         here, beyond 365 days either way",
+                        input::clip(node)
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn validate_faults(&self) -> Result<(), ScenarioError> {
@@ -1014,8 +1116,9 @@ impl Scenario {
             for node in fault.nodes() {
                 if topology.index_of(node).is_none() {
                     return at(&format!(
-                        "no node named '{node}' (this scenario has {})",
-                        topology.names().join(", ")
+                        "no node named '{}' (this scenario has {})",
+                        input::clip(node),
+                        topology.listed()
                     ));
                 }
                 if node == Topology::RESOURCE && !matches!(fault, Fault::Partition { .. }) {
@@ -1025,14 +1128,6 @@ impl Scenario {
                 }
             }
             match fault {
-                Fault::Pause { for_ms, .. }
-                | Fault::Partition { for_ms, .. }
-                | Fault::Loss { for_ms, .. }
-                | Fault::Delay { for_ms, .. }
-                    if *for_ms == 0 =>
-                {
-                    return at("for_ms must be greater than 0");
-                }
                 Fault::Partition { isolate, .. } if isolate.is_empty() => {
                     return at("isolate must name at least one node");
                 }
@@ -1055,13 +1150,6 @@ impl Scenario {
                         "{} on both sides of the cut (isolate and from)",
                         both.join(", ")
                     ));
-                }
-                Fault::ClockJump { by_ms: 0, .. } => return at("by_ms must not be 0"),
-                Fault::ClockDrift { rate, .. } if !(*rate > 0.0 && *rate <= 100.0) => {
-                    return at(&format!("rate must be in (0, 100], got {rate}"));
-                }
-                Fault::Loss { rate, .. } if !(0.0..=1.0).contains(rate) => {
-                    return at(&format!("rate must be in [0, 1], got {rate}"));
                 }
                 Fault::Crash { node, .. } if down.insert(node, true) == Some(true) => {
                     return at(&format!("{node} is already down"));

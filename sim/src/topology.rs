@@ -67,6 +67,21 @@ impl Topology {
             .collect()
     }
 
+    /// The names for an error message: all of them when there are a few, else the first and
+    /// how many there are (a thousand clients make no readable line).
+    pub fn listed(&self) -> String {
+        let names = self.names();
+        if names.len() <= 12 {
+            return names.join(", ");
+        }
+        format!(
+            "{}, …, {} ({} nodes)",
+            names[..8].join(", "),
+            names[names.len() - 1],
+            names.len()
+        )
+    }
+
     /// Number of nodes, probe included.
     pub fn len(&self) -> usize {
         self.names.len()

@@ -134,7 +134,8 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         Some("always") => Some(Persistence::Always),
         Some(other) => {
             return Err(usage(format!(
-                "unknown persistence '{other}' (known: none, everysec, always)"
+                "unknown persistence '{}' (known: none, everysec, always)",
+                lockcheck_sim::input::clip(other)
             )))
         }
     };

@@ -38,8 +38,6 @@ pub const EXIT_FOUND: u8 = 1;
 /// Exit code: bad input (or an environment problem such as an unwritable directory, or a
 /// server binary that is not installed).
 pub const EXIT_USAGE: u8 = 2;
-/// Exit code: interrupted by Ctrl-C (128 + SIGINT, as shells report it).
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// The command line.
 #[derive(Parser)]
@@ -197,7 +195,8 @@ lockcheck real --algorithm zk-sequential --faults pause\n  \
 lockcheck real --scenario scenario.json\n\n\
 Exit codes: 0 = nothing found, 1 = UNSAFE, 3 = DEADLOCK, 4 = ORDER, 5 = STUCK, 2 = bad input, a server missing \
 (apt-get install redis-server / zookeeper / mariadb-server), a server that would not start or an endpoint that \
-does not answer, 130 = interrupted (every server started was stopped).")]
+does not answer, 130 / 143 = interrupted by SIGINT (Ctrl-C) / SIGTERM (every server started was stopped \
+and its directory removed).")]
     Real(real::RealArgs),
 }
 
@@ -208,9 +207,11 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 
 /// `--jobs`: at least 1; all cores when not given.
 pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
+    use lockcheck_sim::limits;
     match jobs {
-        Some(0) => Err(usage("--jobs must be at least 1")),
-        Some(j) => Ok(j),
+        Some(j) => limits::within("--jobs", j, 1, limits::MAX_JOBS)
+            .map(|()| j)
+            .map_err(usage),
         None => Ok(std::thread::available_parallelism().map_or(1, usize::from)),
     }
 }
@@ -219,7 +220,8 @@ pub fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
     Algorithm::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
         usage(format!(
-            "unknown algorithm '{name}' (known: {})",
+            "unknown algorithm '{}' (known: {})",
+            lockcheck_sim::input::clip(name),
             known.join(", ")
         ))
     })

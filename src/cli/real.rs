@@ -1,7 +1,7 @@
 //! `lockcheck real`: the same algorithm code against real servers, with real faults.
 
 use super::run::{print_outcome, read_scenario};
-use super::{parse_algorithm, usage, EXIT_INTERRUPTED};
+use super::{parse_algorithm, usage};
 use clap::Args;
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
@@ -108,7 +108,8 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             let profile = Profile::from_name(&faults).ok_or_else(|| {
                 let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
                 usage(format!(
-                    "unknown fault profile '{faults}' for real runs (known: {})",
+                    "unknown fault profile '{}' for real runs (known: {})",
+                    lockcheck_sim::input::clip(&faults),
                     known.join(", ")
                 ))
             })?;
@@ -165,9 +166,9 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
     }
     let real = match lockcheck_real::run_on(scenario, servers) {
         Ok(real) => real,
-        Err(e @ RealError::Interrupted) => {
+        Err(e @ RealError::Interrupted(signal)) => {
             eprintln!("lockcheck: {e}");
-            return Ok(EXIT_INTERRUPTED);
+            return Ok(signal.exit_code());
         }
         Err(e) => return Err(usage(e.to_string())),
     };

@@ -58,8 +58,8 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
 
 /// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
 pub fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
-    let text =
-        std::fs::read_to_string(file).map_err(|e| usage(format!("{}: {e}", file.display())))?;
+    let text = lockcheck_sim::input::read_text(file, lockcheck_sim::input::MAX_SCENARIO_BYTES)
+        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
     Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
 }
 
@@ -111,20 +111,31 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
             replayed.outcome.digest(),
             report.summary
         );
-        Ok(EXIT_OK)
-    } else {
-        let at = replayed.first_difference.unwrap_or(0);
-        say!(
-            "DIVERGED at history entry {at}: report hash {}, replay hash {}",
-            report.history_hash,
-            replayed.outcome.digest()
-        );
-        if let Some(e) = report.history.entries.get(at) {
-            say!("  report: {}", serde_json::to_string(e)?);
-        }
-        if let Some(e) = replayed.outcome.history.entries.get(at) {
-            say!("  replay: {}", serde_json::to_string(e)?);
-        }
-        Ok(EXIT_FOUND)
+        return Ok(EXIT_OK);
     }
+    match replayed.first_difference {
+        Some(at) => {
+            // The report's history as it is in the file, hashed again: an edited entry shows
+            // as two different hashes even when the recorded `history_hash` was left alone.
+            say!(
+                "DIVERGED at history entry {at}: report hash {}, replay hash {}",
+                report.history.digest(),
+                replayed.outcome.digest()
+            );
+            if let Some(e) = report.history.entries.get(at) {
+                say!("  report: {}", serde_json::to_string(e)?);
+            }
+            if let Some(e) = replayed.outcome.history.entries.get(at) {
+                say!("  replay: {}", serde_json::to_string(e)?);
+            }
+        }
+        None => say!(
+            "DIVERGED: the replay's history is the report's, entry for entry, but the report \
+             says otherwise of it:"
+        ),
+    }
+    for d in &replayed.differences {
+        say!("  {}: report {}, replay {}", d.field, d.report, d.replay);
+    }
+    Ok(EXIT_FOUND)
 }

@@ -196,7 +196,8 @@ impl ServerKind for MariaDb {
             .try_clone()
             .map_err(|e| format!("{}: {e}", log_path.display()))?;
         let started = Instant::now();
-        let mut child = Command::new(&install_db)
+        let mut command = Command::new(&install_db);
+        command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", dir.join("data").display()))
             .args([
@@ -210,22 +211,41 @@ impl ServerKind for MariaDb {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
-            // Its own process group: if it hangs, the script and the bootstrap server it
-            // started are killed together, by that group's id.
-            .process_group(0)
+            // Its own process group: if it hangs or the run is interrupted, the script and the
+            // bootstrap server it started are killed together, by that group's id (and the
+            // terminal's Ctrl-C reaches lockcheck, which does that, not them).
+            .process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+        // which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", install_db.display()))?;
+        let kill_group = |child: &mut std::process::Child| {
+            // SAFETY: kill(2) on the process group of a child we started and have not reaped,
+            // so its id cannot have been reused.
+            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            let _ = child.wait();
+        };
         let status = loop {
             match child.try_wait() {
                 Ok(Some(status)) => break status,
+                // The run's signal handler only records a signal: this loop is where the run
+                // is, so it acts on it.
+                Ok(None) if crate::signals::caught().is_some() => {
+                    kill_group(&mut child);
+                    return Err(format!("{MARIADB_INSTALL_DB} stopped: interrupted"));
+                }
                 Ok(None) if started.elapsed() < INSTALL_WITHIN => {
                     std::thread::sleep(Duration::from_millis(10));
                 }
                 Ok(None) => {
-                    // SAFETY: kill(2) on the process group of a child we started and have not
-                    // reaped, so its id cannot have been reused.
-                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
-                    let _ = child.wait();
+                    kill_group(&mut child);
                     return Err(format!(
                         "{MARIADB_INSTALL_DB} did not finish within {} s:\n  {}",
                         INSTALL_WITHIN.as_secs(),
