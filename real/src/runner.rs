@@ -68,9 +68,9 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealError> {
     // Caught before anything starts, so that no signal finds a server without lockcheck
     // stopping it (nor is lost to a disposition inherited from a shell).
-    signals::install();
+    let _watch = signals::watch();
     preflight_on(scenario, servers)?;
-    if let Some(signal) = signals::take() {
+    if let Some(signal) = signals::caught() {
         return Err(RealError::Interrupted(signal));
     }
     let launcher = Rc::new(RefCell::new(Launcher::new()?));
@@ -95,7 +95,7 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     drop(launcher);
     // A signal caught while a server was being prepared (inside `mariadb-install-db`) ended that
     // preparation as a failure; it is an interruption all the same.
-    if let Some(signal) = signals::take() {
+    if let Some(signal) = signals::caught() {
         return Err(RealError::Interrupted(signal));
     }
     Ok(RealRun {
