@@ -1,8 +1,11 @@
 //! The verbs that run many searches: `check` against expected verdicts (the known results run
 //! here, in CI), `matrix`, and `merge` of sharded matrices.
 
+mod common;
+
+use common::Scratch;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Runs the binary in `dir` (so that relative output paths, which reports embed in their replay
@@ -21,35 +24,6 @@ fn text(o: &Output) -> String {
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
     )
-}
-
-/// A scratch directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("lockcheck-check-{name}-{}", std::process::id()));
-        std::fs::remove_dir_all(&dir).ok();
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-    fn sub(&self, name: &str) -> PathBuf {
-        let dir = self.0.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
 }
 
 #[test]

@@ -3,17 +3,9 @@
 
 mod common;
 
-use common::{lockcheck, stderr, stdout, Scratch};
-use std::path::{Path, PathBuf};
+use common::{lockcheck, report_in, stderr, stdout, Scratch, PAUSE_STORY};
+use std::path::Path;
 use std::process::{Command, Output};
-
-fn report_in(dir: &Path) -> PathBuf {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("a report was written")
-}
 
 fn hash_line(o: &Output) -> String {
     stdout(o)
@@ -22,16 +14,6 @@ fn hash_line(o: &Output) -> String {
         .expect("run prints the history hash")
         .to_string()
 }
-
-const PAUSE_STORY: &str = r#"{
-  "algorithm": "single-redis",
-  "params": { "ttl_ms": 10000 },
-  "clients": 2,
-  "workload": { "acquisitions_per_client": 1, "hold_ms": 2000, "think_ms": 100 },
-  "duration_ms": 30000,
-  "seed": 7,
-  "faults": [ { "at_ms": 500, "fault": "pause", "node": "client-0", "for_ms": 15000 } ]
-}"#;
 
 #[test]
 fn simulation_is_compiled_in() {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{lockcheck, stderr, stdout, Scratch};
+use common::{lockcheck, report_in, stderr, stdout, Scratch, PAUSE_STORY};
 use std::process::Output;
 
 /// The longest duration any field accepts (`lockcheck_sim::limits::MAX_MS`), written out: 365
@@ -149,11 +149,7 @@ fn the_longest_spans_accepted_run_to_an_end_with_their_work_done() {
         stdout(&o),
         stderr(&o)
     );
-    let report = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .unwrap();
+    let report = report_in(&out);
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(report).unwrap()).unwrap();
     let entries = json["history"].as_array().unwrap();
@@ -261,31 +257,13 @@ fn text_after_the_document_is_an_error() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let report = only_report(&out);
+    let report = report_in(&out);
     let mut text = std::fs::read_to_string(&report).unwrap();
     text.push_str("garbage\n");
     let bad = scratch.file("garbage.json", &text);
     let o = lockcheck(&["replay", bad.to_str().unwrap()]);
     assert_usage(&o, &["text after the end of the document"], "report");
 }
-
-fn only_report(dir: &std::path::Path) -> std::path::PathBuf {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .expect("a report was written")
-}
-
-/// The pause story of the README: client-0 pauses past its lease, two holders.
-const PAUSE_STORY: &str = r#"{
-  "algorithm": "single-redis",
-  "params": { "ttl_ms": 10000 },
-  "workload": { "acquisitions_per_client": 1, "hold_ms": 2000 },
-  "duration_ms": 30000,
-  "seed": 7,
-  "faults": [ { "at_ms": 500, "fault": "pause", "node": "client-0", "for_ms": 15000 } ]
-}"#;
 
 #[test]
 fn an_edited_report_does_not_replay_as_identical() {
@@ -299,7 +277,7 @@ fn an_edited_report_does_not_replay_as_identical() {
         out.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let report = only_report(&out);
+    let report = report_in(&out);
     let original: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let o = lockcheck(&["replay", report.to_str().unwrap()]);

@@ -187,7 +187,7 @@ fn an_interrupted_matrix_writes_no_matrix_of_cells_it_did_not_search() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let scratch = Scratch::new(&format!("matrix-{sig}"));
         let out = scratch.0.join("out");
-        let child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
             .args(["matrix", "--cases", "1000000", "--jobs", "1", "--out"])
             .arg(&out)
             .stdout(Stdio::null())
@@ -199,7 +199,7 @@ fn an_interrupted_matrix_writes_no_matrix_of_cells_it_did_not_search() {
         let pid = child.id();
         wait_for("the matrix searches", || cpu_ticks(pid) >= 100);
         signal(child.id(), sig);
-        let (status, _) = finish_quiet(child);
+        let status = child.wait().unwrap();
         assert!(
             status.signal() == Some(sig) || status.code() == Some(128 + sig),
             "{status:?}"
@@ -230,8 +230,4 @@ fn cpu_ticks(pid: u32) -> u64 {
             .unwrap_or(0)
     };
     field(11) + field(12)
-}
-
-fn finish_quiet(mut child: Child) -> (ExitStatus, ()) {
-    (child.wait().unwrap(), ())
 }

@@ -570,4 +570,71 @@ mod tests {
         );
         assert_eq!(quiet_after_ns(&timeline(&s)) / 1_000_000, 9_600 + latency);
     }
+
+    #[test]
+    fn the_latest_schedule_the_ranges_allow_fits_simulated_time() {
+        // Every span as long as allowed and as late as allowed: a pause, a held-down restart,
+        // delays whose extras add up to the most allowed, clocks thrown the furthest. Expanding
+        // it and working out the run's end must not overflow (this crate is built with
+        // overflow checks), whatever the ranges of `limits` are raised to.
+        use crate::limits::MAX_MS;
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        s.duration_ms = MAX_MS;
+        s.params.ttl_ms = Some(MAX_MS);
+        s.params.restart_delay_ms = MAX_MS;
+        s.workload.hold_ms = MAX_MS;
+        let last = MAX_MS - 1;
+        let node = |n: &str| n.to_string();
+        s.faults = vec![
+            Fault::Pause {
+                at_ms: last,
+                node: node("client-0"),
+                for_ms: MAX_MS,
+            },
+            Fault::Crash {
+                at_ms: last - 1,
+                node: node("redis-0"),
+                scope: Default::default(),
+            },
+            Fault::Restart {
+                at_ms: last,
+                node: node("redis-0"),
+            },
+            Fault::Delay {
+                at_ms: last,
+                node: node("client-1"),
+                extra_ms: MAX_MS / 2,
+                for_ms: MAX_MS,
+            },
+            Fault::Delay {
+                at_ms: last,
+                node: node("redis-0"),
+                extra_ms: MAX_MS - MAX_MS / 2,
+                for_ms: MAX_MS,
+            },
+            Fault::ClockJump {
+                at_ms: last,
+                node: node("client-1"),
+                by_ms: -(MAX_MS as i64),
+            },
+            Fault::ClockDrift {
+                at_ms: 0,
+                node: node("client-1"),
+                rate: crate::limits::MAX_DRIFT_RATE,
+            },
+        ];
+        s.validate().expect("every value at the edge of its range");
+        let quiet = quiet_after_ns(&timeline(&s));
+        // The delays' end plus every extra: the latest the schedule reaches.
+        assert!(quiet >= (last + MAX_MS + MAX_MS) * 1_000_000, "{quiet}");
+        let end = crate::runner::hard_limit_ns(&s, quiet);
+        assert!(end > quiet);
+        let mut clock = crate::clock::NodeClock::default();
+        clock.set_rate(0, crate::limits::MAX_DRIFT_RATE);
+        clock.jump(last * 1_000_000, -(MAX_MS as i64) * 1_000_000);
+        // 100× fast for years passes year 2262, where an i64 of ns ends: the clock stops there
+        // rather than wrapping back to 1677.
+        assert!(clock.wall_ns(end) >= clock.wall_ns(quiet));
+        assert!(clock.wall_ns(quiet) > crate::clock::WALL_ORIGIN_NS);
+    }
 }

@@ -1059,29 +1059,6 @@ impl Scenario {
                 _ => {}
             }
         }
-        // A node's wall clock never ends up more than MAX_MS off by its jumps, so that it stays
-        // a valid time whatever the jumps' order.
-        let mut jumps: BTreeMap<&str, i64> = BTreeMap::new();
-        let mut by_time: Vec<(u64, usize)> = self
-            .faults
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.at_ms(), i))
-            .collect();
-        by_time.sort();
-        for (_, i) in by_time {
-            if let Fault::ClockJump { node, by_ms, .. } = &self.faults[i] {
-                let total = jumps.entry(node).or_default();
-                *total += by_ms;
-                if total.unsigned_abs() > limits::MAX_MS {
-                    return Err(format!(
-                        "faults[{i}] (clock_jump): by_ms: {}'s clock jumps add up to {total} ms \
-                         here, beyond 365 days either way",
-                        input::clip(node)
-                    ));
-                }
-            }
-        }
         Ok(())
     }
 
@@ -1098,6 +1075,9 @@ impl Scenario {
         // which server is the primary.
         let mut down: BTreeMap<&str, bool> = BTreeMap::new();
         let mut primary = format!("{}-0", self.algorithm.server_prefix());
+        // How far each node's wall clock is off by its jumps so far: at most MAX_MS either way,
+        // so that it stays a valid time whatever the jumps' order.
+        let mut jumped: BTreeMap<&str, i64> = BTreeMap::new();
         for (_, i) in order {
             let fault = &self.faults[i];
             let at = |m: &str| {
@@ -1150,6 +1130,16 @@ impl Scenario {
                         "{} on both sides of the cut (isolate and from)",
                         both.join(", ")
                     ));
+                }
+                Fault::ClockJump { node, by_ms, .. } => {
+                    let total = jumped.entry(node).or_default();
+                    *total += by_ms;
+                    if total.unsigned_abs() > crate::limits::MAX_MS {
+                        return at(&format!(
+                            "by_ms: {node}'s clock jumps add up to {total} ms here, beyond 365 \
+                             days either way"
+                        ));
+                    }
                 }
                 Fault::Crash { node, .. } if down.insert(node, true) == Some(true) => {
                     return at(&format!("{node} is already down"));

@@ -2,7 +2,7 @@
 //! directories.
 #![allow(dead_code)] // each suite uses its own part
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs the `lockcheck` binary with `args`.
@@ -27,11 +27,19 @@ pub fn stderr(o: &Output) -> String {
 pub struct Scratch(pub PathBuf);
 
 impl Scratch {
-    /// A fresh directory named after the test and this process.
+    /// A fresh (emptied) directory named after the test and this process.
     pub fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("lockcheck-cli-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("lockcheck-test-{name}-{}", std::process::id()));
+        std::fs::remove_dir_all(&dir).ok();
         std::fs::create_dir_all(&dir).unwrap();
         Scratch(dir)
+    }
+    /// A directory `name` inside it.
+    pub fn sub(&self, name: &str) -> PathBuf {
+        let dir = self.0.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
     }
     /// Writes `text` to `name` inside it.
     pub fn file(&self, name: &str, text: &str) -> PathBuf {
@@ -59,3 +67,24 @@ pub fn installed(binary: &str) -> bool {
     }
     found
 }
+
+/// The report (JSON) a run or a search wrote into `dir`.
+pub fn report_in(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a report was written")
+}
+
+/// The README's story: client-0 pauses past its 10 s lease while it holds the lock, and
+/// client-1 takes it: two holders (exit 1).
+pub const PAUSE_STORY: &str = r#"{
+  "algorithm": "single-redis",
+  "params": { "ttl_ms": 10000 },
+  "clients": 2,
+  "workload": { "acquisitions_per_client": 1, "hold_ms": 2000, "think_ms": 100 },
+  "duration_ms": 30000,
+  "seed": 7,
+  "faults": [ { "at_ms": 500, "fault": "pause", "node": "client-0", "for_ms": 15000 } ]
+}"#;
