@@ -67,6 +67,7 @@ fn config() -> RedlockConfig {
         drift_factor: 0.01,
         retry_delay: Duration::from_millis(200),
         retry_count: Some(1),
+        max_retry_delay: Duration::from_millis(200),
     }
 }
 

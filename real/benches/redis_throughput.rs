@@ -71,6 +71,7 @@ fn ours(addr: SocketAddr, clients: usize, time: Duration) -> f64 {
                     drift_factor: 0.01,
                     retry_delay: Duration::from_millis(10),
                     retry_count: Some(1),
+                    max_retry_delay: Duration::from_millis(10),
                     fencing: false,
                     wait_replicas: None,
                 },

@@ -15,6 +15,7 @@ use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
 use lockcheck_algorithms::redis::reentrant::{RedisReentrant, ReentrantConfig};
 use lockcheck_algorithms::redis::single::{SingleRedis, SingleRedisConfig};
 use lockcheck_algorithms::redis::store::RedisStore;
+use lockcheck_algorithms::retry::MAX_BACKOFF;
 use lockcheck_algorithms::zookeeper::store::ZkStore;
 use lockcheck_algorithms::zookeeper::{ZkHerd, ZkLockConfig, ZkReadWriteLock, ZkSequential};
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
@@ -98,6 +99,7 @@ impl<S: Stores> AnyLock<S> {
         let algorithm = scenario.algorithm;
         let ttl = Duration::from_millis(p.ttl_ms_for(algorithm).unwrap_or(DEFAULT_TTL_MS));
         let retry_delay = Duration::from_millis(p.retry_delay_ms);
+        let max_retry_delay = max_retry_delay(scenario);
         match algorithm {
             Algorithm::SingleRedis => AnyLock::SingleRedis(SingleRedis::new(
                 stores.redis_primary(),
@@ -107,6 +109,7 @@ impl<S: Stores> AnyLock<S> {
                     drift_factor: p.drift_factor,
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                     fencing: p.fencing,
                     wait_replicas: (p.wait_replicas > 0).then_some((
                         p.wait_replicas,
@@ -122,6 +125,7 @@ impl<S: Stores> AnyLock<S> {
                     drift_factor: p.drift_factor,
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                 },
             )),
             Algorithm::RedisReentrant => AnyLock::RedisReentrant(RedisReentrant::new(
@@ -132,6 +136,7 @@ impl<S: Stores> AnyLock<S> {
                     drift_factor: p.drift_factor,
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                 },
                 // Redisson's owner: UUID:thread.
                 format!("{}:1", env.new_token()),
@@ -144,6 +149,7 @@ impl<S: Stores> AnyLock<S> {
                     drift_factor: p.drift_factor,
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                     wait_timeout: Duration::from_millis(p.queue_timeout_ms),
                 },
                 format!("{}:1", env.new_token()),
@@ -164,6 +170,7 @@ impl<S: Stores> AnyLock<S> {
                     drift_factor: p.drift_factor,
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                 },
                 env.new_token(),
             )),
@@ -173,6 +180,7 @@ impl<S: Stores> AnyLock<S> {
                     resource: LOCK_KEY.to_string(),
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                 },
             )),
             Algorithm::MysqlForUpdateHeld => AnyLock::MysqlHeld(MysqlHeld::new(
@@ -181,6 +189,7 @@ impl<S: Stores> AnyLock<S> {
                     resource: LOCK_KEY.to_string(),
                     retry_delay,
                     retry_count: p.retry_count,
+                    max_retry_delay,
                 },
             )),
         }
@@ -210,6 +219,17 @@ impl<S: Stores> AnyLock<S> {
     pub async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>, shared: bool) {
         with_side!(self, shared, |l| l.keep_alive(env, guard).await)
     }
+}
+
+/// The longest a client backs off after attempts that got no answer
+/// ([`lockcheck_algorithms::retry`]): a connection manager's 30 s, but at most half the lease,
+/// so that a waiter does not sit out a free lock for long after an outage ends (the liveness
+/// check allows a lease of slack for retries), and never less than the retry delay.
+pub fn max_retry_delay(scenario: &Scenario) -> Duration {
+    let half_lease = Duration::from_millis(scenario.algorithm.lease_ms(&scenario.params) / 2);
+    half_lease
+        .min(MAX_BACKOFF)
+        .max(Duration::from_millis(scenario.params.retry_delay_ms))
 }
 
 /// The settings of the ZooKeeper locks.

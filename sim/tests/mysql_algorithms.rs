@@ -214,6 +214,7 @@ fn row_lock(world: &Rc<World>, locker: &str, ttl: Option<u64>) -> MysqlRow<Store
         drift_factor: 0.01,
         retry_delay: ms(RETRY_MS),
         retry_count: None,
+        max_retry_delay: ms(RETRY_MS),
     };
     MysqlRow::new(Store::new(world), config, locker.into())
 }
@@ -223,6 +224,7 @@ fn unique_lock(world: &Rc<World>) -> MysqlUnique<Store> {
         resource: RESOURCE.into(),
         retry_delay: ms(RETRY_MS),
         retry_count: None,
+        max_retry_delay: ms(RETRY_MS),
     };
     MysqlUnique::new(Store::new(world), config)
 }
@@ -232,6 +234,7 @@ fn held_lock(world: &Rc<World>) -> MysqlHeld<Store> {
         resource: RESOURCE.into(),
         retry_delay: ms(RETRY_MS),
         retry_count: None,
+        max_retry_delay: ms(RETRY_MS),
     };
     MysqlHeld::new(Store::new(world), config)
 }
@@ -585,6 +588,7 @@ fn a_resource_name_of_255_characters_is_a_lock_and_256_are_refused() {
             drift_factor: 0.01,
             retry_delay: ms(RETRY_MS),
             retry_count: None,
+            max_retry_delay: ms(RETRY_MS),
         },
         "holder of the long one".into(),
     );
@@ -609,6 +613,7 @@ fn a_resource_name_of_255_characters_is_a_lock_and_256_are_refused() {
             drift_factor: 0.01,
             retry_delay: ms(RETRY_MS),
             retry_count: None,
+            max_retry_delay: ms(RETRY_MS),
         },
         "x".into(),
     );

@@ -29,6 +29,7 @@ fn config() -> FairConfig {
         drift_factor: 0.01,
         retry_delay: Duration::from_millis(50),
         retry_count: None,
+        max_retry_delay: Duration::from_millis(50),
         wait_timeout: Duration::from_millis(WAIT_MS),
     }
 }

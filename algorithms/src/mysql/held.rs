@@ -37,6 +37,9 @@ pub struct MysqlHeldConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
 }
 
 /// A lock that is the row lock of this client's open transaction.
@@ -159,6 +162,7 @@ impl<S: SqlStore> MysqlHeld<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
         retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }

@@ -27,7 +27,7 @@ use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 pub(crate) use crate::guard::UNBOUNDED_VALIDITY;
 pub(crate) use crate::retry::CLEANUP_ATTEMPTS;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::{acquire_with_retries, Retry, Tried};
 use std::time::Duration;
 
 /// The result of one acquisition attempt.
@@ -41,6 +41,10 @@ pub enum Attempt {
     /// The connection went away mid-attempt (the server closed it, or a statement got no
     /// reply before the one that grants): the server rolls the attempt back; nothing is held.
     Interrupted,
+    /// A statement before the one that grants (or the connect) got no reply: the server may be
+    /// paused, down or cut off. The store dropped the connection, so the server rolls the
+    /// attempt back; nothing is held.
+    Unanswered,
     /// The statement that grants (a `COMMIT`, or the unique lock's `INSERT`) got no reply: it
     /// may have been applied. The client has tried to undo it and does not consider itself
     /// the holder.
@@ -77,7 +81,7 @@ impl Abort {
     /// The attempt's outcome when it was abandoned for this reason (the caller has rolled back).
     fn into_attempt(self) -> Result<Attempt, LockError> {
         match self {
-            Abort::Store(e) if e.maybe_applied() => Ok(Attempt::Interrupted),
+            Abort::Store(e) if e.maybe_applied() => Ok(Attempt::Unanswered),
             Abort::Store(e) => Err(e.into()),
             Abort::Sql(e) if e.is_contention() || matches!(e, SqlError::DuplicateEntry { .. }) => {
                 Ok(Attempt::Busy)
@@ -147,10 +151,11 @@ where
     acquire_with_retries(env, wait, retry, || {
         let attempt = attempt();
         async move {
-            match attempt.await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
-                _ => Ok(None),
-            }
+            Ok(match attempt.await? {
+                Attempt::Acquired(guard) => Tried::Acquired(guard),
+                Attempt::Unanswered | Attempt::Unknown => Tried::Unanswered,
+                Attempt::Busy | Attempt::Interrupted | Attempt::Expired => Tried::Refused,
+            })
         }
     })
     .await

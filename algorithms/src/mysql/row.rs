@@ -42,6 +42,9 @@ pub struct MysqlRowConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
 }
 
 impl MysqlRowConfig {
@@ -218,6 +221,7 @@ impl<S: SqlStore> MysqlRow<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
         retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }

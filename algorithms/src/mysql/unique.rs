@@ -28,6 +28,9 @@ pub struct MysqlUniqueConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
 }
 
 /// The unique-index lock.
@@ -110,6 +113,7 @@ impl<S: SqlStore> MysqlUnique<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
         retry_attempts(env, wait, retry, || self.try_acquire(env)).await
     }

@@ -202,6 +202,9 @@ pub struct FairConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
     /// How long a waiter's place in the queue is kept without it polling again (its deadline,
     /// judged by the clients' wall clocks). Must exceed a round trip by a good margin, or waiters
     /// lose their places between polls.
@@ -250,6 +253,7 @@ impl<S: RedisStore> RedisFair<S> {
                 depth: Cell::new(0),
                 ttl: config.ttl,
                 drift_factor: config.drift_factor,
+                answered: Cell::new(true),
             },
             store,
             config,
@@ -405,8 +409,16 @@ impl<S: RedisStore> Lock for RedisFair<S> {
         let retry = Retry {
             delay: self.config.retry_delay.min(self.config.wait_timeout / 2),
             count: self.config.retry_count,
+            max_delay: self
+                .config
+                .max_retry_delay
+                .min(self.config.wait_timeout / 2),
         };
-        let result = acquire_with_retries(env, wait, retry, || self.acquire_or_wait(env)).await;
+        let result = acquire_with_retries(env, wait, retry, || async {
+            let guard = self.acquire_or_wait(env).await?;
+            Ok(self.hash.tried(guard))
+        })
+        .await;
         if !matches!(result, Ok(Some(_))) {
             // Giving up (or failing) must not leave a place in the queue that blocks others
             // until its deadline.

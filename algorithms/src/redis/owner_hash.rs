@@ -6,6 +6,7 @@ use super::store::RedisStore;
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
+use crate::retry::Tried;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::time::Duration;
@@ -20,6 +21,9 @@ pub(crate) struct OwnerHash {
     pub ttl: Duration,
     /// Validity deducted for drift, as a fraction of the lease (plus 2 ms).
     pub drift_factor: f64,
+    /// Whether the last acquire script got a reply, so that a blocking acquire backs off
+    /// after attempts that did not ([`crate::retry`]).
+    pub answered: Cell<bool>,
 }
 
 impl OwnerHash {
@@ -53,6 +57,7 @@ impl OwnerHash {
         E: Env,
         U: Future<Output = ()>,
     {
+        self.answered.set(reply.is_ok());
         let acquired = match reply {
             Ok(Reply::Nil) => Ok(true),
             Ok(Reply::Int(_)) => Ok(false),
@@ -80,6 +85,15 @@ impl OwnerHash {
             valid_until: started + self.budget(),
             fence: None,
         }))
+    }
+
+    /// What an attempt that returned `guard` came to, for the retry loop.
+    pub fn tried(&self, guard: Option<Guard>) -> Tried {
+        match guard {
+            Some(guard) => Tried::Acquired(guard),
+            None if self.answered.get() => Tried::Refused,
+            None => Tried::Unanswered,
+        }
     }
 
     /// The watchdog: renews the lease every third of it while polled and while the client still

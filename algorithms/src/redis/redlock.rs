@@ -19,7 +19,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::{acquire_with_retries, Retry, Tried};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::cell::RefCell;
 use std::time::Duration;
@@ -37,6 +37,9 @@ pub struct RedlockConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
 }
 
 impl RedlockConfig {
@@ -196,12 +199,16 @@ impl<S: RedisStore> Lock for Redlock<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
         acquire_with_retries(env, wait, retry, || async {
-            match self.try_acquire(env).await {
-                RedlockAttempt::Acquired(guard) => Ok(Some(guard)),
-                RedlockAttempt::Failed { .. } => Ok(None),
-            }
+            Ok(match self.try_acquire(env).await {
+                RedlockAttempt::Acquired(guard) => Tried::Acquired(guard),
+                RedlockAttempt::Failed { unknown, .. } if unknown == self.masters.len() => {
+                    Tried::Unanswered
+                }
+                RedlockAttempt::Failed { .. } => Tried::Refused,
+            })
         })
         .await
     }

@@ -73,6 +73,9 @@ pub struct ReentrantConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
 }
 
 /// A reentrant lock held by one owner (one client) at a time.
@@ -95,6 +98,7 @@ impl<S: RedisStore> RedisReentrant<S> {
                 depth: Cell::new(0),
                 ttl: config.ttl,
                 drift_factor: config.drift_factor,
+                answered: Cell::new(true),
             },
             store,
             config,
@@ -161,8 +165,13 @@ impl<S: RedisStore> Lock for RedisReentrant<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
-        acquire_with_retries(env, wait, retry, || self.try_acquire(env)).await
+        acquire_with_retries(env, wait, retry, || async {
+            let guard = self.try_acquire(env).await?;
+            Ok(self.hash.tried(guard))
+        })
+        .await
     }
 
     /// Releases one level; true when the client still held the lock at that level.

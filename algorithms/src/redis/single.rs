@@ -13,7 +13,7 @@ use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::{acquire_with_retries, Retry, Tried};
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -55,6 +55,9 @@ pub struct SingleRedisConfig {
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
+    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
+    /// at least `retry_delay`.
+    pub max_retry_delay: Duration,
     /// Draw a fencing token from a counter on acquisition.
     pub fencing: bool,
     /// After acquiring, `WAIT` for this many replicas within this long (Redisson's answer to
@@ -204,12 +207,14 @@ impl<S: RedisStore> SingleRedis<S> {
         let retry = Retry {
             delay: self.config.retry_delay,
             count: self.config.retry_count,
+            max_delay: self.config.max_retry_delay,
         };
         acquire_with_retries(env, wait, retry, || async {
-            match self.try_acquire(env).await? {
-                Attempt::Acquired(guard) => Ok(Some(guard)),
-                _ => Ok(None),
-            }
+            Ok(match self.try_acquire(env).await? {
+                Attempt::Acquired(guard) => Tried::Acquired(guard),
+                Attempt::Unknown => Tried::Unanswered,
+                Attempt::Busy | Attempt::Expired | Attempt::NotReplicated => Tried::Refused,
+            })
         })
         .await
     }
