@@ -171,5 +171,6 @@ pub async fn run_client(world: Arc<World>, me: usize) {
 /// The liveness probe (on node `me`): after faults and clients have stopped, the lock must become
 /// free within `wait`.
 pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
-    crate::workload::probe(&Client::new(world, me).await, wait).await;
+    crate::workload::probe(&Client::new(world.clone(), me).await, wait).await;
+    world.progress.notify();
 }

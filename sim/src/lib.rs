@@ -48,6 +48,7 @@ pub mod report;
 pub mod resource;
 pub mod runner;
 pub mod scenario;
+pub mod signal;
 pub mod timeline;
 pub mod timer;
 pub mod topology;

@@ -54,8 +54,12 @@ impl Outcome {
     }
 }
 
-/// How often the main node looks whether the clients are done.
-const POLL: Duration = Duration::from_millis(50);
+/// Waits until `world` counts a change after `seen`, or `ns` of simulated time have passed.
+async fn wait_for_progress(world: &World, seen: u64, ns: u64) {
+    let sleep = std::pin::pin!(crate::timer::sleep(Duration::from_nanos(ns)));
+    let progress = std::pin::pin!(world.progress.after(seen));
+    futures_util::future::select(sleep, progress).await;
+}
 
 /// Runs `scenario` (which must be valid) and checks it. Same scenario, same outcome.
 pub fn run(scenario: &Scenario) -> Outcome {
@@ -153,13 +157,16 @@ async fn simulate(scenario: Scenario) -> History {
     // How long a lock can outlive its holder: the lease, or for ZooKeeper the session.
     let ttl = Duration::from_millis(world.scenario.algorithm.lease_ms(&params));
     loop {
+        let seen = world.progress.changes();
         let settled = clients
             .iter()
             .all(|&c| world.is_finished(c) || world.is_down(c));
-        if (settled && world.true_ns() >= quiet_ns) || world.true_ns() >= limit_ns {
+        let now = world.true_ns();
+        if (settled && now >= quiet_ns) || now >= limit_ns {
             break;
         }
-        madsim::time::sleep(POLL).await;
+        let until = if settled { quiet_ns } else { limit_ns };
+        wait_for_progress(&world, seen, until - now).await;
     }
     let _ = nemesis.await;
     for &c in &clients {
@@ -195,9 +202,14 @@ async fn simulate(scenario: Scenario) -> History {
         let w = world.clone();
         start_node(&handle, &world, probe, move |w2| run_probe(w2, probe, wait));
         let probe_limit = world.true_ns() + (wait + Duration::from_secs(5)).as_nanos() as u64;
-        // The probe node exits when its init future returns.
-        while !handle.is_exit(w.node_id(probe)) && w.true_ns() < probe_limit {
-            madsim::time::sleep(POLL).await;
+        // The probe node exits when its init future returns, which it counts as progress.
+        loop {
+            let seen = w.progress.changes();
+            let now = w.true_ns();
+            if handle.is_exit(w.node_id(probe)) || now >= probe_limit {
+                break;
+            }
+            wait_for_progress(&w, seen, probe_limit - now).await;
         }
     } else {
         let names: Vec<&str> = down.iter().map(|&s| topology.name(s)).collect();

@@ -6,6 +6,7 @@ use crate::clock::{NodeClock, WALL_ORIGIN_NS};
 use crate::history::{History, Kind, Op};
 use crate::message_faults::MessageFaults;
 use crate::scenario::{CrashScope, Scenario};
+use crate::signal::Signal;
 use crate::topology::Topology;
 use madsim::task::NodeId;
 use std::collections::BTreeMap;
@@ -47,6 +48,12 @@ pub struct World {
     cuts: Mutex<BTreeMap<(usize, usize), Cuts>>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
+    /// What the run's main task waits for instead of polling: a node crashed or restarted, a
+    /// client finished, or the probe ended.
+    pub progress: Signal,
+    /// What a server's timers wait for besides their own deadline: a node's clock was moved
+    /// (its deadlines now fall at other true times) or another server became the primary.
+    pub clocks_and_roles: Signal,
 }
 
 /// Whether a node is up, and what its crashes were: what the network and a restarting server
@@ -105,6 +112,8 @@ impl World {
             primary: Mutex::new(clients),
             cuts: Mutex::new(BTreeMap::new()),
             network: Mutex::new(crate::net::Network::default()),
+            progress: Signal::default(),
+            clocks_and_roles: Signal::default(),
         }
     }
 
@@ -127,6 +136,7 @@ impl World {
     pub fn adjust_clock(&self, node: usize, change: impl FnOnce(&mut NodeClock, u64)) {
         let now = self.true_ns();
         change(&mut self.clocks.lock().unwrap()[node], now);
+        self.clocks_and_roles.notify();
     }
 
     /// Node `node`'s wall clock now, in ns since the Unix epoch.
@@ -188,11 +198,13 @@ impl World {
         power.down = true;
         power.last_crash = Some(scope);
         power.incarnation += 1;
+        self.progress.notify();
     }
 
     /// Marks node `node` running again.
     pub fn set_restarted(&self, node: usize) {
         self.power.lock().unwrap()[node].down = false;
+        self.progress.notify();
     }
 
     /// Node `node`'s power state now.
@@ -223,6 +235,7 @@ impl World {
     /// Makes `node` the primary.
     pub fn set_primary(&self, node: usize) {
         *self.primary.lock().unwrap() = node;
+        self.clocks_and_roles.notify();
     }
 
     /// The servers the lock talks to right now: every Redlock master, or the current primary of
@@ -310,6 +323,7 @@ impl World {
     /// Marks client `client` finished.
     pub fn finish(&self, client: usize) {
         self.finished.lock().unwrap()[client] = true;
+        self.progress.notify();
     }
 
     /// Whether client `client` finished its workload.

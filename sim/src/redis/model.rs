@@ -1094,6 +1094,16 @@ impl RedisModel {
         self.keyspace.expire_due(now_ms, effects);
     }
 
+    /// The earliest deadline of any key (server ms), expired or not: the active expiry cycle has
+    /// nothing to do before it.
+    pub fn next_expiry_ms(&self) -> Option<u64> {
+        self.keyspace
+            .data
+            .values()
+            .filter_map(|entry| entry.expires_at_ms)
+            .min()
+    }
+
     /// The number of keys held, counting keys past their deadline that have not been removed yet
     /// (as Redis's `DBSIZE` does).
     pub fn len(&self) -> usize {

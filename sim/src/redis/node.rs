@@ -7,7 +7,9 @@ use crate::disk::Disk;
 use crate::history::{History, KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response, RpcClient};
 use crate::scenario::Persistence;
+use crate::signal::Signal;
 use crate::world::World;
+use futures_util::future::{select, Either};
 use lockcheck_algorithms::redis::{Command, Reply};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -138,6 +140,10 @@ struct Server {
     offset: Cell<u64>,
     /// The offset each replica last acknowledged.
     acked: RefCell<BTreeMap<usize, u64>>,
+    /// The key deadline (server ms) the active expiry cycle sleeps towards; `u64::MAX`: none.
+    expiry_target: Cell<u64>,
+    /// Told when a command sets a deadline earlier than `expiry_target`.
+    expiry_moved: Signal,
 }
 
 impl Server {
@@ -188,9 +194,61 @@ impl Server {
                 Persistence::None => {}
             }
         }
+        if model.next_expiry_ms().unwrap_or(u64::MAX) < self.expiry_target.get() {
+            self.expiry_moved.notify();
+        }
         let by = self.world.topology.name(from).to_string();
         record_effects(&self.world, self.me, Some(&by), effects);
         reply
+    }
+
+    /// The active expiry cycle: every 100 ms of the server's clock it removes the keys past their
+    /// deadline (as the primary; replicas take deletions from it). It sleeps through the cycles
+    /// that would find nothing: until the first one after the earliest deadline, or until a
+    /// command sets an earlier one, the server's clock is moved or the primary changes.
+    async fn expire_actively(self: Rc<Self>) {
+        let (world, me) = (self.world.clone(), self.me);
+        loop {
+            let (seen_world, seen_moved) = (
+                world.clocks_and_roles.changes(),
+                self.expiry_moved.changes(),
+            );
+            let target = if self.is_primary() {
+                self.model.borrow().next_expiry_ms()
+            } else {
+                None
+            };
+            self.expiry_target.set(target.unwrap_or(u64::MAX));
+            let woken = std::pin::pin!(async {
+                select(
+                    std::pin::pin!(world.clocks_and_roles.after(seen_world)),
+                    std::pin::pin!(self.expiry_moved.after(seen_moved)),
+                )
+                .await;
+            });
+            let Some(deadline) = target else {
+                woken.await;
+                continue;
+            };
+            // A key is expired one millisecond after its deadline.
+            let left_ms = (deadline + 1).saturating_sub(server_now_ms(&world, me));
+            let every_ms = ACTIVE_EXPIRE_EVERY.as_millis() as u64;
+            let cycles = left_ms.div_ceil(every_ms).max(1);
+            let tick = world
+                .clock(me)
+                .true_duration(Duration::from_millis(cycles.saturating_mul(every_ms)));
+            let sleep = std::pin::pin!(madsim::time::sleep(tick));
+            if let Either::Right(_) = select(sleep, woken).await {
+                continue;
+            }
+            let mut effects = Vec::new();
+            let now = server_now_ms(&world, me);
+            self.model.borrow_mut().expire_due(now, &mut effects);
+            if !effects.is_empty() {
+                self.offset.set(self.offset.get() + 1);
+            }
+            record_effects(&world, me, None, effects);
+        }
     }
 
     /// `WAIT`: how many replicas acknowledged the current offset within `timeout_ms` (the
@@ -265,26 +323,11 @@ pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>)
         model: RefCell::new(model),
         offset: Cell::new(0),
         acked: RefCell::new(BTreeMap::new()),
+        expiry_target: Cell::new(u64::MAX),
+        expiry_moved: Signal::default(),
     });
 
-    let expirer = server.clone();
-    madsim::task::spawn_local(async move {
-        loop {
-            let tick = expirer.world.clock(me).true_duration(ACTIVE_EXPIRE_EVERY);
-            madsim::time::sleep(tick).await;
-            // Replicas do not expire keys themselves: they take deletions from the primary.
-            if !expirer.is_primary() {
-                continue;
-            }
-            let mut effects = Vec::new();
-            let now = server_now_ms(&expirer.world, me);
-            expirer.model.borrow_mut().expire_due(now, &mut effects);
-            if !effects.is_empty() {
-                expirer.offset.set(expirer.offset.get() + 1);
-            }
-            record_effects(&expirer.world, me, None, effects);
-        }
-    });
+    madsim::task::spawn_local(server.clone().expire_actively());
 
     if disk.policy() == Persistence::Everysec {
         let syncer = server.clone();
