@@ -144,6 +144,10 @@ struct Server {
     expiry_target: Cell<u64>,
     /// Told when a command sets a deadline earlier than `expiry_target`.
     expiry_moved: Signal,
+    /// Under `everysec`: written to the AOF since the last fsync.
+    unsynced: Cell<bool>,
+    /// Told when a write leaves something to fsync.
+    written: Signal,
 }
 
 impl Server {
@@ -190,7 +194,7 @@ impl Server {
             // The AOF: every write reaches the OS before its reply; `always` also fsyncs it.
             match self.disk.policy() {
                 Persistence::Always => self.disk.sync(model.snapshot()),
-                Persistence::Everysec => self.disk.write(model.snapshot()),
+                Persistence::Everysec => self.write_aof(model.snapshot()),
                 Persistence::None => {}
             }
         }
@@ -200,6 +204,43 @@ impl Server {
         let by = self.world.topology.name(from).to_string();
         record_effects(&self.world, self.me, Some(&by), effects);
         reply
+    }
+
+    /// `appendfsync everysec`: the write reaches the OS now, its fsync comes from
+    /// [`Server::fsync_everysec`].
+    fn write_aof(&self, snapshot: Snapshot) {
+        self.disk.write(snapshot);
+        self.unsynced.set(true);
+        self.written.notify();
+    }
+
+    /// `appendfsync everysec` as Redis 7 does it (`flushAppendOnlyFile`): the AOF is fsynced when
+    /// something was written and at least a second has passed since the last fsync, so a write
+    /// after a quiet second is fsynced at once and one right after an fsync waits out the rest of
+    /// the second. A server with nothing to fsync sleeps until something is written. (Redis
+    /// measures the second on its wall clock, `mstime()`; the model uses the server's monotonic
+    /// clock, so a wall-clock jump neither hastens nor holds back an fsync.)
+    async fn fsync_everysec(self: Rc<Self>) {
+        let (world, me) = (self.world.clone(), self.me);
+        let every_ms = FSYNC_EVERY.as_millis() as u64;
+        // Redis starts counting at start-up (`initServer` sets `aof_last_fsync`).
+        let mut last_ms = world.mono_ns(me) / 1_000_000;
+        loop {
+            let seen = self.written.changes();
+            if !self.unsynced.get() {
+                self.written.after(seen).await;
+                continue;
+            }
+            let now_ms = world.mono_ns(me) / 1_000_000;
+            let due_ms = last_ms.saturating_add(every_ms);
+            if now_ms < due_ms {
+                let left = Duration::from_millis(due_ms - now_ms);
+                madsim::time::sleep(world.clock(me).true_duration(left)).await;
+            }
+            self.disk.sync(self.model.borrow().snapshot());
+            self.unsynced.set(false);
+            last_ms = world.mono_ns(me) / 1_000_000;
+        }
     }
 
     /// The active expiry cycle: every 100 ms of the server's clock it removes the keys past their
@@ -291,8 +332,10 @@ impl Server {
                 if self.is_primary() {
                     continue; // promoted while the sync was in flight
                 }
-                if self.disk.policy() == Persistence::Always {
-                    self.disk.sync(snapshot.clone());
+                match self.disk.policy() {
+                    Persistence::Always => self.disk.sync(snapshot.clone()),
+                    Persistence::Everysec => self.write_aof(snapshot.clone()),
+                    Persistence::None => {}
                 }
                 *self.model.borrow_mut() = RedisModel::restore(snapshot);
                 self.offset.set(offset);
@@ -325,19 +368,14 @@ pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>)
         acked: RefCell::new(BTreeMap::new()),
         expiry_target: Cell::new(u64::MAX),
         expiry_moved: Signal::default(),
+        unsynced: Cell::new(false),
+        written: Signal::default(),
     });
 
     madsim::task::spawn_local(server.clone().expire_actively());
 
     if disk.policy() == Persistence::Everysec {
-        let syncer = server.clone();
-        madsim::task::spawn_local(async move {
-            loop {
-                let tick = syncer.world.clock(me).true_duration(FSYNC_EVERY);
-                madsim::time::sleep(tick).await;
-                syncer.disk.sync(syncer.model.borrow().snapshot());
-            }
-        });
+        madsim::task::spawn_local(server.clone().fsync_everysec());
     }
 
     if world.scenario.params.replicas > 0 {

@@ -9,9 +9,11 @@ use super::model::{
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
+use crate::signal::Signal;
 use crate::world::World;
+use futures_util::future::{select, Either};
 use lockcheck_algorithms::zookeeper::Zxid;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -75,10 +77,6 @@ pub enum ZkResponse {
 #[derive(Clone, Debug)]
 pub struct ZkPush(pub WatchEvent);
 
-/// How often the server looks for expired sessions (ZooKeeper's expirer works on tick
-/// boundaries; the model rounds deadlines to ticks, so polling within a tick is exact enough).
-const EXPIRE_POLL: Duration = Duration::from_millis(100);
-
 struct Server {
     world: Arc<World>,
     me: usize,
@@ -91,6 +89,10 @@ struct Server {
     /// Each session's ephemeral nodes, so their deletion by expiry shows in the history (taken
     /// from the tree on a restart: the nodes are on disk, and so is who owns them).
     ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
+    /// The session deadline (monotonic ms) the expirer sleeps towards; `u64::MAX`: none.
+    expiry_target: Cell<u64>,
+    /// Told when a request gives a session a deadline earlier than `expiry_target`.
+    expiry_moved: Signal,
 }
 
 impl Server {
@@ -245,10 +247,59 @@ impl Server {
                 }
             }
         };
+        if model.next_expiry_ms().unwrap_or(u64::MAX) < self.expiry_target.get() {
+            self.expiry_moved.notify();
+        }
         drop(model);
         self.note_watches(&events[fired_by_expiry..]);
         self.persist();
         (response, events)
+    }
+
+    /// The session expirer. ZooKeeper's `SessionTrackerImpl` sleeps until the next expiry bucket
+    /// (deadlines are rounded to ticks) and ends the sessions in it; so does this one: it wakes
+    /// at the earliest deadline, or when a request sets an earlier one or the server's clock is
+    /// changed. A session renewed in between is simply not due yet, and the expirer sleeps again.
+    async fn expire_sessions(self: Rc<Self>) {
+        let (world, me) = (self.world.clone(), self.me);
+        loop {
+            let (seen_world, seen_moved) = (
+                world.clocks_and_roles.changes(),
+                self.expiry_moved.changes(),
+            );
+            let target = self.model.borrow().next_expiry_ms();
+            self.expiry_target.set(target.unwrap_or(u64::MAX));
+            let woken = std::pin::pin!(async {
+                select(
+                    std::pin::pin!(world.clocks_and_roles.after(seen_world)),
+                    std::pin::pin!(self.expiry_moved.after(seen_moved)),
+                )
+                .await;
+            });
+            let Some(deadline) = target else {
+                woken.await;
+                continue;
+            };
+            let (mono, _) = self.now();
+            if mono < deadline {
+                let left = world
+                    .clock(me)
+                    .true_duration(Duration::from_millis(deadline - mono));
+                let sleep = std::pin::pin!(madsim::time::sleep(left));
+                if let Either::Right(_) = select(sleep, woken).await {
+                    continue;
+                }
+            }
+            let (mono, _) = self.now();
+            let mut events = Vec::new();
+            let expired = self.model.borrow_mut().expire_due(mono, &mut events);
+            if !expired.is_empty() {
+                self.expire(&expired);
+                self.note_watches(&events);
+                self.persist();
+            }
+            self.deliver(events);
+        }
     }
 }
 
@@ -280,24 +331,11 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         model: RefCell::new(model),
         clients: RefCell::new(BTreeMap::new()),
         ephemerals: RefCell::new(ephemerals),
+        expiry_target: Cell::new(u64::MAX),
+        expiry_moved: Signal::default(),
     });
 
-    let expirer = server.clone();
-    madsim::task::spawn_local(async move {
-        loop {
-            let tick = expirer.world.clock(me).true_duration(EXPIRE_POLL);
-            madsim::time::sleep(tick).await;
-            let (mono, _) = expirer.now();
-            let mut events = Vec::new();
-            let expired = expirer.model.borrow_mut().expire_due(mono, &mut events);
-            if !expired.is_empty() {
-                expirer.expire(&expired);
-                expirer.note_watches(&events);
-                expirer.persist();
-            }
-            expirer.deliver(events);
-        }
-    });
+    madsim::task::spawn_local(server.clone().expire_sessions());
 
     serve(world, me, move |from, request| {
         let zxid = || server.model.borrow().last_zxid();
