@@ -19,13 +19,16 @@ use std::time::{Duration, Instant};
 /// with one fault of every kind the timeline draws on the side: a drifting server clock, a
 /// client's clock jump, a short partition, and a crash and restart of the server after the
 /// violation.
+///
+/// The seed is one in which client-0 wins the first race for the lock (which client asks first
+/// is the seed's draw); with the other client first there is no story.
 const STORY: &str = r#"{
   "algorithm": "single-redis",
   "params": { "ttl_ms": 10000 },
   "clients": 2,
   "workload": { "acquisitions_per_client": 1, "hold_ms": 2000, "think_ms": 100 },
   "duration_ms": 30000,
-  "seed": 7,
+  "seed": 4,
   "faults": [
     { "at_ms": 0, "fault": "clock_drift", "node": "redis-0", "rate": 1.01 },
     { "at_ms": 300, "fault": "clock_jump", "node": "client-1", "by_ms": 1000 },

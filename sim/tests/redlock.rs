@@ -100,8 +100,17 @@ fn a_forward_clock_jump_on_a_master_of_the_holders_quorum_breaks_redlock() {
         500,
         1,
     ));
-    let [Fault::ClockJump { node, by_ms, .. }] = finding.scenario.faults.as_slice() else {
-        panic!("not a single jump: {:?}", finding.scenario.faults);
+    // The shrunk schedule keeps one master's jump; a client's jump of a millisecond may stay
+    // beside it when removing it moves every later event (the search shrinks to a local
+    // minimum, not to the smallest story).
+    let masters: Vec<_> = finding
+        .scenario
+        .faults
+        .iter()
+        .filter(|f| !f.nodes().iter().all(|n| n.starts_with("client-")))
+        .collect();
+    let [Fault::ClockJump { node, by_ms, .. }] = masters.as_slice() else {
+        panic!("not a single master's jump: {:?}", finding.scenario.faults);
     };
     assert!(*by_ms > 0, "a forward jump");
     let holder_token = &finding.outcome.violations[0].tokens[0];

@@ -300,7 +300,8 @@ fn message_loss_and_delay_are_deterministic_and_safe() {
     let a = run(&s);
     assert_eq!(a.digest(), run(&s).digest());
     assert!(!a.violated(), "{:?}", a.violations);
-    // Both clients still did all their work.
+    // Both clients still did all their work. An entry the resource accepted but whose reply
+    // was lost does not count for the client, which does that section again: at least 8.
     let entered = a
         .history
         .entries
@@ -316,7 +317,12 @@ fn message_loss_and_delay_are_deterministic_and_safe() {
             )
         })
         .count();
-    assert_eq!(entered, 8);
+    assert!(entered >= 8, "{entered} critical sections entered");
+    assert!(
+        !a.history.entries.iter().any(|e| matches!(&e.op,
+            Op::Note { text } if text.contains("still running at the run's hard limit"))),
+        "a client did not finish its work"
+    );
 }
 
 #[test]

@@ -19,6 +19,27 @@ pub fn scenario_file(name: &str) -> lockcheck_sim::Scenario {
     lockcheck_sim::Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
+/// The first seed in `0..100` in which `client` is the first to acquire the lock in `s`. Stories
+/// that need a particular holder (the one a fault is aimed at) pick their seed with it, so that a
+/// change of schedules (which client asks first is the seed's draw) does not quietly retell the
+/// story with another holder.
+pub fn seed_where_first_holder_is(s: &lockcheck_sim::Scenario, client: &str) -> u64 {
+    use lockcheck_sim::history::{Kind, Op};
+    (0..100)
+        .find(|&seed| {
+            let mut s = s.clone();
+            s.seed = seed;
+            let outcome = lockcheck_sim::run(&s);
+            let first = outcome
+                .history
+                .entries
+                .iter()
+                .find(|e| e.kind == Kind::Ok && matches!(e.op, Op::Acquire { .. }));
+            first.is_some_and(|e| e.node == client)
+        })
+        .unwrap_or_else(|| panic!("no seed in 0..100 in which {client} acquires first"))
+}
+
 use lockcheck_algorithms::{Env, LockEvent};
 use std::cell::{Cell, RefCell};
 use std::future::Future;
