@@ -7,12 +7,14 @@
 //! ```
 //!
 //! `LOCKCHECK_BENCH_SEEDS` (default 20) sets how many exploration seeds the time-to-detect
-//! figures take; `LOCKCHECK_BENCH_SECONDS` (default 3) how long each reference scenario runs.
+//! figures take; `LOCKCHECK_BENCH_SECONDS` (default 3) how long each reference scenario runs;
+//! `LOCKCHECK_BENCH_IDLE_RUNS` (default 20) how many runs each idle-time figure takes.
 //! Wall times depend on the machine and its load: the ratios (jobs 2 ÷ jobs 1) are measured side
 //! by side in one run, so they compare like with like.
 
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::scenario::{Algorithm, Params, Persistence, Scenario};
+use lockcheck_sim::scenario::{Algorithm, Fault, Params, Persistence, Scenario};
+use lockcheck_sim::topology::Role;
 use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -238,6 +240,71 @@ fn memory() -> Value {
     json!({ "searches": rows, "peak_ratio": ratio })
 }
 
+/// Idle simulated time (#15 item 2): an hour in which nothing happens must cost about as much as
+/// the run around it. Per model, the wall time per run of the reference scenario (3 clients, no
+/// faults), of the same with an hour of thinking between critical sections (servers up, clients
+/// connected), and of the same with every server paused for an hour (clients back off), from
+/// `runs` seeds each, measured one right after the other; with the history entries per run.
+fn idle(runs: u64) -> Value {
+    const HOUR_MS: u64 = 3_600_000;
+    let mut rows = Vec::new();
+    for (name, algorithm, nodes) in [
+        ("single-redis", Algorithm::SingleRedis, None),
+        ("redlock", Algorithm::Redlock, Some(5)),
+        ("redis-fair", Algorithm::RedisFair, None),
+        ("zk-sequential", Algorithm::ZkSequential, None),
+        ("mysql-row", Algorithm::MysqlRow, None),
+        ("mysql-for-update-held", Algorithm::MysqlForUpdateHeld, None),
+    ] {
+        let base = reference(algorithm, 3, nodes);
+        let mut thinking = base.clone();
+        thinking.workload.think_ms = HOUR_MS / 2;
+        thinking.duration_ms = 3 * HOUR_MS;
+        let mut paused = base.clone();
+        paused.duration_ms = 2 * HOUR_MS;
+        let topology = paused.topology();
+        paused.faults = topology
+            .with_role(Role::Server)
+            .into_iter()
+            .map(|server| Fault::Pause {
+                at_ms: 1_000,
+                node: topology.name(server).to_string(),
+                for_ms: HOUR_MS,
+            })
+            .collect();
+        let mut figures = Vec::new();
+        for s in [&base, &thinking, &paused] {
+            let start = Instant::now();
+            let mut entries = 0;
+            for seed in 0..runs {
+                let mut s = s.clone();
+                s.seed = seed;
+                entries += lockcheck_sim::run(&s).history.entries.len();
+            }
+            let ms = start.elapsed().as_secs_f64() * 1e3 / runs as f64;
+            figures.push((ms, entries as f64 / runs as f64));
+        }
+        let [(base_ms, base_entries), (think_ms, think_entries), (pause_ms, pause_entries)] =
+            figures[..]
+        else {
+            unreachable!()
+        };
+        println!(
+            "| {name} | {base_ms:.2} ({base_entries:.0}) | {think_ms:.2} ({think_entries:.0}) | \
+             {:.2}× | {pause_ms:.2} ({pause_entries:.0}) | {:.2}× |",
+            think_ms / base_ms,
+            pause_ms / base_ms
+        );
+        rows.push(json!({
+            "model": name,
+            "reference_ms": base_ms, "reference_entries": base_entries,
+            "idle_hour_ms": think_ms, "idle_hour_entries": think_entries,
+            "paused_hour_ms": pause_ms, "paused_hour_entries": pause_entries,
+        }));
+    }
+    json!(rows)
+}
+
 fn main() {
     let seconds = env_number("LOCKCHECK_BENCH_SECONDS", 3);
     let seeds = env_number("LOCKCHECK_BENCH_SEEDS", 20);
@@ -247,6 +314,11 @@ fn main() {
     println!("| memory (redlock, no faults, one job) | peak RSS KB | RSS KB |");
     println!("|---|---|---|");
     let memory = memory();
+    println!();
+
+    println!("| idle time (ms per run, history entries) | reference, 10 s | + an hour between sections | ratio | + every server paused an hour | ratio |");
+    println!("|---|---|---|---|---|---|");
+    let idle = idle(env_number("LOCKCHECK_BENCH_IDLE_RUNS", 20));
     println!();
 
     println!("| reference scenario | runs/s (1 core) | simulated s per wall s | runs |");
@@ -318,6 +390,7 @@ fn main() {
         "detection": cells,
         "scaling": { "jobs1_cases_per_s": one, "jobs2_cases_per_s": two, "ratio": two / one },
         "memory": memory,
+        "idle": idle,
     });
     // Benches run in the package's directory: the workspace's target dir is one up.
     let dir = std::env::var("CARGO_TARGET_DIR")
