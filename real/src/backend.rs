@@ -2,21 +2,19 @@
 
 use crate::error::RealError;
 use crate::launcher::{MariaDb, Redis, ServerKind, ZooKeeper};
-use lockcheck_sim::scenario::Scenario;
+use lockcheck_sim::scenario::{Backend, Scenario};
 
 /// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
 /// error when the server cannot honour a setting (MariaDB's timeouts are whole seconds).
 pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind>, RealError> {
     let algorithm = scenario.algorithm;
-    if algorithm.is_zookeeper() {
-        return Ok(Box::new(ZooKeeper {
+    Ok(match algorithm.backend() {
+        Backend::ZooKeeper => Box::new(ZooKeeper {
             session_timeout_ms: scenario.params.session_timeout_ms,
-        }));
-    }
-    if algorithm.is_mysql() {
-        return Ok(Box::new(MariaDb::of(scenario, name)?));
-    }
-    Ok(Box::new(Redis {
-        persistence: scenario.params.persistence_of(algorithm, name),
-    }))
+        }),
+        Backend::Mysql => Box::new(MariaDb::of(scenario, name)?),
+        Backend::Redis => Box::new(Redis {
+            persistence: scenario.params.persistence_of(algorithm, name),
+        }),
+    })
 }

@@ -8,7 +8,7 @@ use crate::history::{History, Kind, Op};
 use crate::nemesis;
 use crate::redis::node::run_server;
 use crate::resource::run_resource;
-use crate::scenario::Scenario;
+use crate::scenario::{Backend, Scenario};
 use crate::topology::{Role, Topology};
 use crate::world::World;
 use madsim::runtime::{Handle, Runtime};
@@ -103,38 +103,41 @@ async fn simulate(scenario: Scenario) -> History {
     let topology = world.topology.clone();
     let params = world.scenario.params.clone();
 
-    let zookeeper = world.scenario.algorithm.is_zookeeper();
     for server in topology.with_role(Role::Server) {
-        if world.scenario.algorithm.is_mysql() {
-            // The model decides what a crash keeps (its flush policy); the disk keeps that.
-            let flush = crate::mysql::FlushPolicy::of(
-                params.persistence_of(world.scenario.algorithm, topology.name(server)),
-            );
-            let config = crate::mysql::node::config_of(&world, flush);
-            let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
-            let witness = Arc::new(crate::mysql::node::Witness::default());
-            start_node(&handle, &world, server, move |w| {
-                crate::mysql::node::run_mysql_server(
-                    w,
-                    server,
-                    disk.clone(),
-                    witness.clone(),
-                    config,
-                )
-            });
-        } else if zookeeper {
-            // ZooKeeper logs every transaction to disk before it answers.
-            let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
-            start_node(&handle, &world, server, move |w| {
-                crate::zookeeper::node::run_zk_server(w, server, disk.clone())
-            });
-        } else {
-            let disk = Arc::new(Disk::new(
-                params.persistence_of(world.scenario.algorithm, topology.name(server)),
-            ));
-            start_node(&handle, &world, server, move |w| {
-                run_server(w, server, disk.clone())
-            });
+        match world.scenario.algorithm.backend() {
+            Backend::Mysql => {
+                // The model decides what a crash keeps (its flush policy); the disk keeps that.
+                let flush = crate::mysql::FlushPolicy::of(
+                    params.persistence_of(world.scenario.algorithm, topology.name(server)),
+                );
+                let config = crate::mysql::node::config_of(&world, flush);
+                let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+                let witness = Arc::new(crate::mysql::node::Witness::default());
+                start_node(&handle, &world, server, move |w| {
+                    crate::mysql::node::run_mysql_server(
+                        w,
+                        server,
+                        disk.clone(),
+                        witness.clone(),
+                        config,
+                    )
+                });
+            }
+            Backend::ZooKeeper => {
+                // ZooKeeper logs every transaction to disk before it answers.
+                let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+                start_node(&handle, &world, server, move |w| {
+                    crate::zookeeper::node::run_zk_server(w, server, disk.clone())
+                });
+            }
+            Backend::Redis => {
+                let disk = Arc::new(Disk::new(
+                    params.persistence_of(world.scenario.algorithm, topology.name(server)),
+                ));
+                start_node(&handle, &world, server, move |w| {
+                    run_server(w, server, disk.clone())
+                });
+            }
         }
     }
     let resource = topology.resource();

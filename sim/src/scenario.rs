@@ -27,6 +27,28 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
+/// The kind of server a lock algorithm runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Backend {
+    /// Redis: one server, a primary with replicas, or independent masters (Redlock).
+    Redis,
+    /// A ZooKeeper server.
+    ZooKeeper,
+    /// A MySQL/MariaDB server (InnoDB).
+    Mysql,
+}
+
+impl Backend {
+    /// The prefix of its servers' node names (`redis-0`, `zk-0`, `mysql-0`).
+    pub fn server_prefix(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::ZooKeeper => "zk",
+            Backend::Mysql => "mysql",
+        }
+    }
+}
+
 /// The lock algorithm under test, by its user-facing name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Algorithm {
@@ -117,36 +139,41 @@ impl Algorithm {
         }
     }
 
+    /// The kind of server it runs against. Every question about the backend (which server model
+    /// the simulation starts, which real server the launcher starts, how servers are named)
+    /// goes through this one exhaustive match, so an algorithm on a new backend cannot be taken
+    /// for a Redis one by default.
+    pub fn backend(self) -> Backend {
+        match self {
+            Algorithm::SingleRedis
+            | Algorithm::Redlock
+            | Algorithm::RedisReentrant
+            | Algorithm::RedisFair => Backend::Redis,
+            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => Backend::ZooKeeper,
+            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld => {
+                Backend::Mysql
+            }
+        }
+    }
+
     /// Whether it runs on MySQL/MariaDB.
     pub fn is_mysql(self) -> bool {
-        matches!(
-            self,
-            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld
-        )
+        self.backend() == Backend::Mysql
     }
 
     /// Whether it runs on Redis.
     pub fn is_redis(self) -> bool {
-        !self.is_zookeeper() && !self.is_mysql()
+        self.backend() == Backend::Redis
     }
 
     /// Whether it runs on ZooKeeper (its lock lives as long as the holder's session).
     pub fn is_zookeeper(self) -> bool {
-        matches!(
-            self,
-            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock
-        )
+        self.backend() == Backend::ZooKeeper
     }
 
     /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`.
     pub fn server_prefix(self) -> &'static str {
-        if self.is_zookeeper() {
-            "zk"
-        } else if self.is_mysql() {
-            "mysql"
-        } else {
-            "redis"
-        }
+        self.backend().server_prefix()
     }
 
     /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
@@ -1199,6 +1226,23 @@ fn offending_field(text: &str, path: &str, message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_algorithm_names_its_backend_and_exactly_one_predicate_holds() {
+        for &a in Algorithm::ALL {
+            let by_name = if a.name().starts_with("zk-") {
+                Backend::ZooKeeper
+            } else if a.name().starts_with("mysql-") {
+                Backend::Mysql
+            } else {
+                Backend::Redis
+            };
+            assert_eq!(a.backend(), by_name, "{}", a.name());
+            let predicates = [a.is_redis(), a.is_zookeeper(), a.is_mysql()];
+            assert_eq!(predicates.iter().filter(|&&p| p).count(), 1, "{}", a.name());
+            assert_eq!(a.server_prefix(), a.backend().server_prefix());
+        }
+    }
 
     fn parse(text: &str) -> Result<Scenario, ScenarioError> {
         Scenario::from_json(text)
