@@ -55,6 +55,42 @@ pub const USER: &str = "root";
 /// Directories a distribution puts server binaries in that are not on every user's PATH.
 const SBIN_DIRS: &[&str] = &["/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/libexec"];
 
+/// How long the processes of a killed `mariadb-install-db` may take to die.
+const GROUP_GONE_WITHIN: Duration = Duration::from_secs(2);
+
+/// Waits until no process of group `group` is alive (zombies aside), or `within` has passed.
+/// `SIGKILL` takes effect when a process next leaves the kernel: one in the middle of a disk
+/// write (the bootstrap server, or a subshell of the script, which we do not reap) outlives the
+/// kill by a moment, and lockcheck must not report the run stopped, or exit, before they are gone.
+fn wait_until_group_gone(group: libc::pid_t, within: Duration) {
+    let started = Instant::now();
+    while started.elapsed() < within && group_has_live_member(group) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Whether a process of group `group` runs or sleeps (`/proc/PID/stat`: the state is the first
+/// field after the command's closing parenthesis, the process group the third).
+fn group_has_live_member(group: libc::pid_t) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        let fields: Vec<&str> = stat
+            .rsplit(')')
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        let state = fields.first().copied().unwrap_or("Z");
+        let pgrp = fields.get(2).and_then(|g| g.parse::<libc::pid_t>().ok());
+        pgrp == Some(group) && state != "Z" && state != "X"
+    })
+}
+
 /// How long `mariadb-install-db` may take before it counts as hung (it takes about a second).
 const INSTALL_WITHIN: Duration = Duration::from_secs(60);
 
@@ -227,10 +263,12 @@ impl ServerKind for MariaDb {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", install_db.display()))?;
         let kill_group = |child: &mut std::process::Child| {
+            let group = child.id() as libc::pid_t;
             // SAFETY: kill(2) on the process group of a child we started and have not reaped,
             // so its id cannot have been reused.
-            unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
+            unsafe { libc::kill(-group, libc::SIGKILL) };
             let _ = child.wait();
+            wait_until_group_gone(group, GROUP_GONE_WITHIN);
         };
         let status = loop {
             match child.try_wait() {
