@@ -63,9 +63,13 @@ pub enum Tried {
     Unanswered,
 }
 
-impl From<Option<Guard>> for Tried {
-    fn from(guard: Option<Guard>) -> Tried {
-        guard.map_or(Tried::Refused, Tried::Acquired)
+impl Tried {
+    /// The guard when the attempt acquired, for the callers that need no more than that.
+    pub fn into_guard(self) -> Option<Guard> {
+        match self {
+            Tried::Acquired(guard) => Some(guard),
+            Tried::Refused | Tried::Unanswered => None,
+        }
     }
 }
 

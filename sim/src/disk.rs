@@ -46,6 +46,19 @@ impl<T: Clone> Disk<T> {
         *self.synced.lock().unwrap() = Some(state);
     }
 
+    /// An fsync of what was written: it becomes durable (a no-op when nothing was written since
+    /// the last one).
+    pub fn sync_written(&self) {
+        if let Some(written) = self.written.lock().unwrap().take() {
+            *self.synced.lock().unwrap() = Some(written);
+        }
+    }
+
+    /// Whether something was written since the last fsync.
+    pub fn has_unsynced(&self) -> bool {
+        self.written.lock().unwrap().is_some()
+    }
+
     /// Hands `state` to the operating system without an fsync: it survives a process crash,
     /// not a machine crash.
     pub fn write(&self, state: T) {

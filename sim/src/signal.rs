@@ -2,8 +2,12 @@
 //! instead of looking every few milliseconds, so that hours of simulated time in which nothing
 //! happens cost one wake-up instead of one per poll.
 
+use crate::world::World;
+use futures_util::future::{select, Either};
+use std::cell::Cell;
 use std::sync::Mutex;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 /// Changes counted so far, and the tasks waiting for the next one.
 #[derive(Default)]
@@ -47,6 +51,54 @@ impl Signal {
             }
         })
         .await
+    }
+}
+
+/// The wake-up of a server's timer task (Redis's active expiry, ZooKeeper's session expirer,
+/// InnoDB's timeouts): it sleeps towards the earliest thing due on the server's own clock and is
+/// woken early when a request brings something earlier ([`Due::offer`], [`Due::poke`]), when a
+/// node's clock is moved (its deadlines now fall at other true times) or when another server
+/// becomes the primary. A server with nothing due sleeps until then, however long.
+#[derive(Default)]
+pub struct Due {
+    /// What the task sleeps towards, in the caller's own clock unit; `u64::MAX`: nothing.
+    target: Cell<u64>,
+    moved: Signal,
+}
+
+impl Due {
+    /// Wakes the task if `at` comes before what it sleeps towards.
+    pub fn offer(&self, at: Option<u64>) {
+        if at.is_some_and(|at| at < self.target.get()) {
+            self.moved.notify();
+        }
+    }
+
+    /// Wakes the task to look again, whatever it sleeps towards.
+    pub fn poke(&self) {
+        self.moved.notify();
+    }
+
+    /// Sleeps towards `due`: `(at, left)`, the deadline `at` (in the unit [`Due::offer`] is given)
+    /// that is `left` away on node `me`'s clock; `None` when nothing is due. True when the time
+    /// came, false when woken before. Compute `due` just before calling, with no await in
+    /// between, so that no offer falls between the two.
+    pub async fn sleep(&self, world: &World, me: usize, due: Option<(u64, Duration)>) -> bool {
+        let (seen_world, seen_moved) = (world.clocks_and_roles.changes(), self.moved.changes());
+        self.target.set(due.map_or(u64::MAX, |(at, _)| at));
+        let woken = std::pin::pin!(async {
+            select(
+                std::pin::pin!(world.clocks_and_roles.after(seen_world)),
+                std::pin::pin!(self.moved.after(seen_moved)),
+            )
+            .await;
+        });
+        let Some((_, left)) = due else {
+            woken.await;
+            return false;
+        };
+        let sleep = std::pin::pin!(crate::timer::sleep(world.clock(me).true_duration(left)));
+        matches!(select(sleep, woken).await, Either::Left(_))
     }
 }
 

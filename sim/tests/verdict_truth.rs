@@ -198,6 +198,48 @@ fn restarts_record_what_they_lost_and_only_a_machine_crash_loses_unsynced_writes
     assert_eq!(lost_after(CrashScope::Machine, "always"), 0);
 }
 
+/// `appendfsync everysec` follows Redis 7's rule (`flushAppendOnlyFile`): a write that comes after
+/// a quiet second is fsynced at once, and only one that follows an fsync within the second waits
+/// for the end of that second. One client takes the lock at ~10 ms (fsynced at 1 s, a second
+/// after the server started), releases it at ~1 s (fsynced at 2 s), thinks for 3 s and takes it
+/// again at ~4 s, after a quiet second: a machine crash 90 ms later must find the lock on disk.
+/// With an fsync on a fixed one-second timer the lock would be lost.
+#[test]
+fn everysec_fsyncs_a_write_after_a_quiet_second_at_once() {
+    let s: Scenario = serde_json::from_str(
+        r#"{"algorithm": "single-redis", "params": {"persistence": "everysec"}, "clients": 1,
+            "workload": {"acquisitions_per_client": 2, "hold_ms": 1000, "think_ms": 3000},
+            "duration_ms": 10000,
+            "faults": [
+              {"fault": "crash", "at_ms": 4100, "node": "redis-0", "scope": "machine"},
+              {"fault": "restart", "at_ms": 4100, "node": "redis-0"}]}"#,
+    )
+    .unwrap();
+    let outcome = run(&s);
+    let entries = &outcome.history.entries;
+    let second_acquire_ns = entries
+        .iter()
+        .filter(|e| {
+            e.kind == lockcheck_sim::history::Kind::Ok
+                && matches!(e.op, lockcheck_sim::history::Op::Acquire { .. })
+        })
+        .nth(1)
+        .map(|e| e.true_ns)
+        .expect("the client acquires twice");
+    assert!(
+        (2_000_000_000..4_100_000_000).contains(&second_acquire_ns),
+        "the story needs the second acquisition after a quiet second and before the crash: {second_acquire_ns} ns"
+    );
+    let lost = entries.iter().any(|e| {
+        matches!(&e.op, lockcheck_sim::history::Op::Key { key, change, .. }
+            if key == "lock" && *change == lockcheck_sim::history::KeyChange::Lost)
+    });
+    assert!(
+        !lost,
+        "the lock written after a quiet second was not fsynced at once"
+    );
+}
+
 /// Story (item 7 of issue 14): client-0 holds `mysql-for-update-held` (its open transaction's
 /// row lock) and its process is killed at 1 s. Its kernel closes the socket, MariaDB rolls the
 /// transaction back at once, and client-1, blocked in `SELECT … FOR UPDATE`, gets the row within

@@ -40,7 +40,7 @@ use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::{acquire_with_retries, Retry, Tried};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -253,7 +253,6 @@ impl<S: RedisStore> RedisFair<S> {
                 depth: Cell::new(0),
                 ttl: config.ttl,
                 drift_factor: config.drift_factor,
-                answered: Cell::new(true),
             },
             store,
             config,
@@ -288,13 +287,21 @@ impl<S: RedisStore> RedisFair<S> {
     /// more level). Fails while another client waits, even if the lock is free.
     pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
         let args = vec![self.hash.lease_ms(), self.hash.owner.clone(), wall_ms(env)];
-        self.attempt(env, &self.try_acquire, args).await
+        Ok(self
+            .attempt(env, &self.try_acquire, args)
+            .await?
+            .into_guard())
     }
 
     /// One poll of a blocking acquire: `Ok(Some)` when held (at one more level), else the caller
     /// keeps (or takes) its place in the queue, which lasts `wait_timeout` unless it polls again.
     /// A caller that stops polling should [`leave_queue`](Self::leave_queue).
     pub async fn acquire_or_wait<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
+        Ok(self.poll_queue(env).await?.into_guard())
+    }
+
+    /// [`RedisFair::acquire_or_wait`] as the retry loop needs it: held, refused, or unanswered.
+    async fn poll_queue<E: Env>(&self, env: &E) -> Result<Tried, LockError> {
         let args = vec![
             self.hash.lease_ms(),
             self.hash.owner.clone(),
@@ -309,7 +316,7 @@ impl<S: RedisStore> RedisFair<S> {
         env: &E,
         script: &Script,
         args: Vec<String>,
-    ) -> Result<Option<Guard>, LockError> {
+    ) -> Result<Tried, LockError> {
         let started = env.mono_now();
         let reply = self
             .store
@@ -414,11 +421,7 @@ impl<S: RedisStore> Lock for RedisFair<S> {
                 .max_retry_delay
                 .min(self.config.wait_timeout / 2),
         };
-        let result = acquire_with_retries(env, wait, retry, || async {
-            let guard = self.acquire_or_wait(env).await?;
-            Ok(self.hash.tried(guard))
-        })
-        .await;
+        let result = acquire_with_retries(env, wait, retry, || self.poll_queue(env)).await;
         if !matches!(result, Ok(Some(_))) {
             // Giving up (or failing) must not leave a place in the queue that blocks others
             // until its deadline.

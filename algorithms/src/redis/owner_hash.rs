@@ -21,9 +21,6 @@ pub(crate) struct OwnerHash {
     pub ttl: Duration,
     /// Validity deducted for drift, as a fraction of the lease (plus 2 ms).
     pub drift_factor: f64,
-    /// Whether the last acquire script got a reply, so that a blocking acquire backs off
-    /// after attempts that did not ([`crate::retry`]).
-    pub answered: Cell<bool>,
 }
 
 impl OwnerHash {
@@ -52,12 +49,12 @@ impl OwnerHash {
         started: Duration,
         reply: Result<Reply, StoreError>,
         undo: impl FnOnce() -> U,
-    ) -> Result<Option<Guard>, LockError>
+    ) -> Result<Tried, LockError>
     where
         E: Env,
         U: Future<Output = ()>,
     {
-        self.answered.set(reply.is_ok());
+        let answered = reply.is_ok();
         let acquired = match reply {
             Ok(Reply::Nil) => Ok(true),
             Ok(Reply::Int(_)) => Ok(false),
@@ -76,24 +73,20 @@ impl OwnerHash {
             of: 1,
         });
         if !acquired? {
-            return Ok(None);
+            // A reply that never came (and was undone) is no refusal: the retry loop backs off.
+            return Ok(if answered {
+                Tried::Refused
+            } else {
+                Tried::Unanswered
+            });
         }
         self.depth.set(self.depth.get() + 1);
-        Ok(Some(Guard {
+        Ok(Tried::Acquired(Guard {
             token: self.owner.clone(),
             acquired_at: started,
             valid_until: started + self.budget(),
             fence: None,
         }))
-    }
-
-    /// What an attempt that returned `guard` came to, for the retry loop.
-    pub fn tried(&self, guard: Option<Guard>) -> Tried {
-        match guard {
-            Some(guard) => Tried::Acquired(guard),
-            None if self.answered.get() => Tried::Refused,
-            None => Tried::Unanswered,
-        }
     }
 
     /// The watchdog: renews the lease every third of it while polled and while the client still

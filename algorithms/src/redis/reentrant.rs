@@ -16,7 +16,7 @@ use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry};
+use crate::retry::{acquire_with_retries, Retry, Tried};
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -98,7 +98,6 @@ impl<S: RedisStore> RedisReentrant<S> {
                 depth: Cell::new(0),
                 ttl: config.ttl,
                 drift_factor: config.drift_factor,
-                answered: Cell::new(true),
             },
             store,
             config,
@@ -120,6 +119,11 @@ impl<S: RedisStore> RedisReentrant<S> {
 
     /// One attempt; `Ok(Some)` when held (at one more level).
     pub async fn try_acquire<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
+        Ok(self.attempt(env).await?.into_guard())
+    }
+
+    /// One attempt, as the retry loop needs it: held, refused, or unanswered.
+    async fn attempt<E: Env>(&self, env: &E) -> Result<Tried, LockError> {
         let started = env.mono_now();
         let reply = self
             .store
@@ -167,11 +171,7 @@ impl<S: RedisStore> Lock for RedisReentrant<S> {
             count: self.config.retry_count,
             max_delay: self.config.max_retry_delay,
         };
-        acquire_with_retries(env, wait, retry, || async {
-            let guard = self.try_acquire(env).await?;
-            Ok(self.hash.tried(guard))
-        })
-        .await
+        acquire_with_retries(env, wait, retry, || self.attempt(env)).await
     }
 
     /// Releases one level; true when the client still held the lock at that level.

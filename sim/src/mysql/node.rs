@@ -8,8 +8,8 @@ use super::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime,
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response};
+use crate::signal::Due;
 use crate::world::World;
-use futures_util::future::{select, Either};
 use lockcheck_algorithms::mysql::{Reply, Row, Statement};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -59,9 +59,6 @@ pub enum MysqlResponse {
     Disconnected,
 }
 
-/// How long the server's timer sleeps when nothing is due: requests wake it earlier.
-const IDLE_TICK: Duration = Duration::from_secs(3_600);
-
 /// The committed lock rows as last seen, kept outside the node: after a crash, what the restarted
 /// server no longer has was lost.
 #[derive(Default)]
@@ -91,10 +88,9 @@ struct Server {
     attempts: RefCell<BTreeMap<(usize, u64), ConnId>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
-    /// Bumped by every request: a request may set a deadline earlier than the one the timer
-    /// sleeps towards, so it wakes the timer to look again.
-    requests: Cell<u64>,
-    timer: RefCell<Option<Waker>>,
+    /// The timer's wake-up: every request pokes it, as a request may set a deadline earlier
+    /// than the one it sleeps towards.
+    due: Due,
     /// The model's generation at the last diff and sync; `None` before the first.
     settled: Cell<Option<u64>>,
 }
@@ -250,27 +246,6 @@ impl Server {
         self.settle(notices, Some(from));
         Handled::Now(Response::Mysql(response))
     }
-
-    /// Wakes the timer after a request.
-    fn poke(&self) {
-        self.requests.set(self.requests.get() + 1);
-        if let Some(waker) = self.timer.borrow_mut().take() {
-            waker.wake();
-        }
-    }
-
-    /// Waits until a request comes after the `seen`-th.
-    async fn next_request(&self, seen: u64) {
-        std::future::poll_fn(|cx| {
-            if self.requests.get() != seen {
-                Poll::Ready(())
-            } else {
-                *self.timer.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
-    }
 }
 
 /// The `locker` a statement writes, if any.
@@ -344,8 +319,7 @@ pub async fn run_mysql_server(
         owners: RefCell::new(BTreeMap::new()),
         attempts: RefCell::new(BTreeMap::new()),
         lockers: RefCell::new(BTreeMap::new()),
-        requests: Cell::new(0),
-        timer: RefCell::new(None),
+        due: Due::default(),
         settled: Cell::new(None),
     });
     server.settle(Vec::new(), None);
@@ -356,18 +330,11 @@ pub async fn run_mysql_server(
     madsim::task::spawn_local(async move {
         loop {
             let now = ticker.now();
-            let seen = ticker.requests.get();
-            let due = ticker.model.borrow().next_deadline_ms();
-            let wait = due.map_or(IDLE_TICK, |at| {
-                Duration::from_millis(at.saturating_sub(now.mono_ms))
+            let due = ticker.model.borrow().next_deadline_ms().map(|at| {
+                let left = Duration::from_millis(at.saturating_sub(now.mono_ms));
+                (at, left.max(Duration::from_millis(1)))
             });
-            let tick = ticker
-                .world
-                .clock(me)
-                .true_duration(wait.max(Duration::from_millis(1)));
-            let sleep = std::pin::pin!(madsim::time::sleep(tick));
-            let request = std::pin::pin!(ticker.next_request(seen));
-            if let Either::Right(_) = select(sleep, request).await {
+            if !ticker.due.sleep(&ticker.world, me, due).await {
                 continue;
             }
             let mut notices = Vec::new();
@@ -381,13 +348,13 @@ pub async fn run_mysql_server(
             Request::Mysql(request) => request,
             Request::ConnectionClosed => {
                 server.connection_closed(from);
-                server.poke();
+                server.due.poke();
                 return Handled::NoReply;
             }
             _ => return Handled::Now(Response::Mysql(MysqlResponse::Disconnected)),
         };
         let handled = server.handle(from, request);
-        server.poke();
+        server.due.poke();
         handled
     })
     .await

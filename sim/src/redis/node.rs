@@ -7,9 +7,8 @@ use crate::disk::Disk;
 use crate::history::{History, KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response, RpcClient};
 use crate::scenario::Persistence;
-use crate::signal::Signal;
+use crate::signal::{Due, Signal};
 use crate::world::World;
-use futures_util::future::{select, Either};
 use lockcheck_algorithms::redis::{Command, Reply};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -140,13 +139,9 @@ struct Server {
     offset: Cell<u64>,
     /// The offset each replica last acknowledged.
     acked: RefCell<BTreeMap<usize, u64>>,
-    /// The key deadline (server ms) the active expiry cycle sleeps towards; `u64::MAX`: none.
-    expiry_target: Cell<u64>,
-    /// Told when a command sets a deadline earlier than `expiry_target`.
-    expiry_moved: Signal,
-    /// Under `everysec`: written to the AOF since the last fsync.
-    unsynced: Cell<bool>,
-    /// Told when a write leaves something to fsync.
+    /// The active expiry cycle's wake-up (key deadlines in server ms).
+    expiry: Due,
+    /// Under `everysec`: told when a write leaves something to fsync.
     written: Signal,
 }
 
@@ -198,9 +193,7 @@ impl Server {
                 Persistence::None => {}
             }
         }
-        if model.next_expiry_ms().unwrap_or(u64::MAX) < self.expiry_target.get() {
-            self.expiry_moved.notify();
-        }
+        self.expiry.offer(model.next_expiry_ms());
         let by = self.world.topology.name(from).to_string();
         record_effects(&self.world, self.me, Some(&by), effects);
         reply
@@ -210,7 +203,6 @@ impl Server {
     /// [`Server::fsync_everysec`].
     fn write_aof(&self, snapshot: Snapshot) {
         self.disk.write(snapshot);
-        self.unsynced.set(true);
         self.written.notify();
     }
 
@@ -227,7 +219,7 @@ impl Server {
         let mut last_ms = world.mono_ns(me) / 1_000_000;
         loop {
             let seen = self.written.changes();
-            if !self.unsynced.get() {
+            if !self.disk.has_unsynced() {
                 self.written.after(seen).await;
                 continue;
             }
@@ -235,10 +227,9 @@ impl Server {
             let due_ms = last_ms.saturating_add(every_ms);
             if now_ms < due_ms {
                 let left = Duration::from_millis(due_ms - now_ms);
-                madsim::time::sleep(world.clock(me).true_duration(left)).await;
+                crate::timer::sleep(world.clock(me).true_duration(left)).await;
             }
-            self.disk.sync(self.model.borrow().snapshot());
-            self.unsynced.set(false);
+            self.disk.sync_written();
             last_ms = world.mono_ns(me) / 1_000_000;
         }
     }
@@ -249,37 +240,24 @@ impl Server {
     /// command sets an earlier one, the server's clock is moved or the primary changes.
     async fn expire_actively(self: Rc<Self>) {
         let (world, me) = (self.world.clone(), self.me);
+        let every_ms = ACTIVE_EXPIRE_EVERY.as_millis() as u64;
         loop {
-            let (seen_world, seen_moved) = (
-                world.clocks_and_roles.changes(),
-                self.expiry_moved.changes(),
-            );
+            // Replicas do not expire keys themselves: they take deletions from the primary.
             let target = if self.is_primary() {
                 self.model.borrow().next_expiry_ms()
             } else {
                 None
             };
-            self.expiry_target.set(target.unwrap_or(u64::MAX));
-            let woken = std::pin::pin!(async {
-                select(
-                    std::pin::pin!(world.clocks_and_roles.after(seen_world)),
-                    std::pin::pin!(self.expiry_moved.after(seen_moved)),
+            // A key is expired one millisecond after its deadline; the cycle runs on 100 ms steps.
+            let due = target.map(|deadline| {
+                let left_ms = (deadline + 1).saturating_sub(server_now_ms(&world, me));
+                let cycles = left_ms.div_ceil(every_ms).max(1);
+                (
+                    deadline,
+                    Duration::from_millis(cycles.saturating_mul(every_ms)),
                 )
-                .await;
             });
-            let Some(deadline) = target else {
-                woken.await;
-                continue;
-            };
-            // A key is expired one millisecond after its deadline.
-            let left_ms = (deadline + 1).saturating_sub(server_now_ms(&world, me));
-            let every_ms = ACTIVE_EXPIRE_EVERY.as_millis() as u64;
-            let cycles = left_ms.div_ceil(every_ms).max(1);
-            let tick = world
-                .clock(me)
-                .true_duration(Duration::from_millis(cycles.saturating_mul(every_ms)));
-            let sleep = std::pin::pin!(madsim::time::sleep(tick));
-            if let Either::Right(_) = select(sleep, woken).await {
+            if !self.expiry.sleep(&world, me, due).await {
                 continue;
             }
             let mut effects = Vec::new();
@@ -366,9 +344,7 @@ pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>)
         model: RefCell::new(model),
         offset: Cell::new(0),
         acked: RefCell::new(BTreeMap::new()),
-        expiry_target: Cell::new(u64::MAX),
-        expiry_moved: Signal::default(),
-        unsynced: Cell::new(false),
+        expiry: Due::default(),
         written: Signal::default(),
     });
 

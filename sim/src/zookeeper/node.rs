@@ -9,11 +9,10 @@ use super::model::{
 use crate::disk::Disk;
 use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
-use crate::signal::Signal;
+use crate::signal::Due;
 use crate::world::World;
-use futures_util::future::{select, Either};
 use lockcheck_algorithms::zookeeper::Zxid;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -89,10 +88,8 @@ struct Server {
     /// Each session's ephemeral nodes, so their deletion by expiry shows in the history (taken
     /// from the tree on a restart: the nodes are on disk, and so is who owns them).
     ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
-    /// The session deadline (monotonic ms) the expirer sleeps towards; `u64::MAX`: none.
-    expiry_target: Cell<u64>,
-    /// Told when a request gives a session a deadline earlier than `expiry_target`.
-    expiry_moved: Signal,
+    /// The session expirer's wake-up (session deadlines in monotonic ms).
+    expiry: Due,
 }
 
 impl Server {
@@ -247,9 +244,7 @@ impl Server {
                 }
             }
         };
-        if model.next_expiry_ms().unwrap_or(u64::MAX) < self.expiry_target.get() {
-            self.expiry_moved.notify();
-        }
+        self.expiry.offer(model.next_expiry_ms());
         drop(model);
         self.note_watches(&events[fired_by_expiry..]);
         self.persist();
@@ -263,32 +258,15 @@ impl Server {
     async fn expire_sessions(self: Rc<Self>) {
         let (world, me) = (self.world.clone(), self.me);
         loop {
-            let (seen_world, seen_moved) = (
-                world.clocks_and_roles.changes(),
-                self.expiry_moved.changes(),
-            );
-            let target = self.model.borrow().next_expiry_ms();
-            self.expiry_target.set(target.unwrap_or(u64::MAX));
-            let woken = std::pin::pin!(async {
-                select(
-                    std::pin::pin!(world.clocks_and_roles.after(seen_world)),
-                    std::pin::pin!(self.expiry_moved.after(seen_moved)),
-                )
-                .await;
-            });
-            let Some(deadline) = target else {
-                woken.await;
-                continue;
-            };
             let (mono, _) = self.now();
-            if mono < deadline {
-                let left = world
-                    .clock(me)
-                    .true_duration(Duration::from_millis(deadline - mono));
-                let sleep = std::pin::pin!(madsim::time::sleep(left));
-                if let Either::Right(_) = select(sleep, woken).await {
-                    continue;
-                }
+            let due = self.model.borrow().next_expiry_ms().map(|deadline| {
+                (
+                    deadline,
+                    Duration::from_millis(deadline.saturating_sub(mono)),
+                )
+            });
+            if !self.expiry.sleep(&world, me, due).await {
+                continue;
             }
             let (mono, _) = self.now();
             let mut events = Vec::new();
@@ -331,8 +309,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         model: RefCell::new(model),
         clients: RefCell::new(BTreeMap::new()),
         ephemerals: RefCell::new(ephemerals),
-        expiry_target: Cell::new(u64::MAX),
-        expiry_moved: Signal::default(),
+        expiry: Due::default(),
     });
 
     madsim::task::spawn_local(server.clone().expire_sessions());
