@@ -293,6 +293,63 @@ fn servers_installed() -> bool {
     })
 }
 
+/// Scripts that try to leave something behind for the scripts after them, which Redis's read-only
+/// sandbox refuses; the model runs every server's scripts in one Lua state per thread and is only
+/// sound if it refuses them too. Then a probe of what they tried to change.
+const SANDBOX_ESCAPES: &[&str] = &[
+    "x = 1",
+    "rawset(_G, 'x', 1)",
+    "redis.call = nil",
+    "string.rep = nil",
+    "getmetatable('').__index.x = 1",
+    "getmetatable('').x = 1",
+    "getmetatable('').__index = {upper = function() return 'hacked' end}",
+    "rawset(getmetatable(''), '__index', {})",
+    "return setmetatable(getmetatable(''), {})",
+    "return {type(redis.call), type(string.rep), ('a'):upper(), tostring(getmetatable('').x), \
+     tostring(getmetatable('').__index == string), tostring(rawget(_G, 'x'))}",
+];
+
+#[test]
+fn the_simulated_lua_sandbox_refuses_what_redis_refuses() {
+    if !servers_installed() {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let index = launcher
+        .borrow_mut()
+        .add_redis("redis-0", Persistence::None)
+        .unwrap();
+    runtime
+        .block_on(Launcher::until_ready(&launcher, index))
+        .unwrap();
+    let real = RealRedis::new(
+        launcher.borrow().addr(index),
+        Duration::from_secs(5),
+        PauseGate::new(),
+    );
+    let mut model = RedisModel::new();
+    let mut disagreements = Vec::new();
+    for source in SANDBOX_ESCAPES {
+        let command = Command::Eval {
+            script: Script::new(source),
+            keys: Vec::new(),
+            args: Vec::new(),
+        };
+        let expected = model.apply(&command, now_ms(), &mut Vec::new());
+        let got = runtime.block_on(real.call(command)).unwrap();
+        if !agrees(&expected, &got) {
+            disagreements.push(format!("{source}\n  model: {expected:?}\n  real:  {got:?}"));
+        }
+    }
+    drop(launcher);
+    assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
 #[test]
 fn the_simulated_redis_answers_as_a_real_redis_server_does() {
     if !servers_installed() {

@@ -19,6 +19,10 @@ use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// The allocator the `lockcheck` binary uses, so that the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

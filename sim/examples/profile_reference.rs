@@ -13,6 +13,10 @@
 use lockcheck_sim::{Algorithm, Scenario};
 use std::process::ExitCode;
 
+/// The allocator the `lockcheck` binary uses, so that the profile is the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (algorithm, clients, nodes) = match args.first().map(String::as_str) {

@@ -18,6 +18,13 @@
 //!   whose outcome depends on that order would make replays diverge; scripts must iterate arrays
 //!   with `ipairs` or numeric `for` instead (the order is unspecified in real Redis too).
 //! - A script that never ends hangs the caller: there is no `SCRIPT KILL` and no time limit.
+//! - One Lua state per thread runs the scripts of every simulated server (starting a state per
+//!   server per run was a twentieth of a Redlock run). Redis's read-only sandbox is what makes
+//!   that sound: a script can leave nothing behind that the next script sees, whichever server
+//!   it runs on. What a script could still observe of the state's past — `collectgarbage("count")`,
+//!   the addresses `tostring` prints — is as unspecified as the `pairs` order; a script that
+//!   stops the collector has it restarted when it ends (in Redis it would stay stopped for that
+//!   server, which changes memory, not replies).
 
 use lockcheck_algorithms::redis::command::{
     double_to_integer, fpconv_dtoa, Command, Reply, Script,
@@ -104,7 +111,14 @@ function base.xpcall(f, handler, ...)
 end
 
 base.redis = readonly(redis)
+-- Strings index the string library through their shared metatable, which `getmetatable("")`
+-- hands to any script: Redis 7 makes both read-only, so that no script can add or replace a
+-- string method for the scripts after it. The metatable answers `getmetatable` with a read-only
+-- view of itself, whose `__index` is the read-only string library.
+local string_metatable = getmetatable("")
 base.string = readonly(string)
+string_metatable.__index = base.string
+string_metatable.__metatable = readonly(string_metatable)
 base.table = readonly(table)
 base.math = readonly(math)
 base._G = env
@@ -137,6 +151,41 @@ fn prelude(lua: &Lua) -> mlua::Result<Function> {
         .set_name("=redis")
         .set_mode(mlua::ChunkMode::Binary)
         .into_function()
+}
+
+thread_local! {
+    /// The thread's Lua engine, started by its first `EVAL` and used by every simulated server
+    /// on the thread (see the module's notes).
+    static ENGINE: std::cell::RefCell<Option<Engine>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs a script atomically against `keyspace` on the thread's engine; see [`Engine::eval`].
+pub(crate) fn eval(
+    keyspace: &mut Keyspace,
+    script: &Script,
+    keys: &[String],
+    args: &[String],
+    now_ms: u64,
+    effects: &mut Vec<KeyEffect>,
+) -> Reply {
+    ENGINE.with(|cell| {
+        // Never borrowed twice: a script's `redis.call` runs a command, never another script.
+        let mut slot = cell.borrow_mut();
+        let engine = match &mut *slot {
+            Some(engine) => engine,
+            None => match Engine::new() {
+                Ok(engine) => slot.insert(engine),
+                Err(err) => return Reply::Error(format!("ERR cannot start the Lua engine: {err}")),
+            },
+        };
+        engine.eval(keyspace, script, keys, args, now_ms, effects)
+    })
+}
+
+/// How many scripts the thread's engine holds compiled.
+#[cfg(test)]
+pub(crate) fn cached_scripts() -> usize {
+    ENGINE.with(|cell| cell.borrow().as_ref().map_or(0, Engine::cached_scripts))
 }
 
 /// A Lua state set up like Redis's scripting engine, with its script cache.
@@ -262,6 +311,9 @@ impl Engine {
             .expect("the target stays in place for the script's run");
         *keyspace = target.keyspace;
         *effects = target.effects;
+        if !self.lua.gc_is_running() {
+            self.lua.gc_restart();
+        }
         // Only a failure of the engine itself (e.g. out of memory) gets here; script errors are
         // replies.
         reply.unwrap_or_else(|err| Reply::Error(one_line(&format!("ERR {err}"))))
@@ -990,6 +1042,13 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
 
     #[test]
     fn syntax_and_runtime_errors_become_err_replies_and_the_model_stays_usable() {
+        // A thread of its own, so that its engine's cache holds only this test's scripts.
+        std::thread::spawn(syntax_and_runtime_errors_on_a_fresh_engine)
+            .join()
+            .expect("the test thread ends");
+    }
+
+    fn syntax_and_runtime_errors_on_a_fresh_engine() {
         let mut m = RedisModel::new();
         run(&mut m, "SET k v", 0);
 
@@ -1026,7 +1085,11 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
             "{raised_table}"
         );
 
-        assert_eq!(m.cached_scripts(), 3, "failed compilations are not cached");
+        assert_eq!(
+            super::cached_scripts(),
+            3,
+            "failed compilations are not cached"
+        );
         assert_eq!(run(&mut m, "GET k", 0), bulk("v"));
         assert_eq!(eval(&mut m, "return redis.call('GET', 'k')"), bulk("v"));
     }
@@ -1055,18 +1118,33 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
             "load('y = 1')()",
             "setmetatable(_G, nil)",
             "KEYS = {}",
+            // Every string's metatable, and the string library behind it (Redis 7 refuses both).
+            "getmetatable('').__index.x = 1",
+            "getmetatable('').x = 1",
+            "getmetatable('').__index = {upper = function() return 'hacked' end}",
+            "rawset(getmetatable(''), '__index', {})",
+            "setmetatable(getmetatable(''), {})",
         ] {
             let r = eval(&mut m, escape);
             assert!(matches!(r, Reply::Error(_)), "{escape} gave {r:?}");
         }
-        // After all that, a fresh script sees a pristine environment.
-        assert_eq!(
-            eval(
-                &mut m,
-                "return {type(redis.call), type(string.rep), rawget(_G, 'x') == nil and 'clean' or 'dirty'}"
-            ),
-            Reply::Array(vec![bulk("function"), bulk("function"), bulk("clean")])
-        );
+        // After all that, a fresh script sees a pristine environment, on this server and on any
+        // other that shares the thread's engine.
+        for m in [&mut m, &mut RedisModel::new()] {
+            assert_eq!(
+                eval(
+                    m,
+                    "return {type(redis.call), type(string.rep), rawget(_G, 'x') == nil and 'clean' or 'dirty', \
+                     ('a'):upper(), tostring(getmetatable('').x), tostring(getmetatable('').__index == string)}"
+                ),
+                Reply::Array(
+                    ["function", "function", "clean", "A", "nil", "true"]
+                        .iter()
+                        .map(|s| bulk(s))
+                        .collect()
+                )
+            );
+        }
         // Locals, and scripts' own tables, are as usual.
         assert_eq!(
             eval(
@@ -1101,6 +1179,19 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
     }
 
     #[test]
+    fn a_script_that_stops_the_collector_does_not_stop_it_for_the_next() {
+        let mut m = RedisModel::new();
+        assert_eq!(
+            eval(&mut m, "collectgarbage('stop') return 1"),
+            Reply::Int(1)
+        );
+        assert_eq!(
+            eval(&mut m, "return collectgarbage('isrunning') and 1 or 0"),
+            Reply::Int(1)
+        );
+    }
+
+    #[test]
     fn time_is_frozen_during_a_script() {
         let mut m = RedisModel::new();
         let source = "redis.call('SET', KEYS[1], 'v', 'PX', 10)\n\
@@ -1112,20 +1203,26 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
     }
 
     #[test]
-    fn scripts_are_compiled_once_per_sha1() {
-        let mut m = RedisModel::new();
-        assert_eq!(m.cached_scripts(), 0);
-        for i in 0..3 {
-            let i = i.to_string();
-            let (r, _) = eval_at(&mut m, 0, "return ARGV[1]", &[], &[i.as_str()]);
-            assert_eq!(r, bulk(&i));
-        }
-        assert_eq!(m.cached_scripts(), 1);
-        eval(&mut m, "return 2");
-        assert_eq!(m.cached_scripts(), 2);
-        // A restart loses the cache, as in Redis.
-        let restarted = RedisModel::restore(m.snapshot());
-        assert_eq!(restarted.cached_scripts(), 0);
+    fn scripts_are_compiled_once_per_sha1_on_a_thread() {
+        // A thread of its own, so that no other test's scripts are in its engine.
+        std::thread::spawn(|| {
+            let mut m = RedisModel::new();
+            assert_eq!(super::cached_scripts(), 0);
+            for i in 0..3 {
+                let i = i.to_string();
+                let (r, _) = eval_at(&mut m, 0, "return ARGV[1]", &[], &[i.as_str()]);
+                assert_eq!(r, bulk(&i));
+            }
+            assert_eq!(super::cached_scripts(), 1);
+            eval(&mut m, "return 2");
+            assert_eq!(super::cached_scripts(), 2);
+            // Another server on the thread, and a restarted one, use the same compiled scripts.
+            let mut other = RedisModel::restore(m.snapshot());
+            assert_eq!(eval(&mut other, "return 2"), Reply::Int(2));
+            assert_eq!(super::cached_scripts(), 2);
+        })
+        .join()
+        .expect("the test thread ends");
     }
 
     #[test]

@@ -1032,13 +1032,12 @@ fn deadline_after(now_ms: u64, px: u64) -> Option<u64> {
 
 /// A simulated Redis server.
 ///
-/// The Lua engine that runs `EVAL` is created on the first script and keeps each script compiled
-/// by its SHA1, like Redis's script cache. It makes the model `!Send`: keep a model on the thread
-/// (or single-threaded executor) that drives it.
+/// `EVAL` runs on the thread's Lua engine (see [`lua`]), which keeps every script compiled by its
+/// SHA1 like Redis's script cache; no script can leave state in it for the next one, so the
+/// model holds none of it.
 #[derive(Default)]
 pub struct RedisModel {
     keyspace: Keyspace,
-    lua: Option<lua::Engine>,
 }
 
 impl RedisModel {
@@ -1049,13 +1048,13 @@ impl RedisModel {
 
     /// A server restarted from persisted data. The deadlines are absolute, so a key whose
     /// deadline passed while the server was down is expired on its first access, as in Redis.
-    /// The script cache starts empty, as it does after a real restart.
+    /// (Redis's script cache starts empty after a restart; the model compiles scripts once per
+    /// thread, which only `EVALSHA`, not modelled, could tell apart.)
     pub fn restore(snapshot: Snapshot) -> Self {
         RedisModel {
             keyspace: Keyspace {
                 data: snapshot.data,
             },
-            lua: None,
         }
     }
 
@@ -1075,16 +1074,7 @@ impl RedisModel {
         let Command::Eval { script, keys, args } = cmd else {
             return self.keyspace.exec(cmd, now_ms, effects);
         };
-        let engine = match &mut self.lua {
-            Some(engine) => engine,
-            None => match lua::Engine::new() {
-                Ok(engine) => self.lua.insert(engine),
-                Err(err) => {
-                    return Reply::Error(format!("ERR cannot start the Lua engine: {err}"));
-                }
-            },
-        };
-        engine.eval(&mut self.keyspace, script, keys, args, now_ms, effects)
+        lua::eval(&mut self.keyspace, script, keys, args, now_ms, effects)
     }
 
     /// Active expiry: remove every key whose deadline has passed at `now_ms` (emit `Expired`
@@ -1123,19 +1113,12 @@ impl RedisModel {
     pub fn is_empty(&self) -> bool {
         self.keyspace.data.is_empty()
     }
-
-    /// How many scripts the Lua engine holds compiled.
-    #[cfg(test)]
-    pub(crate) fn cached_scripts(&self) -> usize {
-        self.lua.as_ref().map_or(0, lua::Engine::cached_scripts)
-    }
 }
 
 impl fmt::Debug for RedisModel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisModel")
             .field("data", &self.keyspace.data)
-            .field("lua_started", &self.lua.is_some())
             .finish()
     }
 }
