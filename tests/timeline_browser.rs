@@ -20,15 +20,16 @@ use std::time::{Duration, Instant};
 /// client's clock jump, a short partition, and a crash and restart of the server after the
 /// violation.
 ///
-/// The seed is one in which client-0 wins the first race for the lock (which client asks first
-/// is the seed's draw); with the other client first there is no story.
+/// The story needs client-0 to win the first race for the lock (which client asks first is the
+/// seed's draw; with the other client first there is no story): the test takes the first seed
+/// that tells it, in place of `SEED`, rather than a seed that a change of schedules would move.
 const STORY: &str = r#"{
   "algorithm": "single-redis",
   "params": { "ttl_ms": 10000 },
   "clients": 2,
   "workload": { "acquisitions_per_client": 1, "hold_ms": 2000, "think_ms": 100 },
   "duration_ms": 30000,
-  "seed": 4,
+  "seed": SEED,
   "faults": [
     { "at_ms": 0, "fault": "clock_drift", "node": "redis-0", "rate": 1.01 },
     { "at_ms": 300, "fault": "clock_jump", "node": "client-1", "by_ms": 1000 },
@@ -178,16 +179,21 @@ fn chromium_renders_the_lanes_fault_bands_and_violation_marker_of_a_report() {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
     let scenario = work.join("story.json");
-    std::fs::write(&scenario, STORY).unwrap();
-    let run = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .arg("run")
-        .arg(&scenario)
-        .arg("--report")
-        .arg(work.join("reports"))
-        .output()
-        .expect("lockcheck runs");
+    let story = |seed: u64| {
+        std::fs::write(&scenario, STORY.replace("SEED", &seed.to_string())).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+            .arg("run")
+            .arg(&scenario)
+            .arg("--report")
+            .arg(work.join("reports"))
+            .output()
+            .expect("lockcheck runs")
+    };
+    let run = (0..50)
+        .map(story)
+        .find(|run| run.status.code() == Some(1))
+        .expect("a seed in 0..50 tells the story (a violation)");
     let printed = String::from_utf8_lossy(&run.stdout).into_owned();
-    assert_eq!(run.status.code(), Some(1), "a violation: {printed}");
     let page = printed
         .lines()
         .find_map(|l| l.strip_prefix("timeline: "))

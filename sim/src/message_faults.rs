@@ -40,7 +40,8 @@ impl MessageFaults {
 
     /// Node `node`'s own drop probability and added latency.
     fn on(&self, node: usize) -> (f64, Duration) {
-        let Some(active) = self.per_node.get(node) else {
+        // Every message asks, twice: a node without faults answers at once.
+        let Some(active) = self.per_node.get(node).filter(|active| !active.is_empty()) else {
             return (0.0, Duration::ZERO);
         };
         let kept: f64 = active.values().map(|(loss, _)| 1.0 - loss).product();

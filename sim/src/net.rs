@@ -225,15 +225,21 @@ pub type Payload = Box<dyn Any + Send + Sync>;
 
 /// A message waiting in an inbox.
 struct Letter {
+    /// When it arrives, then its place in the network's sending order (for letters due at the
+    /// same instant).
+    due: (Instant, u64),
     from: SocketAddr,
     payload: Payload,
+    /// The task a timer will wake when the letter is due, if one was armed for it.
+    armed: Option<Waker>,
 }
 
 /// The letters of one tag, by when they are due (then by when they were sent), and the task
-/// waiting for them.
+/// waiting for them. A mailbox rarely holds more than a letter or two, so they are kept in a
+/// sorted queue rather than a tree, which allocated a node for every reply.
 #[derive(Default)]
 struct Mailbox {
-    letters: BTreeMap<(Instant, u64), Letter>,
+    letters: std::collections::VecDeque<Letter>,
     waiter: Option<Waker>,
     /// For a call's reply: the node it awaits, whose connection reset ends the wait.
     peer: Option<usize>,
@@ -316,7 +322,6 @@ impl Port {
         Recv {
             inbox: &self.inbox,
             tag,
-            timer: None,
         }
     }
 }
@@ -342,50 +347,54 @@ impl Drop for Port {
 struct Recv<'a> {
     inbox: &'a Inbox,
     tag: u64,
-    /// The timer armed for the earliest letter not yet due.
-    timer: Option<(Instant, crate::timer::Sleep)>,
 }
 
 impl Future for Recv<'_> {
     type Output = (Payload, SocketAddr);
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        loop {
-            let due = {
-                let mut mailboxes = this.inbox.0.lock().expect("never poisoned");
-                let mailbox = mailboxes
-                    .get_mut(&this.tag)
-                    .expect("a tag is open while someone waits on it");
-                match mailbox.letters.first_entry() {
-                    // The clock is read only when there is a letter: it costs as much as a
-                    // look at the mailbox.
-                    Some(first) if first.key().0 <= Instant::now() => {
-                        let letter = first.remove();
-                        return Poll::Ready((letter.payload, letter.from));
-                    }
-                    Some(first) => {
-                        let due = first.key().0;
-                        mailbox.waiter = Some(cx.waker().clone());
-                        due
-                    }
-                    None => {
-                        mailbox.waiter = Some(cx.waker().clone());
-                        this.timer = None;
-                        return Poll::Pending;
-                    }
-                }
-            };
-            if this.timer.as_ref().map(|(at, _)| *at) != Some(due) {
-                this.timer = Some((due, crate::timer::sleep_until(due)));
-            }
-            let (_, timer) = this.timer.as_mut().expect("set above");
-            if Pin::new(timer).poll(cx).is_pending() {
-                return Poll::Pending;
-            }
-            // Due now: take it.
+        let mut mailboxes = self.inbox.0.lock().expect("never poisoned");
+        let mailbox = mailboxes
+            .get_mut(&self.tag)
+            .expect("a tag is open while someone waits on it");
+        if !mailbox
+            .waiter
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            mailbox.waiter = Some(cx.waker().clone());
         }
+        let Some(first) = mailbox.letters.front_mut() else {
+            return Poll::Pending;
+        };
+        // The clock is read only when there is a letter: it costs as much as a look at the
+        // mailbox.
+        if first.due.0 <= Instant::now() {
+            let letter = mailbox.letters.pop_front().expect("looked at above");
+            return Poll::Ready((letter.payload, letter.from));
+        }
+        // Not due yet: a timer must wake this task when it is. [`transmit`] armed one if this
+        // task was waiting when the letter came; otherwise (it came while the task was busy, or
+        // an earlier letter was taken since) arm it now.
+        if !first
+            .armed
+            .as_ref()
+            .is_some_and(|w| w.will_wake(cx.waker()))
+        {
+            first.armed = Some(arm(first.due.0, cx.waker()));
+        }
+        Poll::Pending
     }
+}
+
+/// Arms one madsim timer that wakes `waker` at `deadline` (in the future), and returns the
+/// waker it will wake. This is madsim's own `Sleep`, polled once: it registers the wake-up and
+/// is then dropped, which leaves the timer armed. Whoever is woken looks at its mailbox again; a
+/// task that has moved on in the meantime is polled once for nothing.
+fn arm(deadline: Instant, waker: &Waker) -> Waker {
+    let mut sleep = madsim::time::sleep_until(deadline);
+    let _ = Pin::new(&mut sleep).poll(&mut Context::from_waker(waker));
+    waker.clone()
 }
 
 /// Sends `payload` from `from` (on node `from_node`) to `to`: it arrives after the network's
@@ -419,13 +428,23 @@ fn transmit(
     let Some(mailbox) = mailboxes.get_mut(&tag) else {
         return;
     };
-    mailbox.letters.insert((due, seq), Letter { from, payload });
-    let earliest = mailbox.letters.first_key_value().map(|(key, _)| *key) == Some((due, seq));
-    if earliest {
-        if let Some(waiter) = mailbox.waiter.take() {
-            waiter.wake();
-        }
-    }
+    let key = (due, seq);
+    let at = mailbox.letters.partition_point(|letter| letter.due < key);
+    // The receiver is woken once, when the letter is due: if it is waiting, and this letter is
+    // now the first, a timer is armed for it here (rather than waking it now to arm its own).
+    let armed = match (&mailbox.waiter, at) {
+        (Some(waiter), 0) => Some(arm(due, waiter)),
+        _ => None,
+    };
+    mailbox.letters.insert(
+        at,
+        Letter {
+            due: key,
+            from,
+            payload,
+            armed,
+        },
+    );
 }
 
 /// The process of node `dead` died: its kernel resets every connection it had. Each client
@@ -526,11 +545,124 @@ fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, resp
     send(world, route, from, port.addr, to, tag, Box::new(response));
 }
 
+/// The reply deadlines of one client's calls in flight, and the one madsim timer that wakes the
+/// calls whose deadline came. A timer per call cost as much as a message (armed, then popped
+/// from madsim's heap long after its call was answered); calls made one after another, or
+/// together (Redlock asks every master at once), share one: it is armed for the earliest
+/// deadline, and when it goes off it wakes the calls that are due and is armed again for the
+/// earliest left.
+#[derive(Default)]
+struct Deadlines(Mutex<DeadlinesInner>);
+
+#[derive(Default)]
+struct DeadlinesInner {
+    /// Each call waiting for its reply, by its deadline and reply tag: the task to wake then.
+    pending: BTreeMap<(Instant, u64), Waker>,
+    /// The deadline a timer is armed for and has not yet gone off, if any.
+    armed: Option<Instant>,
+}
+
+impl Deadlines {
+    /// Waits for the call `tag` until `deadline`: `waker` is woken then, unless the call
+    /// [`Deadlines::forget`]s it first.
+    fn wait(self: &Arc<Self>, deadline: Instant, tag: u64, waker: &Waker) {
+        let mut inner = self.0.lock().expect("never poisoned");
+        let slot = inner
+            .pending
+            .entry((deadline, tag))
+            .or_insert_with(|| waker.clone());
+        if !slot.will_wake(waker) {
+            *slot = waker.clone();
+        }
+        let (earliest, _) = *inner.pending.first_key_value().expect("inserted above").0;
+        if inner.armed.is_none_or(|armed| earliest < armed) {
+            inner.armed = Some(earliest);
+            drop(inner);
+            let alarm = Alarm {
+                deadlines: self.clone(),
+                at: earliest,
+            };
+            arm(earliest, &Waker::from(Arc::new(alarm)));
+        }
+    }
+
+    /// The call `tag` no longer waits (answered, or given up by its caller).
+    fn forget(&self, deadline: Instant, tag: u64) {
+        self.0
+            .lock()
+            .expect("never poisoned")
+            .pending
+            .remove(&(deadline, tag));
+    }
+}
+
+/// What the timer armed for the deadline `at` wakes.
+struct Alarm {
+    deadlines: Arc<Deadlines>,
+    at: Instant,
+}
+
+impl std::task::Wake for Alarm {
+    /// The timer went off: wake the calls due by `at`. This runs inside madsim's timer wheel,
+    /// which holds its own lock and has not moved the clock on yet, so it can neither read the
+    /// time nor arm a timer: when calls are left waiting, the earliest is woken too, looks at
+    /// its deadline and arms the timer for it.
+    fn wake(self: Arc<Self>) {
+        let mut inner = self.deadlines.0.lock().expect("never poisoned");
+        if inner.armed == Some(self.at) {
+            inner.armed = None;
+        }
+        while let Some(entry) = inner.pending.first_entry() {
+            if entry.key().0 > self.at {
+                break;
+            }
+            // The call sees its deadline passed, and forgets it.
+            entry.remove().wake();
+        }
+        if inner.armed.is_none() {
+            if let Some((_, waker)) = inner.pending.first_key_value() {
+                waker.wake_by_ref();
+            }
+        }
+    }
+}
+
+/// A call's wait for its reply, until its deadline; see [`RpcClient::call`].
+struct AwaitReply<'a> {
+    recv: Recv<'a>,
+    deadlines: &'a Arc<Deadlines>,
+    deadline: Instant,
+}
+
+impl Future for AwaitReply<'_> {
+    type Output = Option<(Payload, SocketAddr)>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(letter) = Pin::new(&mut this.recv).poll(cx) {
+            return Poll::Ready(Some(letter));
+        }
+        if Instant::now() >= this.deadline {
+            return Poll::Ready(None);
+        }
+        this.deadlines
+            .wait(this.deadline, this.recv.tag, cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Drop for AwaitReply<'_> {
+    fn drop(&mut self) {
+        self.deadlines.forget(self.deadline, self.recv.tag);
+    }
+}
+
 /// A node's client side: sends requests and waits for their replies.
 pub struct RpcClient {
     world: Arc<World>,
     me: usize,
     port: Port,
+    deadlines: Arc<Deadlines>,
     next_tag: Cell<u64>,
     /// Next sequence number per server: one connection each, as a Redis client has.
     next_seq: RefCell<BTreeMap<usize, u64>>,
@@ -546,6 +678,7 @@ impl RpcClient {
             world,
             me,
             port,
+            deadlines: Arc::default(),
             next_tag: Cell::new(REQUEST_TAG + 1),
             next_seq: RefCell::new(BTreeMap::new()),
             connections: RefCell::new(BTreeMap::new()),
@@ -651,18 +784,23 @@ impl RpcClient {
             );
         }
         let wait = self.world.clock(self.me).true_duration(timeout);
-        match crate::timer::timeout(wait, self.port.recv(reply_tag)).await {
-            Ok((payload, _)) if is_reset(&payload) => {
+        let reply = AwaitReply {
+            recv: self.port.recv(reply_tag),
+            deadlines: &self.deadlines,
+            deadline: Instant::now() + wait,
+        };
+        match reply.await {
+            Some((payload, _)) if is_reset(&payload) => {
                 self.drop_connection(to);
                 Err(StoreError::ConnectionLost(format!(
                     "{}'s process died",
                     self.world.topology.name(to)
                 )))
             }
-            Ok((payload, _)) => Ok(*payload
+            Some((payload, _)) => Ok(*payload
                 .downcast::<Response>()
                 .expect("replies are Responses")),
-            Err(_) => Err(StoreError::Timeout),
+            None => Err(StoreError::Timeout),
         }
     }
 }
@@ -728,5 +866,65 @@ pub async fn serve(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Algorithm, Scenario};
+    use crate::topology::Role;
+    use lockcheck_algorithms::redis::Command;
+    use madsim::runtime::Runtime;
+
+    /// Every call gets its answer or its timeout at its own deadline, whether calls overlap,
+    /// come one after another, or are answered before the deadline: the calls of a client share
+    /// one timer, armed for the earliest deadline and re-armed when it goes off.
+    #[test]
+    fn each_call_times_out_at_its_own_deadline_and_an_answered_one_does_not() {
+        Runtime::with_seed_and_config(1, madsim::Config::default()).block_on(async {
+            let world = Arc::new(World::new(Scenario::new(Algorithm::SingleRedis)));
+            let client = world.topology.with_role(Role::Client)[0];
+            let server = world.topology.with_role(Role::Server)[0];
+            // A server that answers a GET at once and never answers anything else.
+            madsim::task::spawn_local(serve(world.clone(), server, |_, request| match request {
+                Request::Redis(Command::Get { .. }) => Handled::Now(Response::Redis(Reply::Nil)),
+                _ => Handled::NoReply,
+            }));
+            let rpc = RpcClient::bind(world.clone(), client).await;
+            // Let the server bind its address.
+            madsim::time::sleep(Duration::from_millis(1)).await;
+            let silent = || Request::Redis(Command::Incr { key: "k".into() });
+            let start = Instant::now();
+            let call = |request: Request, ms: u64| {
+                let rpc = &rpc;
+                async move {
+                    let result = rpc.call(server, request, Duration::from_millis(ms)).await;
+                    (result.map(|_| ()), start.elapsed())
+                }
+            };
+            let within = |elapsed: Duration, ms: u64| {
+                elapsed >= Duration::from_millis(ms) && elapsed < Duration::from_millis(ms + 1)
+            };
+            // Overlapping: the later deadline first, then an earlier one, then an answered one.
+            let (late, early, answered) = futures_util::join!(
+                call(silent(), 300),
+                call(silent(), 100),
+                call(Request::Redis(Command::Get { key: "k".into() }), 200),
+            );
+            assert_eq!(late.0, Err(StoreError::Timeout));
+            assert!(within(late.1, 300), "{:?}", late.1);
+            assert_eq!(early.0, Err(StoreError::Timeout));
+            assert!(within(early.1, 100), "{:?}", early.1);
+            assert_eq!(answered.0, Ok(()), "{:?}", answered.1);
+            assert!(answered.1 < Duration::from_millis(25), "{:?}", answered.1);
+            // One after another, each from where the last ended.
+            for ms in [50, 500, 20] {
+                let before = start.elapsed();
+                let (result, after) = call(silent(), ms).await;
+                assert_eq!(result, Err(StoreError::Timeout));
+                assert!(within(after - before, ms), "{ms} ms: {:?}", after - before);
+            }
+        });
     }
 }

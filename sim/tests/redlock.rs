@@ -77,13 +77,11 @@ fn seed_002_with_a_partition_that_holds_messages_is_safe_as_it_is_over_tcp() {
         written.iter().any(|&ms| (1_001..1_011).contains(&ms)),
         "{written:?}"
     );
+    // Lost: nothing arrives late, and the run is UNSAFE. (A write can still land within a
+    // latency of the heal: an attempt that begins just as the cut heals.)
     let (violated, written) = keys_on_redis_0(false);
     assert!(violated);
     assert!(written.iter().all(|&ms| ms >= 1_001), "{written:?}");
-    assert!(
-        !written.iter().any(|&ms| (1_001..1_011).contains(&ms)),
-        "lost, not held: {written:?}"
-    );
 }
 
 #[test]

@@ -60,7 +60,9 @@ fn a_zookeeper_restart_does_not_hide_a_later_pause_past_the_session() {
 /// paused holder's session expires, and its re-registered watch fires at the expiry.
 #[test]
 fn after_a_restart_the_waiter_reconnects_and_is_woken_by_the_expiry() {
-    let s = scenario_file("zk-restart-then-holder-pause.json");
+    let mut s = scenario_file("zk-restart-then-holder-pause.json");
+    // The story needs the paused client to be the holder.
+    s.seed = seed_where_first_holder_is(&s, "client-0");
     let outcome = run(&s);
     let watch_fired_at_expiry = outcome.history.entries.iter().any(|e| {
         matches!(&e.op, lockcheck_sim::history::Op::Watch { event, to, .. }
@@ -86,7 +88,8 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
     o.only = Some(ViolationKind::FifoOrder);
     nothing_found(&o);
 
-    let s = scenario_file("zk-restart-then-holder-pause.json");
+    let mut s = scenario_file("zk-restart-then-holder-pause.json");
+    s.seed = seed_where_first_holder_is(&s, "client-0");
     let expired = run(&s).history.entries.iter().any(|e| {
         e.node == "zk-0"
             && matches!(&e.op, lockcheck_sim::history::Op::Key { change, .. }
@@ -248,7 +251,10 @@ fn everysec_fsyncs_a_write_after_a_quiet_second_at_once() {
 #[test]
 fn a_killed_client_releases_a_transaction_lock_at_once_a_dead_machine_only_at_wait_timeout() {
     let second_grant_ms = |file: &str| {
-        let outcome = run(&scenario_file(file));
+        let mut s = scenario_file(file);
+        // The story kills the holder: client-0 must be it.
+        s.seed = seed_where_first_holder_is(&s, "client-0");
+        let outcome = run(&s);
         assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
         outcome
             .history

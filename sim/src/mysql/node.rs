@@ -348,13 +348,17 @@ pub async fn run_mysql_server(
             Request::Mysql(request) => request,
             Request::ConnectionClosed => {
                 server.connection_closed(from);
-                server.due.poke();
+                server.due.offer(server.model.borrow().next_deadline_ms());
                 return Handled::NoReply;
             }
             _ => return Handled::Now(Response::Mysql(MysqlResponse::Disconnected)),
         };
         let handled = server.handle(from, request);
-        server.due.poke();
+        // The timer is woken only by a deadline earlier than the one it sleeps towards (a lock
+        // wait that began). One that moved later (an idle connection's, renewed by every
+        // statement) lets it wake at the old one, find nothing due and sleep again: cheaper than
+        // waking it for every request.
+        server.due.offer(server.model.borrow().next_deadline_ms());
         handled
     })
     .await

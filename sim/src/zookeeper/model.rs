@@ -1482,4 +1482,102 @@ mod tests {
         assert_eq!(ZkError::SessionExpired.code(), -112);
         assert_eq!(ZkError::NoNode.to_string(), "KeeperErrorCode = NoNode");
     }
+
+    /// The server writes its snapshot only when the zxid moved (`node.rs`): that is sound only if
+    /// nothing the snapshot holds changes without a transaction. Random requests of every kind,
+    /// on two sessions, with time passing and sessions expiring, must never change the snapshot
+    /// while leaving the zxid where it was.
+    #[test]
+    fn the_snapshot_changes_only_with_the_zxid() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+
+        #[derive(Clone, Debug)]
+        enum Action {
+            Open(u64),
+            Touch(usize),
+            Reconnect(usize, bool),
+            Apply(usize, Op),
+            Close(usize),
+            DropWatches(usize),
+            Wait(u64),
+        }
+        let path = prop::sample::select(vec!["/a", "/a/b", "/c", "/a/b-0000000000", "/bad/"]);
+        let mode = prop::sample::select(vec![
+            CreateMode::Persistent,
+            CreateMode::Ephemeral,
+            CreateMode::PersistentSequential,
+            CreateMode::EphemeralSequential,
+        ]);
+        let op = prop_oneof![
+            (path.clone(), mode).prop_map(|(p, m)| create(p, m)),
+            (path.clone(), -1i32..2).prop_map(|(p, v)| delete(p, v)),
+            (path.clone(), any::<bool>()).prop_map(|(p, w)| exists(p, w)),
+            (path.clone(), any::<bool>()).prop_map(|(p, w)| children(p, w)),
+            (path.clone(), any::<bool>()).prop_map(|(p, watch)| Op::GetData {
+                path: p.into(),
+                watch
+            }),
+            (path, -1i32..2).prop_map(|(p, version)| Op::SetData {
+                path: p.into(),
+                data: b"x".to_vec(),
+                version
+            }),
+        ];
+        let action = prop_oneof![
+            1 => (1u64..30_000).prop_map(Action::Open),
+            1 => (0usize..3).prop_map(Action::Touch),
+            1 => (0usize..3, any::<bool>()).prop_map(|(s, w)| Action::Reconnect(s, w)),
+            4 => (0usize..3, op).prop_map(|(s, op)| Action::Apply(s, op)),
+            1 => (0usize..3).prop_map(Action::Close),
+            1 => (0usize..3).prop_map(Action::DropWatches),
+            1 => (0u64..20_000).prop_map(Action::Wait),
+        ];
+        let mut runner = TestRunner::new(Config {
+            cases: 500,
+            failure_persistence: None,
+            ..Config::default()
+        });
+        runner
+            .run(&prop::collection::vec(action, 1..40), |actions| {
+                let mut m = ZkModel::new();
+                let mut sessions: Vec<SessionId> = vec![99];
+                let mut now = 0;
+                let mut events = Vec::new();
+                for action in &actions {
+                    let (zxid, before) = (m.last_zxid(), m.snapshot());
+                    let pick = |i: &usize| sessions[i % sessions.len()];
+                    match action {
+                        Action::Open(timeout) => sessions.push(m.open_session(*timeout, now).0),
+                        Action::Touch(i) => {
+                            let _ = m.touch(pick(i), now);
+                        }
+                        Action::Reconnect(i, watch) => {
+                            let mut watches = SetWatches::default();
+                            if *watch {
+                                watches.data.insert("/a".into());
+                                watches.child.insert("/a".into());
+                            }
+                            let _ = m.reconnect(pick(i), zxid, &watches, now, &mut events);
+                        }
+                        Action::Apply(i, op) => {
+                            m.apply(pick(i), op, now, now + 1_000_000, &mut events);
+                        }
+                        Action::Close(i) => {
+                            let _ = m.close_session(pick(i), now, &mut events);
+                        }
+                        Action::DropWatches(i) => m.drop_watches(pick(i)),
+                        Action::Wait(ms) => {
+                            now += ms;
+                            m.expire_due(now, &mut events);
+                        }
+                    }
+                    if m.last_zxid() == zxid {
+                        prop_assert_eq!(&m.snapshot(), &before, "after {:?}", action);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
 }

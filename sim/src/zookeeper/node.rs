@@ -90,6 +90,11 @@ struct Server {
     ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
     /// The session expirer's wake-up (session deadlines in monotonic ms).
     expiry: Due,
+    /// The zxid of the snapshot last written to disk (`None`: nothing written by this process).
+    /// Only transactions change what a snapshot holds, and each takes a zxid, so a request that
+    /// leaves the zxid alone (a read, a ping) has nothing to write: writing the whole tree after
+    /// every request was a tenth of a ZooKeeper run.
+    persisted: std::cell::Cell<Option<Zxid>>,
 }
 
 impl Server {
@@ -134,8 +139,13 @@ impl Server {
         }
     }
 
+    /// Logs what the last transactions changed before the reply leaves, as ZooKeeper does.
     fn persist(&self) {
-        self.disk.sync(self.model.borrow().snapshot());
+        let model = self.model.borrow();
+        let zxid = model.last_zxid();
+        if self.persisted.replace(Some(zxid)) != Some(zxid) {
+            self.disk.sync(model.snapshot());
+        }
     }
 
     fn deliver(&self, events: Vec<WatchEvent>) {
@@ -295,9 +305,14 @@ fn event_name(kind: EventType) -> &'static str {
 /// and the sessions from `disk` (sessions get a fresh timeout, as on a real restart).
 pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
     let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load(world.power(me).last_crash) {
-        Some(snapshot) => ZkModel::restore(snapshot, mono),
-        None => ZkModel::new(),
+    // A restored tree is what the disk holds; a fresh one is written by the first request.
+    let (model, persisted) = match disk.load(world.power(me).last_crash) {
+        Some(snapshot) => {
+            let model = ZkModel::restore(snapshot, mono);
+            let zxid = model.last_zxid();
+            (model, Some(zxid))
+        }
+        None => (ZkModel::new(), None),
     };
     let pusher = crate::net::bind_pusher(world.clone(), me);
     let ephemerals = model.ephemerals();
@@ -310,6 +325,7 @@ pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot
         clients: RefCell::new(BTreeMap::new()),
         ephemerals: RefCell::new(ephemerals),
         expiry: Due::default(),
+        persisted: std::cell::Cell::new(persisted),
     });
 
     madsim::task::spawn_local(server.clone().expire_sessions());
