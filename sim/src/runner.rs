@@ -89,7 +89,9 @@ where
         .create_node()
         .name(world.topology.name(node))
         .ip(Topology::addr(node).ip())
-        .init(move || body(w.clone()))
+        // Boxed: a node's main future is kilobytes (a client's holds the whole workload), and
+        // madsim moves the future it is given several times on its way into the task.
+        .init(move || Box::pin(body(w.clone())))
         .build()
         .id();
     world.set_node_id(node, id);
