@@ -632,6 +632,8 @@ struct AwaitReply<'a> {
     recv: Recv<'a>,
     deadlines: &'a Arc<Deadlines>,
     deadline: Instant,
+    /// Not polled yet, with a deadline ahead: its first poll need not read the clock.
+    fresh: bool,
 }
 
 impl Future for AwaitReply<'_> {
@@ -642,7 +644,7 @@ impl Future for AwaitReply<'_> {
         if let Poll::Ready(letter) = Pin::new(&mut this.recv).poll(cx) {
             return Poll::Ready(Some(letter));
         }
-        if Instant::now() >= this.deadline {
+        if !std::mem::take(&mut this.fresh) && Instant::now() >= this.deadline {
             return Poll::Ready(None);
         }
         this.deadlines
@@ -788,6 +790,7 @@ impl RpcClient {
             recv: self.port.recv(reply_tag),
             deadlines: &self.deadlines,
             deadline: Instant::now() + wait,
+            fresh: !wait.is_zero(),
         };
         match reply.await {
             Some((payload, _)) if is_reset(&payload) => {
