@@ -31,6 +31,7 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    lockcheck_real::signals::take_over();
     let cli = Cli::parse();
     match dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),

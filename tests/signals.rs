@@ -10,7 +10,7 @@ mod common;
 
 use common::Scratch;
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -187,13 +187,22 @@ fn an_interrupted_matrix_writes_no_matrix_of_cells_it_did_not_search() {
     for sig in [libc::SIGINT, libc::SIGTERM] {
         let scratch = Scratch::new(&format!("matrix-{sig}"));
         let out = scratch.0.join("out");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        let mut matrix = Command::new(env!("CARGO_BIN_EXE_lockcheck"));
+        matrix
             .args(["matrix", "--cases", "1000000", "--jobs", "1", "--out"])
             .arg(&out)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::null());
+        // Started as a non-interactive shell starts a background job: with SIGINT ignored. The
+        // signal must still stop it (whatever the test harness itself inherited).
+        // SAFETY: signal(2) is async-signal-safe, as pre_exec requires.
+        unsafe {
+            matrix.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_IGN);
+                Ok(())
+            });
+        }
+        let mut child = matrix.spawn().unwrap();
         // A matrix writes nothing until its last cell is done: a second of CPU spent searching
         // shows it is under way.
         let pid = child.id();

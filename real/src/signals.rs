@@ -66,6 +66,14 @@ impl Signal {
     }
 }
 
+/// Takes SIGINT and SIGTERM over for the whole process, before any command runs: outside a real
+/// run they do what they would by default (end the process), even when the process was started
+/// with them ignored (a non-interactive shell starts a background job with SIGINT ignored), so
+/// that `kill -INT` stops a `matrix` or an `explore` started with `&` as it stops a real run.
+pub fn take_over() {
+    install();
+}
+
 /// A run's watch over SIGINT and SIGTERM, from its creation until it is dropped: the signals
 /// are caught (installed once per process), and [`caught`] on this thread tells whether one came.
 pub struct Watch(());
