@@ -8,7 +8,8 @@ use crate::scenario::{Algorithm, Params, Scenario, DEFAULT_TTL_MS};
 use crate::workload::LOCK_KEY;
 use lockcheck_algorithms::mysql::store::SqlStore;
 use lockcheck_algorithms::mysql::{
-    MysqlHeld, MysqlHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique, MysqlUniqueConfig,
+    MysqlForUpdateHeld, MysqlForUpdateHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique,
+    MysqlUniqueConfig,
 };
 use lockcheck_algorithms::redis::fair::{FairConfig, RedisFair};
 use lockcheck_algorithms::redis::redlock::{Redlock, RedlockConfig};
@@ -65,7 +66,7 @@ pub enum AnyLock<S: Stores> {
     /// `mysql-unique`.
     MysqlUnique(MysqlUnique<S::Sql>),
     /// `mysql-for-update-held`.
-    MysqlHeld(MysqlHeld<S::Sql>),
+    MysqlForUpdateHeld(MysqlForUpdateHeld<S::Sql>),
 }
 
 /// Calls `$body` with `$l` bound to the lock side a section uses: the read or write side of a
@@ -81,7 +82,7 @@ macro_rules! with_side {
             AnyLock::ZkHerd($l) => $body,
             AnyLock::MysqlRow($l) => $body,
             AnyLock::MysqlUnique($l) => $body,
-            AnyLock::MysqlHeld($l) => $body,
+            AnyLock::MysqlForUpdateHeld($l) => $body,
             AnyLock::ZkRwLock(rw) => {
                 let $l = if $shared { &rw.read } else { &rw.write };
                 $body
@@ -183,9 +184,9 @@ impl<S: Stores> AnyLock<S> {
                     max_retry_delay,
                 },
             )),
-            Algorithm::MysqlForUpdateHeld => AnyLock::MysqlHeld(MysqlHeld::new(
+            Algorithm::MysqlForUpdateHeld => AnyLock::MysqlForUpdateHeld(MysqlForUpdateHeld::new(
                 stores.mysql(),
-                MysqlHeldConfig {
+                MysqlForUpdateHeldConfig {
                     resource: LOCK_KEY.to_string(),
                     retry_delay,
                     retry_count: p.retry_count,

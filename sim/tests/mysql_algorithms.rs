@@ -10,8 +10,8 @@ mod common;
 
 use common::{block_on, ms, run_all, Clock, Manual, Task, EPOCH_MS};
 use lockcheck_algorithms::mysql::{
-    Attempt, MysqlHeld, MysqlHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique, MysqlUniqueConfig,
-    Reply, Row, SqlStore, Statement,
+    Attempt, MysqlForUpdateHeld, MysqlForUpdateHeldConfig, MysqlRow, MysqlRowConfig, MysqlUnique,
+    MysqlUniqueConfig, Reply, Row, SqlStore, Statement,
 };
 use lockcheck_algorithms::{Env, Guard, Lock, StoreError};
 use lockcheck_sim::mysql::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime};
@@ -229,14 +229,14 @@ fn unique_lock(world: &Rc<World>) -> MysqlUnique<Store> {
     MysqlUnique::new(Store::new(world), config)
 }
 
-fn held_lock(world: &Rc<World>) -> MysqlHeld<Store> {
-    let config = MysqlHeldConfig {
+fn held_lock(world: &Rc<World>) -> MysqlForUpdateHeld<Store> {
+    let config = MysqlForUpdateHeldConfig {
         resource: RESOURCE.into(),
         retry_delay: ms(RETRY_MS),
         retry_count: None,
         max_retry_delay: ms(RETRY_MS),
     };
-    MysqlHeld::new(Store::new(world), config)
+    MysqlForUpdateHeld::new(Store::new(world), config)
 }
 
 /// One hold: `(client, fence, from, to)` in world time.

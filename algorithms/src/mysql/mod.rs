@@ -5,19 +5,19 @@
 //!   short transactions; optionally a lease the database's clock expires.
 //! - [`unique`] — `mysql-unique` (seed 001): inserting the row is the lock, the unique key the
 //!   mutual exclusion; non-blocking.
-//! - [`held`] — `mysql-for-update-held`: the row lock of an open transaction is the lock; it
-//!   ends at commit or when the server ends the connection.
+//! - [`for_update_held`] — `mysql-for-update-held`: the row lock of an open transaction is the
+//!   lock; it ends at commit or when the server ends the connection.
 //!
 //! Fencing tokens come from a sequence (see [`store::CREATE_FENCE_SEQUENCE`] for why a per-row
 //! counter is not enough), drawn while the lock is already held, so that they grow in the order
 //! the lock was granted; each grant also writes its token into the row's `version`.
 
-pub mod held;
+pub mod for_update_held;
 pub mod row;
 pub mod store;
 pub mod unique;
 
-pub use held::{MysqlHeld, MysqlHeldConfig};
+pub use for_update_held::{MysqlForUpdateHeld, MysqlForUpdateHeldConfig};
 pub use row::{MysqlRow, MysqlRowConfig};
 pub use store::{Outcome, Param, Reply, Row, SqlError, SqlStore, Statement};
 pub use unique::{MysqlUnique, MysqlUniqueConfig};

@@ -27,9 +27,9 @@ use crate::retry::Retry;
 use std::cell::RefCell;
 use std::time::Duration;
 
-/// Settings of a [`MysqlHeld`] lock.
+/// Settings of a [`MysqlForUpdateHeld`] lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MysqlHeldConfig {
+pub struct MysqlForUpdateHeldConfig {
     /// The resource's row (`resource_name`); created, unlocked, on first use.
     pub resource: String,
     /// Base delay before trying again after a lock wait timed out; each wait is random in
@@ -43,18 +43,18 @@ pub struct MysqlHeldConfig {
 }
 
 /// A lock that is the row lock of this client's open transaction.
-pub struct MysqlHeld<S> {
+pub struct MysqlForUpdateHeld<S> {
     store: S,
-    config: MysqlHeldConfig,
+    config: MysqlForUpdateHeldConfig,
     /// The token of the acquisition whose transaction is open on the connection.
     held: RefCell<Option<String>>,
 }
 
-impl<S: SqlStore> MysqlHeld<S> {
+impl<S: SqlStore> MysqlForUpdateHeld<S> {
     /// A lock on the row `config.resource` through `store`, which this lock uses alone: any other
     /// statement on the connection while it holds would run inside its transaction.
-    pub fn new(store: S, config: MysqlHeldConfig) -> Self {
-        MysqlHeld {
+    pub fn new(store: S, config: MysqlForUpdateHeldConfig) -> Self {
+        MysqlForUpdateHeld {
             store,
             config,
             held: RefCell::new(None),
@@ -188,13 +188,13 @@ impl<S: SqlStore> MysqlHeld<S> {
     }
 }
 
-impl<S: SqlStore> Lock for MysqlHeld<S> {
+impl<S: SqlStore> Lock for MysqlForUpdateHeld<S> {
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        MysqlHeld::acquire(self, env, wait).await
+        MysqlForUpdateHeld::acquire(self, env, wait).await
     }
 
     async fn release<E: Env>(&self, env: &E, guard: &Guard) -> Result<bool, LockError> {
-        MysqlHeld::release(self, env, guard).await
+        MysqlForUpdateHeld::release(self, env, guard).await
     }
 
     /// Sends nothing: a holder working outside the database sends nothing either, and that
