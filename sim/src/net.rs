@@ -131,8 +131,9 @@ struct Envelope {
 /// What the network does with a message from node `from` to node `to` sent now.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Route {
-    /// It goes on its way.
-    Deliver,
+    /// It goes on its way, with the extra delay of the `delay` faults in force (looked up once
+    /// per message, with its `loss`).
+    Deliver(Duration),
     /// It is lost: a partition that loses messages cuts the link, or a `loss` fault drops it.
     Lose,
     /// A partition that holds messages cuts the link: it waits for the heal.
@@ -142,16 +143,15 @@ enum Route {
 /// How a message from node `from` to node `to` goes. Decided before a request is numbered, so a
 /// lost request leaves no gap in its connection's sequence (a held one is numbered: it arrives).
 fn route(world: &World, from: usize, to: usize) -> Route {
-    let cut = cut_route(world, from, to);
-    if cut != Route::Deliver {
+    if let Some(cut) = cut(world, from, to) {
         return cut;
     }
-    let (loss, _) = world.message_faults(from, to);
+    let (loss, delay) = world.message_faults(from, to);
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
     if loss > 0.0 && madsim::rand::random::<f64>() < loss {
         Route::Lose
     } else {
-        Route::Deliver
+        Route::Deliver(delay)
     }
 }
 
@@ -179,7 +179,7 @@ fn send(
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
     match route {
         Route::Lose => {}
-        Route::Deliver => transmit(world, from_node, from, to, tag, payload),
+        Route::Deliver(delay) => transmit(world, from, to, tag, payload, delay),
         Route::Hold => {
             let incarnation = world.power(to_node).incarnation;
             world
@@ -203,14 +203,15 @@ fn send(
 pub fn release_held(world: &World, from: usize, to: usize) {
     let held = world.network().held.remove(&(from, to)).unwrap_or_default();
     let incarnation = world.power(to).incarnation;
+    let (_, delay) = world.message_faults(from, to);
     for letter in held.into_iter().filter(|l| l.incarnation == incarnation) {
         transmit(
             world,
-            from,
             letter.from,
             letter.to,
             letter.tag,
             letter.payload,
+            delay,
         );
     }
 }
@@ -397,18 +398,16 @@ fn arm(deadline: Instant, waker: &Waker) -> Waker {
     waker.clone()
 }
 
-/// Sends `payload` from `from` (on node `from_node`) to `to`: it arrives after the network's
-/// latency plus the extra delay of a `delay` fault, unless its destination is gone by then.
+/// Sends `payload` from `from` to `to`: it arrives after the network's latency plus `delay` (of
+/// the `delay` faults in force), unless its destination is gone by then.
 fn transmit(
     world: &World,
-    from_node: usize,
     from: SocketAddr,
     to: SocketAddr,
     tag: u64,
     payload: Payload,
+    delay: Duration,
 ) {
-    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    let (_, delay) = world.message_faults(from_node, to_node);
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
     let latency = Duration::from_nanos(madsim::rand::thread_rng().gen_range(LATENCY_NS));
     let due = Instant::now() + latency + delay;
@@ -502,13 +501,16 @@ pub fn reset_connections(world: &World, dead: usize) {
     }
 }
 
-/// How a partition treats a message on `from → to` now, without drawing for `loss`.
+/// What a partition does to a message on `from → to` now, if one cuts the link.
+fn cut(world: &World, from: usize, to: usize) -> Option<Route> {
+    world
+        .cut_holds(from, to)
+        .map(|holds| if holds { Route::Hold } else { Route::Lose })
+}
+
+/// How a message on `from → to` goes now, without drawing for `loss`.
 fn cut_route(world: &World, from: usize, to: usize) -> Route {
-    match world.cut_holds(from, to) {
-        Some(true) => Route::Hold,
-        Some(false) => Route::Lose,
-        None => Route::Deliver,
-    }
+    cut(world, from, to).unwrap_or_else(|| Route::Deliver(world.message_faults(from, to).1))
 }
 
 /// Whether `payload` is a connection reset from the server (see [`reset_connections`]).
@@ -527,7 +529,7 @@ pub fn is_reset(payload: &Payload) -> bool {
 pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
     let route = match cut_route(world, from, to_node) {
-        Route::Deliver => Route::Deliver,
+        Route::Deliver(delay) => Route::Deliver(delay),
         Route::Lose | Route::Hold => Route::Hold,
     };
     send(world, route, from, port.addr, to, PUSH_TAG, payload);
@@ -549,8 +551,8 @@ fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, resp
 /// calls whose deadline came. A timer per call cost as much as a message (armed, then popped
 /// from madsim's heap long after its call was answered); calls made one after another, or
 /// together (Redlock asks every master at once), share one: it is armed for the earliest
-/// deadline, and when it goes off it wakes the calls that are due and is armed again for the
-/// earliest left.
+/// deadline, and when it goes off it wakes the calls that are due, and the earliest call left,
+/// which arms it again for its own deadline (see [`Alarm`]).
 #[derive(Default)]
 struct Deadlines(Mutex<DeadlinesInner>);
 
@@ -744,7 +746,7 @@ impl RpcClient {
         let mut route = route(&self.world, self.me, to);
         if let Err(why) = self.connect(to, self.world.power(to)) {
             self.drop_connection(to);
-            if route == Route::Deliver {
+            if matches!(route, Route::Deliver(_)) {
                 // The kernel at the other end answers with a reset: one round trip.
                 crate::timer::sleep(Duration::from_nanos(2 * LATENCY_NS.start)).await;
                 return Err(StoreError::Unreachable(why));

@@ -56,7 +56,7 @@ impl Signal {
 
 /// The wake-up of a server's timer task (Redis's active expiry, ZooKeeper's session expirer,
 /// InnoDB's timeouts): it sleeps towards the earliest thing due on the server's own clock and is
-/// woken early when a request brings something earlier ([`Due::offer`], [`Due::poke`]), when a
+/// woken early when a request brings something earlier ([`Due::offer`]), when a
 /// node's clock is moved (its deadlines now fall at other true times) or when another server
 /// becomes the primary. A server with nothing due sleeps until then, however long.
 #[derive(Default)]
@@ -72,11 +72,6 @@ impl Due {
         if at.is_some_and(|at| at < self.target.get()) {
             self.moved.notify();
         }
-    }
-
-    /// Wakes the task to look again, whatever it sleeps towards.
-    pub fn poke(&self) {
-        self.moved.notify();
     }
 
     /// Sleeps towards `due`: `(at, left)`, the deadline `at` (in the unit [`Due::offer`] is given)

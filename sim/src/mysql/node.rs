@@ -88,8 +88,8 @@ struct Server {
     attempts: RefCell<BTreeMap<(usize, u64), ConnId>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
-    /// The timer's wake-up: every request pokes it, as a request may set a deadline earlier
-    /// than the one it sleeps towards.
+    /// The timer's wake-up: every request offers the model's next deadline, as it may have set
+    /// one earlier than the one the timer sleeps towards (a lock wait that began).
     due: Due,
     /// The model's generation at the last diff and sync; `None` before the first.
     settled: Cell<Option<u64>>,
