@@ -8,7 +8,7 @@ mod common;
 use common::{lockcheck, report_in, stderr, stdout, Scratch, PAUSE_STORY};
 use std::process::Output;
 
-/// The longest duration any field accepts (`lockcheck_sim::limits::MAX_MS`), written out: 365
+/// The longest duration any field accepts (`lockcheck_core::limits::MAX_MS`), written out: 365
 /// days in ms.
 const MAX_MS: u64 = 31_536_000_000;
 

@@ -15,11 +15,11 @@
 //! `LOCKCHECK_BENCH_SECONDS` (default 2) sets how long each measurement runs.
 
 use lockcheck_algorithms::redis::single::{Attempt, SingleRedis, SingleRedisConfig, RELEASE_LUA};
+use lockcheck_core::scenario::Persistence;
 use lockcheck_real::env::RealEnv;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::Launcher;
 use lockcheck_real::redis_store::RealRedis;
-use lockcheck_sim::scenario::Persistence;
 use serde_json::json;
 use std::cell::{Cell, RefCell};
 use std::net::SocketAddr;

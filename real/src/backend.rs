@@ -2,7 +2,7 @@
 
 use crate::error::RealError;
 use crate::launcher::{MariaDb, Redis, ServerKind, ZooKeeper};
-use lockcheck_sim::scenario::{Backend, Scenario};
+use lockcheck_core::scenario::{Backend, Scenario};
 
 /// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
 /// error when the server cannot honour a setting (MariaDB's timeouts are whole seconds).

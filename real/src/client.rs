@@ -1,5 +1,5 @@
 //! A real client: the algorithm under test over connections to the real servers, frozen by its
-//! pause gate, giving the simulation's own workload loop (`lockcheck_sim::workload`) what it needs
+//! pause gate, giving the simulation's own workload loop (`lockcheck_core::workload`) what it needs
 //! from this world, so that a verdict means the same thing in both.
 
 use crate::env::RealEnv;
@@ -9,12 +9,12 @@ use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
 use crate::zk_store::RealZk;
 use lockcheck_algorithms::{Env, LockEvent};
-use lockcheck_sim::client::ACCESS_TIMEOUT;
-use lockcheck_sim::history::{Kind, Op};
-use lockcheck_sim::lock::{AnyLock, Stores};
-use lockcheck_sim::net::AccessRequest;
-use lockcheck_sim::scenario::Scenario;
-use lockcheck_sim::workload::{self, ClientSide};
+use lockcheck_core::history::{Kind, Op};
+use lockcheck_core::lock::{AnyLock, Stores};
+use lockcheck_core::resource::AccessRequest;
+use lockcheck_core::resource::ACCESS_TIMEOUT;
+use lockcheck_core::scenario::Scenario;
+use lockcheck_core::workload::{self, ClientSide};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -1,6 +1,6 @@
 //! Why a real run could not be carried out.
 
-use lockcheck_sim::ScenarioError;
+use lockcheck_core::ScenarioError;
 use std::path::PathBuf;
 use thiserror::Error;
 

@@ -20,10 +20,10 @@
 //! - [`proxy`] (the network): every client reaches every server through a TCP relay of its own
 //!   that can pass, blackhole, reset or delay its connections; partitions and client pauses act
 //!   on these.
-//! - [`env`]: [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
+//! - [`env`](mod@env): [`env::RealEnv`] implements the algorithms' `Env` on real time, with a
 //!   [`gate::PauseGate`] per client that freezes it, which is how a client pause is real here.
 //! - [`client`]: a real client for the simulation's own workload loop
-//!   (`lockcheck_sim::workload`); [`world`]: the run's shared
+//!   (`lockcheck_core::workload`); [`world`]: the run's shared
 //!   state; [`resource`]: the protected resource, in-process, recording every access in real
 //!   order; [`recorder`]: the history.
 //! - [`nemesis`]: the scenario's faults at their times; [`support`]: which faults and algorithms

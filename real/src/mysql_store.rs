@@ -4,7 +4,7 @@
 //!
 //! - One connection per client, opened on the first statement, over TCP to the server's
 //!   loopback port (never the Unix socket `mysql_async` would switch to), in the
-//!   [`DATABASE`](crate::launcher::mariadb::DATABASE), with `time_zone = '+00:00'` so that
+//!   [`crate::launcher::mariadb::DATABASE`], with `time_zone = '+00:00'` so that
 //!   `NOW(3)` and the `DATETIME(3)` columns read back as Unix time.
 //! - Every statement is sent as a prepared statement: [`Statement::sql`] with
 //!   [`Statement::params`] bound, never SQL text with values in it. The driver caches each

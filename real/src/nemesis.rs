@@ -1,7 +1,7 @@
 //! The real nemesis: carries out the scenario's faults at their times, for real.
 //!
 //! The schedule is expanded exactly as the simulator expands it
-//! ([`lockcheck_sim::nemesis::timeline`], a pure function): a pause becomes a pause and a resume, a
+//! ([`lockcheck_core::schedule::timeline`], a pure function): a pause becomes a pause and a resume, a
 //! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
 //! skipped. Then each action is applied when the run's clock reaches it:
 //! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens;
@@ -34,9 +34,9 @@ use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::timeshift::ClockFile;
 use crate::world::RealWorld;
-use lockcheck_sim::history::{Kind, Op};
-use lockcheck_sim::nemesis::{timeline, Action, Timeline};
-use lockcheck_sim::topology::Role;
+use lockcheck_core::history::{Kind, Op};
+use lockcheck_core::schedule::{timeline, Action, Timeline};
+use lockcheck_core::topology::Role;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -68,7 +68,7 @@ impl Nemesis {
             world,
             launcher,
             server_clocks: RefCell::new(server_clocks),
-            quiet_ns: lockcheck_sim::nemesis::quiet_after_ns(&schedule),
+            quiet_ns: lockcheck_core::schedule::quiet_after_ns(&schedule),
             pending: schedule.into(),
         }
     }
@@ -219,7 +219,7 @@ impl Nemesis {
 
     /// Cuts (or heals) every link between `group` and the rest that carries anything in real
     /// mode: a client's proxy to a server, a client's way to the resource.
-    fn partition(&self, partition: &lockcheck_sim::nemesis::Cut, cut: bool) {
+    fn partition(&self, partition: &lockcheck_core::schedule::Cut, cut: bool) {
         let world = &self.world;
         let topology = world.topology();
         let resource = topology.resource();

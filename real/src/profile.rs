@@ -54,8 +54,8 @@
 //! no lease at all: its stories run with the TTL only as their time scale (and the pause, which
 //! nothing expires, breaks nothing).
 
-use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
-use lockcheck_sim::zookeeper::model::DEFAULT_TICK_TIME_MS;
+use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
+use lockcheck_core::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
 
 /// A fault profile of `lockcheck real`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,7 +197,7 @@ pub fn scenario(
     shape: &Shape,
 ) -> Result<Scenario, ScenarioError> {
     // The stories do arithmetic on the TTL: bound it (and the run) before any of it.
-    use lockcheck_sim::limits;
+    use lockcheck_core::limits;
     let invalid = ScenarioError::Invalid;
     limits::positive_ms("--ttl-ms", shape.ttl_ms).map_err(invalid)?;
     limits::positive_ms("--duration-ms", shape.duration_ms).map_err(invalid)?;
@@ -296,7 +296,7 @@ pub fn scenario(
                 s.faults.push(Fault::Crash {
                     at_ms: 0,
                     node: absent.into(),
-                    scope: lockcheck_sim::scenario::CrashScope::Process,
+                    scope: lockcheck_core::scenario::CrashScope::Process,
                 });
                 s.faults.push(Fault::Restart {
                     at_ms: ttl / 5,
@@ -316,7 +316,7 @@ pub fn scenario(
                 s.faults.push(Fault::Crash {
                     at_ms,
                     node: victim.into(),
-                    scope: lockcheck_sim::scenario::CrashScope::Process,
+                    scope: lockcheck_core::scenario::CrashScope::Process,
                 });
                 s.faults.push(Fault::Restart {
                     at_ms,

@@ -1,7 +1,7 @@
 //! The history of a real run, stamped with real time.
 
-use lockcheck_sim::history::{History, Kind, Op};
-use lockcheck_sim::topology::Topology;
+use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::topology::Topology;
 use std::cell::RefCell;
 use std::time::{Instant, SystemTime};
 

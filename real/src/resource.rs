@@ -1,15 +1,15 @@
 //! The protected resource, in-process: the checker's eye in a real run.
 //!
-//! It applies the simulator's rule ([`lockcheck_sim::resource::Admission`]: with fencing, an access
+//! It applies the simulator's rule ([`lockcheck_core::resource::Admission`]: with fencing, an access
 //! whose token is below the highest accepted is rejected; readers are measured against writers)
 //! and records every access in the order it really happened. Being in the same process as the
 //! clients, it sees accesses at the moment they are made, with no network in between; a client's
 //! pause gate is passed before and after each access, by the client.
 
 use crate::recorder::Recorder;
-use lockcheck_sim::history::Kind;
-use lockcheck_sim::net::AccessRequest;
-use lockcheck_sim::resource::Admission;
+use lockcheck_core::history::Kind;
+use lockcheck_core::resource::AccessRequest;
+use lockcheck_core::resource::Admission;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -42,7 +42,7 @@ impl Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockcheck_sim::topology::Topology;
+    use lockcheck_core::topology::Topology;
 
     #[test]
     fn a_fencing_resource_rejects_a_lower_token_and_accepts_an_equal_one() {
@@ -53,7 +53,7 @@ mod tests {
             resource.access(
                 client,
                 AccessRequest {
-                    phase: lockcheck_sim::history::Phase::Enter,
+                    phase: lockcheck_core::history::Phase::Enter,
                     token: format!("t{fence}"),
                     fence: Some(fence),
                     shared: false,

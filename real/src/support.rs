@@ -2,8 +2,8 @@
 //! refused with the reason, never half run.
 
 use crate::error::RealError;
-use lockcheck_sim::scenario::{Algorithm, Fault, Scenario};
-use lockcheck_sim::topology::Role;
+use lockcheck_core::scenario::{Algorithm, Fault, Scenario};
+use lockcheck_core::topology::Role;
 
 /// The algorithms real mode runs so far.
 pub const ALGORITHMS: &[Algorithm] = &[
@@ -72,7 +72,7 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Failover { .. } => false,
         };
         if let Fault::Crash {
-            scope: lockcheck_sim::scenario::CrashScope::Machine,
+            scope: lockcheck_core::scenario::CrashScope::Machine,
             ..
         } = fault
         {
@@ -151,7 +151,7 @@ mod tests {
             Fault::Crash {
                 at_ms: 10,
                 node: "client-0".into(),
-                scope: lockcheck_sim::scenario::CrashScope::Process,
+                scope: lockcheck_core::scenario::CrashScope::Process,
             },
             Fault::Pause {
                 at_ms: 10,
@@ -196,7 +196,7 @@ mod tests {
         s.faults.push(Fault::Crash {
             at_ms: 10,
             node: "redis-1".into(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         });
         let e = check_endpoints(&s, 3).unwrap_err().to_string();
         assert!(

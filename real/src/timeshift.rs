@@ -3,7 +3,7 @@
 //! `timeshift/timeshift.c` (in this crate) overrides `clock_gettime`, `gettimeofday` and `time`
 //! for the server it is preloaded into (`LD_PRELOAD`), reading the real clocks with raw syscalls
 //! and a shift from a file that [`ClockFile`] rewrites while the server runs. The model is the
-//! simulator's (`lockcheck_sim::clock`): a jump moves the wall clock only, a drift changes the rate
+//! simulator's (`lockcheck_core::clock`): a jump moves the wall clock only, a drift changes the rate
 //! of every clock, each change rebased at the moment it is made so that a rate change never moves
 //! a clock. libfaketime is not used: it deadlocks Debian's jemalloc-linked `redis-server` at
 //! start-up (its `dlsym` allocates, jemalloc's initialisation reads the clock); the library here
@@ -19,7 +19,7 @@
 //! server still runs on the wrong clock, as it would on a real machine whose clock is wrong.
 
 use crate::error::RealError;
-use lockcheck_sim::clock::NodeClock;
+use lockcheck_core::clock::NodeClock;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::hash::{DefaultHasher, Hash, Hasher};

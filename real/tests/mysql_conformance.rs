@@ -81,12 +81,11 @@
 
 use lockcheck_algorithms::mysql::{Outcome, Reply, SqlError, SqlStore, Statement};
 use lockcheck_algorithms::StoreError;
+use lockcheck_core::scenario::FlushPolicy;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::{Launcher, MariaDb};
 use lockcheck_real::mysql_store::{RealMysql, Session};
-use lockcheck_sim::mysql::model::{
-    Applied, ConnId, FlushPolicy, MysqlConfig, MysqlModel, Notice, ServerTime,
-};
+use lockcheck_sim::mysql::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime};
 use mysql_async::prelude::Queryable;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
@@ -119,7 +118,7 @@ use common::one_at_a_time;
 
 /// Whether MariaDB is installed; see [`common::installed`].
 fn mariadb_installed() -> bool {
-    use lockcheck_sim::scenario::{Algorithm, Scenario};
+    use lockcheck_core::scenario::{Algorithm, Scenario};
     let kind = MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0")
         .expect("the default settings are whole seconds");
     common::installed(&kind)

@@ -7,13 +7,13 @@
 //! except under CI (`CI=true`), where they fail: CI must install it (`.ci/run` does).
 
 use lockcheck_algorithms::mysql::{Outcome, Statement};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::scenario::FlushPolicy;
+use lockcheck_core::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
 use lockcheck_real::launcher::{Launcher, MariaDb, ServerKind, MARIADBD};
 use lockcheck_real::mysql_store::Session;
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run, RealError, RealRun};
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::mysql::FlushPolicy;
-use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
 use std::cell::RefCell;
 
 mod common;
@@ -166,7 +166,7 @@ fn crash_while_held(algorithm: Algorithm, persistence: Persistence) -> Scenario 
         Fault::Crash {
             at_ms: 400,
             node: mysql(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 400,
@@ -261,13 +261,13 @@ fn a_killed_client_releases_its_transaction_lock_at_once_in_both_worlds() {
         Fault::Crash {
             at_ms: 1_000,
             node: "client-0".into(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         },
     ];
     s.validate().unwrap();
     let real = run_real(&s);
     assert_safe(&real);
-    let entered_ms = |outcome: &lockcheck_sim::Outcome| {
+    let entered_ms = |outcome: &lockcheck_core::Outcome| {
         outcome
             .history
             .entries
@@ -275,9 +275,9 @@ fn a_killed_client_releases_its_transaction_lock_at_once_in_both_worlds() {
             .find(|e| {
                 matches!(
                     &e.op,
-                    lockcheck_sim::history::Op::Resource {
+                    lockcheck_core::history::Op::Resource {
                         client,
-                        phase: lockcheck_sim::history::Phase::Enter,
+                        phase: lockcheck_core::history::Phase::Enter,
                         accepted: true,
                         ..
                     } if client == "client-1"

@@ -6,12 +6,12 @@
 //! Without `redis-server` on PATH these tests print one line saying how to install it and pass,
 //! except under CI (`CI=true`), where they fail: CI must install it (`.ci/run` does).
 
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::history::{KeyChange, Op, Phase};
+use lockcheck_core::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
 use lockcheck_real::launcher::{Launcher, Redis, REDIS_SERVER};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run, RealError, RealRun};
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::history::{KeyChange, Op, Phase};
-use lockcheck_sim::scenario::{Algorithm, Fault, Persistence, Scenario, Workload};
 
 mod common;
 
@@ -150,7 +150,7 @@ fn crash_while_held(persistence: Persistence) -> Scenario {
         Fault::Crash {
             at_ms: 400,
             node: redis(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 400,
@@ -437,7 +437,7 @@ fn a_holder_killed_inside_its_section_leaves_the_lock_to_expire_and_comes_back_a
     s.faults.push(Fault::Crash {
         at_ms: 400,
         node: "client-0".into(),
-        scope: lockcheck_sim::scenario::CrashScope::Process,
+        scope: lockcheck_core::scenario::CrashScope::Process,
     });
     s.faults.push(Fault::Restart {
         at_ms: 600,

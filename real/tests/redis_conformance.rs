@@ -23,11 +23,11 @@
 use lockcheck_algorithms::redis::command::{Command, Reply, Script, SetOptions};
 use lockcheck_algorithms::redis::store::RedisStore;
 use lockcheck_algorithms::redis::{fair, reentrant, single};
+use lockcheck_core::scenario::Persistence;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::{Launcher, Redis};
 use lockcheck_real::redis_store::RealRedis;
 use lockcheck_sim::redis::model::RedisModel;
-use lockcheck_sim::scenario::Persistence;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use std::cell::{Cell, RefCell};

@@ -7,11 +7,11 @@
 //! Without ZooKeeper (java and its jar) these tests print one line saying how to install it and
 //! pass, except under CI (`CI=true`), where they fail: CI must install it.
 
+use lockcheck_core::history::{Op, Phase};
+use lockcheck_core::scenario::{Algorithm, Fault, Scenario, Workload};
 use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::RealRun;
-use lockcheck_sim::history::{Op, Phase};
-use lockcheck_sim::scenario::{Algorithm, Fault, Scenario, Workload};
 
 /// The session timeout of every story: the shortest the server grants (two ticks), so that a
 /// story takes seconds.
@@ -251,7 +251,7 @@ fn restart_while_held(hold_ms: u64) -> Scenario {
         Fault::Crash {
             at_ms: 1_000,
             node: "zk-0".into(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         },
         Fault::Restart {
             at_ms: 1_000,
@@ -547,7 +547,7 @@ fn a_crashed_holder_keeps_its_zk_lock_until_the_server_expires_its_session() {
         Fault::Crash {
             at_ms: crash_ms,
             node: "client-0".into(),
-            scope: lockcheck_sim::scenario::CrashScope::Process,
+            scope: lockcheck_core::scenario::CrashScope::Process,
         },
     ];
     s.validate().unwrap();
@@ -615,7 +615,7 @@ fn a_release_sent_while_the_server_is_down_frees_the_lock_once_it_is_back() {
     let mut s = sim_scenario("zk-release-lost-while-server-down.json");
     if let Fault::Crash { scope, .. } = &mut s.faults[0] {
         // Real mode kills processes; the simulation's story is a machine crash.
-        *scope = lockcheck_sim::scenario::CrashScope::Process;
+        *scope = lockcheck_core::scenario::CrashScope::Process;
     }
     s.validate().unwrap();
     let real = run_real(&s);

@@ -12,9 +12,10 @@
 //! Wall times depend on the machine and its load: the ratios (jobs 2 ÷ jobs 1) are measured side
 //! by side in one run, so they compare like with like.
 
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::scenario::{Algorithm, Fault, Params, Persistence, Scenario};
-use lockcheck_sim::topology::Role;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Algorithm, Fault, Params, Persistence, Scenario};
+use lockcheck_core::topology::Role;
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
 use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

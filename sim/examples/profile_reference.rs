@@ -10,7 +10,7 @@
 //! A third argument runs the seeds on that many threads (each run owns its madsim runtime, as
 //! in `explore --jobs`), to see whether a run alone scales with cores.
 
-use lockcheck_sim::{Algorithm, Scenario};
+use lockcheck_core::{Algorithm, Scenario};
 use std::process::ExitCode;
 
 /// The allocator the `lockcheck` binary uses, so that the profile is the binary's.

@@ -8,9 +8,9 @@
 
 use crate::explore::{check_options, explore, fails, Exploration, ExploreError, ExploreOptions};
 use crate::regression::{self, Regression, RegressionError, SearchKey};
-use crate::report::{Report, ReportError};
 use crate::run;
-use crate::scenario::{Algorithm, CrashScope, Fault, Persistence, Scenario};
+use lockcheck_core::report::{Report, ReportError};
+use lockcheck_core::scenario::{Algorithm, CrashScope, Fault, Persistence, Scenario};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -143,7 +143,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 stats.shrink_runs = finding.shrink_runs;
                 stats.shrink = finding.shrink_elapsed;
                 stats.search = started.elapsed().saturating_sub(finding.shrink_elapsed);
-                let mut report = Report::of_finding(&finding, &options.profiles, options.seed);
+                let mut report = finding.report(&options.profiles, options.seed);
                 let path = report.write(&cell.out, &cell.id)?;
                 regression::record(
                     &cell.out,
@@ -348,7 +348,7 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
         } => format!(
             "[{}] cut off{} {}{} {}{}",
             isolate.join(", "),
-            crate::scenario::from_clause(from),
+            lockcheck_core::scenario::from_clause(from),
             secs(*for_ms),
             against_lease(*for_ms, scenario),
             at(*at_ms),

@@ -1,23 +1,21 @@
 //! The simulated client (Jepsen's "client"): the algorithm under test built over the simulated
-//! stores, on a madsim node, giving the [`crate::workload`] what it needs from this world.
+//! stores, on a madsim node, giving the [`lockcheck_core::workload`] what it needs from this world.
 
 use crate::env::SimEnv;
-use crate::history::{Kind, Op};
-use crate::lock::{AnyLock, Stores};
 use crate::mysql::store::SimMysql;
-use crate::net::{AccessRequest, Request, Response, RpcClient};
+use crate::net::{Request, Response, RpcClient};
 use crate::redis::SimRedis;
-use crate::scenario::Scenario;
-use crate::topology::Role;
-use crate::workload::ClientSide;
 use crate::world::World;
 use crate::zookeeper::store::SimZk;
+use lockcheck_core::history::{Kind, Op};
+use lockcheck_core::lock::{AnyLock, Stores};
+use lockcheck_core::resource::{AccessRequest, ACCESS_TIMEOUT};
+use lockcheck_core::scenario::Scenario;
+use lockcheck_core::topology::Role;
+use lockcheck_core::workload::ClientSide;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How long a client waits for the resource to answer an access.
-pub const ACCESS_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// A simulated client's connections: over its node's RPC client, to the simulated servers.
 pub struct SimStores {
@@ -165,12 +163,12 @@ impl ClientSide for Client {
 /// Runs client `me`'s workload (on node `me`) until it is done or the run ends. A restarted client
 /// goes on with the critical sections it had left.
 pub async fn run_client(world: Arc<World>, me: usize) {
-    crate::workload::run(&Client::new(world, me).await).await;
+    lockcheck_core::workload::run(&Client::new(world, me).await).await;
 }
 
 /// The liveness probe (on node `me`): after faults and clients have stopped, the lock must become
 /// free within `wait`.
 pub async fn run_probe(world: Arc<World>, me: usize, wait: Duration) {
-    crate::workload::probe(&Client::new(world.clone(), me).await, wait).await;
+    lockcheck_core::workload::probe(&Client::new(world.clone(), me).await, wait).await;
     world.progress.notify();
 }

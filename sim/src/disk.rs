@@ -5,7 +5,7 @@
 //! *synced* (fsync: it survives both). A restart after a process crash finds the written state;
 //! after a machine crash, the synced one.
 
-use crate::scenario::{CrashScope, Persistence};
+use lockcheck_core::scenario::{CrashScope, Persistence};
 use std::sync::Mutex;
 
 /// The durable state of one server: kept by the simulator, so a killed node's disk survives it.

@@ -1,8 +1,8 @@
 //! [`Env`] for a simulated node: its own drifting, jumping clocks and madsim's seeded randomness.
 
-use crate::history::{Kind, Op};
 use crate::world::World;
 use lockcheck_algorithms::{Env, LockEvent};
+use lockcheck_core::history::{Kind, Op};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -21,9 +21,10 @@
 //! `"mutual_exclusion"`, the sense of "unsafe" in the known-results table).
 
 use crate::cell::CellVerdict;
-use crate::checker::ViolationKind;
-use crate::explore::{check_options, ExploreOptions, FaultProfile, DEFAULT_MAX_DRIFT};
-use crate::scenario::{Algorithm, Params};
+use crate::explore::{check_options, ExploreOptions};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
+use lockcheck_core::scenario::{Algorithm, Params};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -137,12 +138,10 @@ fn line_of(text: &str, at: usize) -> usize {
 
 /// Reads and checks an expectations file.
 pub fn read(path: &Path) -> Result<Vec<Expectation>, ExpectationsError> {
-    let text =
-        crate::input::read_text(path, crate::input::MAX_SCENARIO_BYTES).map_err(|source| {
-            ExpectationsError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
+    let text = lockcheck_core::input::read_text(path, lockcheck_core::input::MAX_SCENARIO_BYTES)
+        .map_err(|source| ExpectationsError::Io {
+            path: path.to_path_buf(),
+            source,
         })?;
     parse(&text, path)
 }
@@ -156,7 +155,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
     };
     let file: File = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
-        invalid(line, crate::input::clip_quotes(e.message().trim()))
+        invalid(line, lockcheck_core::input::clip_quotes(e.message().trim()))
     })?;
     if file.expect.is_empty() {
         return Err(invalid(
@@ -172,7 +171,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         let bad = |m: String| {
             Err(invalid(
                 line,
-                format!("[[expect]] '{}': {m}", crate::input::clip(&entry.name)),
+                format!(
+                    "[[expect]] '{}': {m}",
+                    lockcheck_core::input::clip(&entry.name)
+                ),
             ))
         };
         let well_named = !entry.name.is_empty()

@@ -9,10 +9,15 @@
 //! of lowest index, and shrinks it alone, in order. Nothing is read from the environment
 //! (proptest's `PROPTEST_*` variables are overridden).
 
-use crate::checker::ViolationKind;
-use crate::runner::{run, Outcome};
-use crate::scenario::{Algorithm, CrashScope, Fault, Params, Scenario, ScenarioError, Workload};
-use crate::topology::Role;
+use crate::runner::run;
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::outcome::Outcome;
+use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
+use lockcheck_core::report::{Report, Search};
+use lockcheck_core::scenario::{
+    Algorithm, CrashScope, Fault, Params, Scenario, ScenarioError, Workload,
+};
+use lockcheck_core::topology::Role;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -21,92 +26,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// A family of faults to search over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultProfile {
-    /// No faults: the algorithm on a good day.
-    None,
-    /// GC-like pauses of clients and servers.
-    Pause,
-    /// Wall-clock steps, forwards and backwards.
-    ClockJump,
-    /// Clocks running fast or slow (by up to `max_drift`, ±5 % by default).
-    ClockDrift,
-    /// Crash and immediate restart, of a server or a client, its machine (unsynced writes
-    /// lost, peers learn by timeouts) or its process (kill -9: nothing written is lost, its
-    /// sockets close at once).
-    CrashRestart,
-    /// Crash and restart no sooner than one TTL later (seed 002's remedy); the same crashes.
-    CrashDelayedRestart,
-    /// Network partitions: a group against everyone else, or clients against the lock service
-    /// only (the resource still reachable); messages across the cut lost, or held and
-    /// delivered at the heal as TCP does.
-    Partition,
-    /// Extra latency on one node's messages (Kleppmann's delayed packet: a write sent while the
-    /// lock was held arrives after its lease).
-    Delay,
-    /// The primary crashes and a replica is promoted (needs `params.replicas` ≥ 1).
-    Failover,
-    /// All of the above, mixed.
-    All,
-}
-
-impl FaultProfile {
-    /// Every profile.
-    pub const ALL: &'static [FaultProfile] = &[
-        FaultProfile::None,
-        FaultProfile::Pause,
-        FaultProfile::ClockJump,
-        FaultProfile::ClockDrift,
-        FaultProfile::CrashRestart,
-        FaultProfile::CrashDelayedRestart,
-        FaultProfile::Partition,
-        FaultProfile::Delay,
-        FaultProfile::Failover,
-        FaultProfile::All,
-    ];
-
-    /// The user-facing name.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultProfile::None => "none",
-            FaultProfile::Pause => "pause",
-            FaultProfile::ClockJump => "clock-jump",
-            FaultProfile::ClockDrift => "clock-drift",
-            FaultProfile::CrashRestart => "crash-restart",
-            FaultProfile::CrashDelayedRestart => "crash-delayed-restart",
-            FaultProfile::Partition => "partition",
-            FaultProfile::Delay => "delay",
-            FaultProfile::Failover => "failover",
-            FaultProfile::All => "all",
-        }
-    }
-
-    /// Parses a comma-separated list of profile names.
-    pub fn parse_list(text: &str) -> Result<Vec<FaultProfile>, String> {
-        let mut out = Vec::new();
-        for name in text.split(',').map(str::trim) {
-            let profile = Self::ALL
-                .iter()
-                .copied()
-                .find(|p| p.name() == name)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
-                    format!(
-                        "unknown fault profile '{}' (known: {})",
-                        crate::input::clip(name),
-                        known.join(", ")
-                    )
-                })?;
-            if !out.contains(&profile) {
-                out.push(profile);
-            }
-        }
-        Ok(out)
-    }
-}
 
 /// What to search.
 #[derive(Clone, Debug, PartialEq)]
@@ -182,10 +101,10 @@ impl Shard {
 
     /// Whether the slice exists (`index` < `count`).
     pub fn check(self) -> Result<(), String> {
-        if self.count > crate::limits::MAX_CASES {
+        if self.count > lockcheck_core::limits::MAX_CASES {
             return Err(format!(
                 "--shard: at most {} shards, got {}",
-                crate::limits::MAX_CASES,
+                lockcheck_core::limits::MAX_CASES,
                 self.count
             ));
         }
@@ -240,9 +159,6 @@ impl ExploreOptions {
     }
 }
 
-/// The default largest drift of the `clock-drift` profile: five times Redlock's drift factor.
-pub const DEFAULT_MAX_DRIFT: f64 = 0.05;
-
 /// The result of a search.
 #[derive(Clone, Debug)]
 pub enum Exploration {
@@ -279,10 +195,27 @@ pub struct Finding {
     pub shrink_elapsed: Duration,
 }
 
+impl Finding {
+    /// The report of this finding, found by a search of `profiles` from `seed`.
+    pub fn report(&self, profiles: &[FaultProfile], seed: u64) -> Report {
+        Report::of_search(
+            &self.scenario,
+            &self.outcome,
+            Search {
+                profiles: profiles.to_vec(),
+                seed,
+                cases: self.cases,
+                shrink_runs: self.shrink_runs,
+                original: self.original.clone(),
+            },
+        )
+    }
+}
+
 /// How long a generated run lasts: a few leases, so a fault can outlast one and its aftermath
 /// still be seen.
 fn run_length_ms(algorithm: Algorithm, params: &Params) -> u64 {
-    (4 * algorithm.lease_ms(params)).clamp(10_000, crate::limits::MAX_MS)
+    (4 * algorithm.lease_ms(params)).clamp(10_000, lockcheck_core::limits::MAX_MS)
 }
 
 /// The nodes a search's faults may name: the clients every case has, and the servers.
@@ -306,7 +239,7 @@ fn unit_of(
     let ttl = options
         .algorithm
         .lease_ms(&options.params)
-        .min(crate::limits::MAX_MS / 8);
+        .min(lockcheck_core::limits::MAX_MS / 8);
     let at = 0..duration / 2;
     let span = 1..=2 * ttl;
     let node = prop::sample::select(nodes.clone());
@@ -385,7 +318,7 @@ fn unit_of(
             // A group against everyone else, or some clients against the lock service alone:
             // the outage that leaves a holder cut off from its lock but not from the resource.
             let mut everyone = nodes;
-            everyone.push(crate::topology::Topology::RESOURCE.to_string());
+            everyone.push(lockcheck_core::topology::Topology::RESOURCE.to_string());
             let against_the_rest = (
                 prop::sample::subsequence(everyone.clone(), 1..everyone.len()),
                 Just(None),
@@ -570,7 +503,7 @@ pub enum ExploreError {
 /// Each message names the option as a file names it, then as a flag.
 pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     let invalid = |m: String| Err(ExploreError::Invalid(m));
-    use crate::limits;
+    use lockcheck_core::limits;
     // A time budget runs as many cases as fit (`u32::MAX` stands for "no count").
     let most = match options.time_limit {
         None => limits::MAX_CASES,

@@ -10,10 +10,11 @@
 //! which `lockcheck explore` without `--safety-only` searches for.
 
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
-use crate::explore::{ExploreOptions, FaultProfile, Shard};
+use crate::explore::{ExploreOptions, Shard};
 use crate::regression;
-use crate::report::{Report, ReportError};
-use crate::scenario::{Algorithm, Params};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::report::{Report, ReportError};
+use lockcheck_core::scenario::{Algorithm, Params};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -103,7 +104,7 @@ impl MatrixOptions {
     /// Whether the options can be carried out: what [`run_matrix`] refuses before it searches a
     /// cell or writes a file. (Each cell's search is checked by [`crate::explore::check_options`].)
     pub fn check(&self) -> Result<(), MatrixError> {
-        use crate::limits;
+        use lockcheck_core::limits;
         let invalid = |m: &str| Err(MatrixError::Invalid(m.into()));
         limits::within("--jobs", self.jobs, 1, limits::MAX_JOBS).map_err(MatrixError::Invalid)?;
         if let Some(shard) = self.shard {
@@ -520,17 +521,19 @@ impl Matrix {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let json = dir.join(JSON_FILE);
         let text = serde_json::to_string_pretty(self).expect("a matrix serializes");
-        crate::output::write_atomically(&json, (text + "\n").as_bytes()).map_err(io(&json))?;
+        lockcheck_core::output::write_atomically(&json, (text + "\n").as_bytes())
+            .map_err(io(&json))?;
         let md = dir.join(MARKDOWN_FILE);
-        crate::output::write_atomically(&md, self.to_markdown().as_bytes()).map_err(io(&md))
+        lockcheck_core::output::write_atomically(&md, self.to_markdown().as_bytes())
+            .map_err(io(&md))
     }
 
     /// Reads `DIR/matrix.json`.
     pub fn read(dir: &Path) -> Result<Matrix, MatrixError> {
         let path = dir.join(JSON_FILE);
-        let text =
-            crate::input::read_text(&path, crate::input::MAX_REPORT_BYTES).map_err(io(&path))?;
-        crate::input::parse_json(&text).map_err(|e| MatrixError::Malformed {
+        let text = lockcheck_core::input::read_text(&path, lockcheck_core::input::MAX_REPORT_BYTES)
+            .map_err(io(&path))?;
+        lockcheck_core::input::parse_json(&text).map_err(|e| MatrixError::Malformed {
             message: format!("at {}: {}", e.path, e.message),
             path,
         })

@@ -22,10 +22,10 @@
 //! every message: a fifth of a Redlock run went there.
 
 use crate::redis::Snapshot;
-use crate::topology::Topology;
 use crate::world::{Power, World};
 use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_algorithms::StoreError;
+use lockcheck_core::topology::Topology;
 use madsim::rand::Rng;
 use madsim::time::Instant;
 use std::any::Any;
@@ -53,7 +53,7 @@ pub enum Request {
     /// A Redis command.
     Redis(Command),
     /// An access to the protected resource.
-    Access(AccessRequest),
+    Access(lockcheck_core::resource::AccessRequest),
     /// A replica asks its primary for the data set (asynchronous replication, pulled).
     Sync,
     /// A ZooKeeper request, with the address the client receives pushed events on.
@@ -65,19 +65,6 @@ pub enum Request {
         /// The primary's write offset the replica's data set reflects.
         offset: u64,
     },
-}
-
-/// A client touching the protected resource.
-#[derive(Clone, Debug)]
-pub struct AccessRequest {
-    /// Enter or exit of a critical section.
-    pub phase: crate::history::Phase,
-    /// The lock token the client holds.
-    pub token: String,
-    /// The fencing token it presents.
-    pub fence: Option<u64>,
-    /// A reader's access (read/write locks), which may share the resource with other readers.
-    pub shared: bool,
 }
 
 /// A reply.
@@ -216,8 +203,7 @@ pub fn release_held(world: &World, from: usize, to: usize) {
     }
 }
 
-/// The latency of every message: what madsim's network drew (its default `send_latency`).
-pub(crate) const LATENCY_NS: std::ops::Range<u64> = 1_000_000..10_000_000;
+use lockcheck_core::message_faults::LATENCY_NS;
 /// Where a node's ephemeral ports start.
 const FIRST_EPHEMERAL_PORT: u16 = 40_000;
 
@@ -877,9 +863,9 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::{Algorithm, Scenario};
-    use crate::topology::Role;
     use lockcheck_algorithms::redis::Command;
+    use lockcheck_core::scenario::{Algorithm, Scenario};
+    use lockcheck_core::topology::Role;
     use madsim::runtime::Runtime;
 
     /// Every call gets its answer or its timeout at its own deadline, whether calls overlap,

@@ -8,9 +8,10 @@
 //! parameters and fault profiles, because under other settings its failure would prove nothing
 //! about this search.
 
-use crate::checker::ViolationKind;
-use crate::explore::{ExploreOptions, FaultProfile};
-use crate::scenario::{Algorithm, Params, Scenario, ScenarioError};
+use crate::explore::ExploreOptions;
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Algorithm, Params, Scenario, ScenarioError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -183,11 +184,12 @@ fn write(file: &Path, all: &RegressionFile) -> Result<(), RegressionError> {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
     let json = serde_json::to_string_pretty(all).expect("regressions serialize");
-    crate::output::write_atomically(file, (json + "\n").as_bytes()).map_err(io)
+    lockcheck_core::output::write_atomically(file, (json + "\n").as_bytes()).map_err(io)
 }
 
 fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
-    let text = match crate::input::read_text(file, crate::input::MAX_REPORT_BYTES) {
+    let text = match lockcheck_core::input::read_text(file, lockcheck_core::input::MAX_REPORT_BYTES)
+    {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RegressionFile::default()),
         Err(source) => {
@@ -198,7 +200,7 @@ fn read(file: &Path) -> Result<RegressionFile, RegressionError> {
         }
     };
     let parsed: RegressionFile =
-        crate::input::parse_json(&text).map_err(|e| RegressionError::Malformed {
+        lockcheck_core::input::parse_json(&text).map_err(|e| RegressionError::Malformed {
             path: file.to_path_buf(),
             message: format!("at {}: {}", e.path, e.message),
         })?;

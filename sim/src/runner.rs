@@ -1,58 +1,20 @@
 //! One deterministic run: build the nodes, start the nemesis and the workload, wait for the end,
 //! probe liveness, check the history.
 
-use crate::checker::{self, Availability, Liveness, StaleAccess, Violation, Wakeups};
 use crate::client::{run_client, run_probe};
 use crate::disk::Disk;
-use crate::history::{History, Kind, Op};
 use crate::nemesis;
 use crate::redis::node::run_server;
 use crate::resource::run_resource;
-use crate::scenario::{Backend, Scenario};
-use crate::topology::{Role, Topology};
 use crate::world::World;
+use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::outcome::Outcome;
+use lockcheck_core::report::{Replay, Report};
+use lockcheck_core::scenario::{Backend, Scenario};
+use lockcheck_core::topology::{Role, Topology};
 use madsim::runtime::{Handle, Runtime};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// What a run produced.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
-    /// Everything that happened.
-    pub history: History,
-    /// What must not have happened, and did.
-    pub violations: Vec<Violation>,
-    /// Accesses a fencing resource rejected (not violations).
-    pub stale_accesses: Vec<StaleAccess>,
-    /// Acquisition attempts by how many servers were reachable.
-    pub availability: Availability,
-    /// How many waiters each release woke (ZooKeeper locks; empty for the others).
-    pub wakeups: Wakeups,
-}
-
-impl Outcome {
-    /// The checker's verdict on `history` of a run of `scenario`, whichever world it came from.
-    pub fn of(history: History, scenario: &Scenario) -> Outcome {
-        Outcome {
-            violations: checker::check(&history.entries, &Liveness::of(scenario)),
-            stale_accesses: checker::stale_accesses(&history.entries),
-            availability: checker::availability(&history.entries),
-            wakeups: checker::wakeups(&history.entries),
-            history,
-        }
-    }
-
-    /// [`History::digest`] of the history: what a replay must reproduce. Computed on demand,
-    /// because a search runs thousands of cases and reports only one.
-    pub fn digest(&self) -> String {
-        self.history.digest()
-    }
-
-    /// Whether any violation was found.
-    pub fn violated(&self) -> bool {
-        !self.violations.is_empty()
-    }
-}
 
 /// Waits until `world` counts a change after `seen`, or `ns` of simulated time have passed.
 async fn wait_for_progress(world: &World, seen: u64, ns: u64) {
@@ -68,15 +30,10 @@ pub fn run(scenario: &Scenario) -> Outcome {
     Outcome::of(history, scenario)
 }
 
-/// When a run stops waiting for clients that never finish (blocked, or holding on), in ns of
-/// true time: after the end of the workload and of the faults (`quiet_ns`), twice the longest a
-/// lock can outlive its holder (the lease, or for ZooKeeper the session) or a hold, and 10 s.
-/// The same in both worlds.
-pub fn hard_limit_ns(scenario: &Scenario, quiet_ns: u64) -> u64 {
-    let ttl = Duration::from_millis(scenario.algorithm.lease_ms(&scenario.params));
-    let hold = Duration::from_millis(scenario.workload.hold_ms);
-    let end_ns = scenario.duration_ms * 1_000_000;
-    end_ns.max(quiet_ns) + (2 * ttl.max(hold)).as_nanos() as u64 + 10_000_000_000
+/// Reruns `report`'s scenario and compares the rerun with what the report records
+/// ([`Replay::compare`]): what `lockcheck replay` prints.
+pub fn replay(report: &Report) -> Replay {
+    Replay::compare(report, run(&report.scenario))
 }
 
 fn start_node<F, Fut>(handle: &Handle, world: &Arc<World>, node: usize, body: F)
@@ -99,8 +56,8 @@ where
 
 async fn simulate(scenario: Scenario) -> History {
     let handle = Handle::current();
-    let timeline = nemesis::timeline(&scenario);
-    let quiet_ns = nemesis::quiet_after_ns(&timeline);
+    let timeline = lockcheck_core::schedule::timeline(&scenario);
+    let quiet_ns = lockcheck_core::schedule::quiet_after_ns(&timeline);
     let world = Arc::new(World::new(scenario));
     let topology = world.topology.clone();
     let params = world.scenario.params.clone();
@@ -109,11 +66,11 @@ async fn simulate(scenario: Scenario) -> History {
         match world.scenario.algorithm.backend() {
             Backend::Mysql => {
                 // The model decides what a crash keeps (its flush policy); the disk keeps that.
-                let flush = crate::mysql::FlushPolicy::of(
+                let flush = lockcheck_core::scenario::FlushPolicy::of(
                     params.persistence_of(world.scenario.algorithm, topology.name(server)),
                 );
                 let config = crate::mysql::node::config_of(&world, flush);
-                let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+                let disk = Arc::new(Disk::new(lockcheck_core::scenario::Persistence::Always));
                 let witness = Arc::new(crate::mysql::node::Witness::default());
                 start_node(&handle, &world, server, move |w| {
                     crate::mysql::node::run_mysql_server(
@@ -127,7 +84,7 @@ async fn simulate(scenario: Scenario) -> History {
             }
             Backend::ZooKeeper => {
                 // ZooKeeper logs every transaction to disk before it answers.
-                let disk = Arc::new(Disk::new(crate::scenario::Persistence::Always));
+                let disk = Arc::new(Disk::new(lockcheck_core::scenario::Persistence::Always));
                 start_node(&handle, &world, server, move |w| {
                     crate::zookeeper::node::run_zk_server(w, server, disk.clone())
                 });
@@ -158,7 +115,7 @@ async fn simulate(scenario: Scenario) -> History {
 
     // The run ends when every client is done (or down for good) and the nemesis is through, or,
     // for clients that never finish (blocked, or holding on), at a hard limit after the end.
-    let limit_ns = hard_limit_ns(&world.scenario, quiet_ns);
+    let limit_ns = lockcheck_core::schedule::hard_limit_ns(&world.scenario, quiet_ns);
     // How long a lock can outlive its holder: the lease, or for ZooKeeper the session.
     let ttl = Duration::from_millis(world.scenario.algorithm.lease_ms(&params));
     loop {

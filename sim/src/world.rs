@@ -2,12 +2,12 @@
 //! history. The simulator owns these, as FoundationDB's simulator owns the network, clocks and
 //! disks; nodes reach them only through their own [`crate::env::SimEnv`], store and server glue.
 
-use crate::clock::{NodeClock, WALL_ORIGIN_NS};
-use crate::history::{History, Kind, Op};
-use crate::message_faults::MessageFaults;
-use crate::scenario::{CrashScope, Scenario};
 use crate::signal::Signal;
-use crate::topology::Topology;
+use lockcheck_core::clock::{NodeClock, WALL_ORIGIN_NS};
+use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::message_faults::MessageFaults;
+use lockcheck_core::scenario::{CrashScope, Scenario};
+use lockcheck_core::topology::Topology;
 use madsim::task::NodeId;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -242,9 +242,9 @@ impl World {
     /// a single-server lock (replicas serve no client until promoted).
     pub fn lock_servers(&self) -> Vec<usize> {
         match self.scenario.algorithm {
-            crate::scenario::Algorithm::Redlock => {
-                self.topology.with_role(crate::topology::Role::Server)
-            }
+            lockcheck_core::scenario::Algorithm::Redlock => self
+                .topology
+                .with_role(lockcheck_core::topology::Role::Server),
             _ => vec![self.primary()],
         }
     }

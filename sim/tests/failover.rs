@@ -5,10 +5,12 @@ mod common;
 
 use common::scenario_file;
 
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::scenario::{Fault, Params};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Fault, Params};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_sim::run;
 
 #[test]
 fn failover_before_replication_gives_two_holders() {
@@ -32,8 +34,8 @@ fn waiting_for_a_replica_closes_that_window() {
         .filter(|e| {
             matches!(
                 e.op,
-                lockcheck_sim::history::Op::Resource {
-                    phase: lockcheck_sim::history::Phase::Enter,
+                lockcheck_core::history::Op::Resource {
+                    phase: lockcheck_core::history::Phase::Enter,
                     accepted: true,
                     ..
                 }

@@ -4,11 +4,11 @@
 //! 308,060 attempts, 6.6 s and 771 MB for one run.)
 
 use lockcheck_algorithms::retry::MAX_BACKOFF;
-use lockcheck_sim::history::Op;
-use lockcheck_sim::lock::max_retry_delay;
-use lockcheck_sim::scenario::{Fault, Scenario};
-use lockcheck_sim::topology::Role;
-use lockcheck_sim::Algorithm;
+use lockcheck_core::history::Op;
+use lockcheck_core::lock::max_retry_delay;
+use lockcheck_core::scenario::{Fault, Scenario};
+use lockcheck_core::topology::Role;
+use lockcheck_core::Algorithm;
 
 const HOUR_MS: u64 = 3_600_000;
 const PAUSE_MS: u64 = 10 * HOUR_MS;

@@ -1,5 +1,5 @@
 //! Liveness stories (issue 14, items 4 and 8): a lock that is free must reach its waiters. The
-//! stuck check ([`lockcheck_sim::checker::stuck`]) reports a waiter that waits on, with the lock
+//! stuck check ([`lockcheck_core::checker::stuck`]) reports a waiter that waits on, with the lock
 //! free and the service up and reachable, for longer than a bound; these stories pin
 //! both what it must find and what it must not. Scenario files are under `tests/scenarios/`.
 
@@ -7,9 +7,10 @@ mod common;
 
 use common::scenario_file;
 
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::history::{Kind, Op};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::history::{Kind, Op};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::run;
 
 /// The clients of each finding of `kind`.
 fn found(s: &Scenario, kind: ViolationKind) -> Vec<String> {

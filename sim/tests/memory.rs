@@ -2,9 +2,11 @@
 //! case keeps (its world with the history, the servers' state and Lua states) is kept for all
 //! of them. One test in its own binary, so no other run is alive while it counts.
 
-use lockcheck_sim::explore::{scenarios, ExploreOptions, FaultProfile};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::Algorithm;
+use lockcheck_sim::explore::{scenarios, ExploreOptions};
+use lockcheck_sim::run;
 use lockcheck_sim::world::live_worlds;
-use lockcheck_sim::{run, Algorithm};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 

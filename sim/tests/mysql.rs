@@ -6,11 +6,13 @@
 mod common;
 
 use common::search::{find, nothing_found, options};
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{ExploreOptions, FaultProfile};
-use lockcheck_sim::history::{Entry, KeyChange, Op};
-use lockcheck_sim::scenario::{Fault, Params, Persistence};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::history::{Entry, KeyChange, Op};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Fault, Params, Persistence};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_sim::run;
 
 const MYSQL: [Algorithm; 3] = [
     Algorithm::MysqlRow,
@@ -18,7 +20,7 @@ const MYSQL: [Algorithm; 3] = [
     Algorithm::MysqlForUpdateHeld,
 ];
 
-fn kinds(violations: &[lockcheck_sim::checker::Violation]) -> Vec<ViolationKind> {
+fn kinds(violations: &[lockcheck_core::checker::Violation]) -> Vec<ViolationKind> {
     violations.iter().map(|v| v.kind).collect()
 }
 
@@ -115,7 +117,7 @@ fn a_mysql_row_without_a_ttl_stays_held_when_its_holder_crashes_a_liveness_failu
     s.faults.push(Fault::Crash {
         at_ms: 1_000,
         node: "client-0".into(),
-        scope: lockcheck_sim::scenario::CrashScope::Machine,
+        scope: lockcheck_core::scenario::CrashScope::Machine,
     });
     let outcome = run(&s);
     assert_eq!(
@@ -213,7 +215,7 @@ fn a_server_restart_rolls_back_a_transaction_held_lock_under_its_holder() {
     s.faults.push(Fault::Crash {
         at_ms: 300,
         node: "mysql-0".into(),
-        scope: lockcheck_sim::scenario::CrashScope::Machine,
+        scope: lockcheck_core::scenario::CrashScope::Machine,
     });
     s.faults.push(Fault::Restart {
         at_ms: 300,

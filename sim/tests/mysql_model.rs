@@ -3,9 +3,10 @@
 //! under both flush policies, `NOW()` on the server's clock, and resource names as plain data.
 //! Time is passed in; nothing here is timed.
 
+use lockcheck_core::scenario::FlushPolicy;
 use lockcheck_sim::mysql::model::{
-    Applied, ConnId, FlushPolicy, MysqlConfig, MysqlModel, Notice, Outcome, Row, ServerTime,
-    SqlError, Statement, MAX_NAME_CHARS,
+    Applied, ConnId, MysqlConfig, MysqlModel, Notice, Outcome, Row, ServerTime, SqlError,
+    Statement, MAX_NAME_CHARS,
 };
 
 const EPOCH_MS: u64 = 1_700_000_000_000;

@@ -4,10 +4,12 @@ mod common;
 
 use common::scenario_file;
 
-use lockcheck_sim::checker::{fifo, Liveness, ViolationKind};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::history::{KeyChange, Op};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::{fifo, Liveness, ViolationKind};
+use lockcheck_core::history::{KeyChange, Op};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_sim::run;
 
 #[test]
 fn waiters_are_granted_in_the_order_the_server_queued_them() {
@@ -63,7 +65,7 @@ fn entered(s: &Scenario) -> Vec<String> {
         .filter_map(|e| match &e.op {
             Op::Resource {
                 client,
-                phase: lockcheck_sim::history::Phase::Enter,
+                phase: lockcheck_core::history::Phase::Enter,
                 accepted: true,
                 ..
             } => Some(client.clone()),

@@ -1,10 +1,12 @@
 //! redis-reentrant (Redisson's RLock) in simulation: nesting keeps the count, the watchdog renews
 //! only while held, and a pause past the lease still breaks it.
 
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::history::{Entry, KeyChange, Kind, Op};
-use lockcheck_sim::scenario::Fault;
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::history::{Entry, KeyChange, Kind, Op};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::Fault;
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_sim::run;
 
 fn nested(depth: u32) -> Scenario {
     let mut s = Scenario::new(Algorithm::RedisReentrant);

@@ -6,11 +6,13 @@ mod common;
 use common::scenario_file;
 
 use common::search::find;
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
-use lockcheck_sim::history::{KeyChange, Op};
-use lockcheck_sim::scenario::{Fault, Params};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::history::{KeyChange, Op};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Fault, Params};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Finding};
+use lockcheck_sim::run;
 
 /// The masters on which `token` was written.
 fn masters_holding(finding: &Finding, token: &str) -> Vec<String> {
@@ -176,7 +178,7 @@ fn a_pause_before_the_acquisition_completes_is_caught_by_the_elapsed_time_check(
     );
     let first_ok = history
         .iter()
-        .find(|e| e.node == "client-0" && e.kind == lockcheck_sim::history::Kind::Ok)
+        .find(|e| e.node == "client-0" && e.kind == lockcheck_core::history::Kind::Ok)
         .expect("client-0 acquires eventually");
     assert!(
         first_ok.true_ns > 12_000_000_000,
@@ -229,7 +231,7 @@ fn a_minority_of_masters_down_does_not_stop_acquisitions_but_a_majority_does() {
     let crash = |node: &str| Fault::Crash {
         at_ms: 0,
         node: node.into(),
-        scope: lockcheck_sim::scenario::CrashScope::Machine,
+        scope: lockcheck_core::scenario::CrashScope::Machine,
     };
     let mut s = Scenario::new(Algorithm::Redlock);
     s.duration_ms = 20_000;
@@ -248,7 +250,7 @@ fn a_minority_of_masters_down_does_not_stop_acquisitions_but_a_majority_does() {
 
 #[test]
 fn per_node_settings_fix_seed_002_on_the_master_that_restarts() {
-    use lockcheck_sim::scenario::{NodeParams, Persistence};
+    use lockcheck_core::scenario::{NodeParams, Persistence};
     let unsafe_story = scenario_file("redlock-seed-002-restart.json");
     for fix in [
         NodeParams {

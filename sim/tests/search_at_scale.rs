@@ -3,9 +3,10 @@
 mod common;
 
 use common::search::options;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Shard};
-use lockcheck_sim::scenario::Params;
-use lockcheck_sim::Algorithm;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::Params;
+use lockcheck_core::Algorithm;
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Shard};
 
 fn search(base: &ExploreOptions, jobs: usize, shard: Shard) -> Exploration {
     let options = ExploreOptions {

@@ -4,12 +4,15 @@
 mod common;
 
 use common::search::{find, nothing_found};
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::{ExploreOptions, FaultProfile};
-use lockcheck_sim::history::{Kind, Op, Phase};
-use lockcheck_sim::report::{replay, Report};
-use lockcheck_sim::scenario::{Fault, Params, Persistence};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::history::{Kind, Op, Phase};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::report::Report;
+use lockcheck_core::scenario::{Fault, Params, Persistence};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_sim::replay;
+use lockcheck_sim::run;
 
 fn options(profile: FaultProfile, params: Params, cases: u32) -> ExploreOptions {
     common::search::options(Algorithm::SingleRedis, &[profile], params, cases)
@@ -118,7 +121,7 @@ fn pause_longer_than_validity_breaks_single_redis_and_the_report_replays() {
 
     // The report round-trips through JSON and replays to the identical history.
     let dir = std::env::temp_dir().join(format!("lockcheck-test-{}", std::process::id()));
-    let mut report = Report::of_finding(&finding, &[FaultProfile::Pause], 1);
+    let mut report = finding.report(&[FaultProfile::Pause], 1);
     let path = report.write(&dir, "pause").expect("report written");
     let read = Report::read(&path).expect("report read back");
     assert_eq!(read, report);
@@ -341,7 +344,7 @@ fn the_watchdog_keeps_a_long_holder_safe_until_a_pause_outlasts_the_ttl() {
         .filter(|e| {
             matches!(
                 &e.op,
-                Op::Key { change: lockcheck_sim::history::KeyChange::ExpiryChanged, by: Some(b), .. }
+                Op::Key { change: lockcheck_core::history::KeyChange::ExpiryChanged, by: Some(b), .. }
                     if b == "client-0"
             )
         })
@@ -374,7 +377,7 @@ fn exploration_is_deterministic() {
 
 #[test]
 fn everysec_persistence_loses_only_the_last_second() {
-    use lockcheck_sim::scenario::Persistence;
+    use lockcheck_core::scenario::Persistence;
     // client-0 takes the lock at ~10 ms and works for 5 s; redis-0 crashes and restarts at once.
     let crash_at = |at_ms: u64| {
         let mut s = two_clients(5_000);
@@ -383,7 +386,7 @@ fn everysec_persistence_loses_only_the_last_second() {
             Fault::Crash {
                 at_ms,
                 node: "redis-0".into(),
-                scope: lockcheck_sim::scenario::CrashScope::Machine,
+                scope: lockcheck_core::scenario::CrashScope::Machine,
             },
             Fault::Restart {
                 at_ms,

@@ -7,10 +7,11 @@ mod common;
 use common::{scenario_file, seed_where_first_holder_is};
 
 use common::search::{nothing_found, options};
-use lockcheck_sim::checker::ViolationKind;
-use lockcheck_sim::explore::FaultProfile;
-use lockcheck_sim::scenario::{CrashScope, Fault, Params};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{CrashScope, Fault, Params};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::run;
 
 fn kinds(s: &Scenario) -> Vec<ViolationKind> {
     run(s).violations.iter().map(|v| v.kind).collect()
@@ -65,7 +66,7 @@ fn after_a_restart_the_waiter_reconnects_and_is_woken_by_the_expiry() {
     s.seed = seed_where_first_holder_is(&s, "client-0");
     let outcome = run(&s);
     let watch_fired_at_expiry = outcome.history.entries.iter().any(|e| {
-        matches!(&e.op, lockcheck_sim::history::Op::Watch { event, to, .. }
+        matches!(&e.op, lockcheck_core::history::Op::Watch { event, to, .. }
             if event == "node_deleted" && to == "client-1")
             && e.true_ns > 2_000_000_000
     });
@@ -92,8 +93,8 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
     s.seed = seed_where_first_holder_is(&s, "client-0");
     let expired = run(&s).history.entries.iter().any(|e| {
         e.node == "zk-0"
-            && matches!(&e.op, lockcheck_sim::history::Op::Key { change, .. }
-                if *change == lockcheck_sim::history::KeyChange::Expired)
+            && matches!(&e.op, lockcheck_core::history::Op::Key { change, .. }
+                if *change == lockcheck_core::history::KeyChange::Expired)
     });
     assert!(
         expired,
@@ -119,8 +120,8 @@ fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
         .history
         .entries
         .iter()
-        .filter(|e| e.kind == lockcheck_sim::history::Kind::Ok)
-        .filter(|e| matches!(e.op, lockcheck_sim::history::Op::Acquire { .. }))
+        .filter(|e| e.kind == lockcheck_core::history::Kind::Ok)
+        .filter(|e| matches!(e.op, lockcheck_core::history::Op::Acquire { .. }))
         .map(|e| e.node.clone())
         .collect();
     assert_eq!(
@@ -188,8 +189,8 @@ fn restarts_record_what_they_lost_and_only_a_machine_crash_loses_unsynced_writes
             .entries
             .iter()
             .filter(|e| {
-                matches!(&e.op, lockcheck_sim::history::Op::Key { key, change, .. }
-                    if key == "lock" && *change == lockcheck_sim::history::KeyChange::Lost)
+                matches!(&e.op, lockcheck_core::history::Op::Key { key, change, .. }
+                    if key == "lock" && *change == lockcheck_core::history::KeyChange::Lost)
             })
             .count()
     };
@@ -223,8 +224,8 @@ fn everysec_fsyncs_a_write_after_a_quiet_second_at_once() {
     let second_acquire_ns = entries
         .iter()
         .filter(|e| {
-            e.kind == lockcheck_sim::history::Kind::Ok
-                && matches!(e.op, lockcheck_sim::history::Op::Acquire { .. })
+            e.kind == lockcheck_core::history::Kind::Ok
+                && matches!(e.op, lockcheck_core::history::Op::Acquire { .. })
         })
         .nth(1)
         .map(|e| e.true_ns)
@@ -234,8 +235,8 @@ fn everysec_fsyncs_a_write_after_a_quiet_second_at_once() {
         "the story needs the second acquisition after a quiet second and before the crash: {second_acquire_ns} ns"
     );
     let lost = entries.iter().any(|e| {
-        matches!(&e.op, lockcheck_sim::history::Op::Key { key, change, .. }
-            if key == "lock" && *change == lockcheck_sim::history::KeyChange::Lost)
+        matches!(&e.op, lockcheck_core::history::Op::Key { key, change, .. }
+            if key == "lock" && *change == lockcheck_core::history::KeyChange::Lost)
     });
     assert!(
         !lost,
@@ -262,8 +263,8 @@ fn a_killed_client_releases_a_transaction_lock_at_once_a_dead_machine_only_at_wa
             .iter()
             .find(|e| {
                 e.node == "client-1"
-                    && e.kind == lockcheck_sim::history::Kind::Ok
-                    && matches!(e.op, lockcheck_sim::history::Op::Acquire { .. })
+                    && e.kind == lockcheck_core::history::Kind::Ok
+                    && matches!(e.op, lockcheck_core::history::Op::Acquire { .. })
             })
             .map(|e| e.true_ns / 1_000_000)
             .expect("client-1 acquires")

@@ -6,11 +6,13 @@
 mod common;
 
 use common::search::{nothing_found, options};
-use lockcheck_sim::checker::{self, ViolationKind};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile};
-use lockcheck_sim::history::{Entry, KeyChange, Kind, Op, Phase};
-use lockcheck_sim::scenario::{Fault, Params};
-use lockcheck_sim::{run, Algorithm, Scenario};
+use lockcheck_core::checker::{self, ViolationKind};
+use lockcheck_core::history::{Entry, KeyChange, Kind, Op, Phase};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::{Fault, Params};
+use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_sim::run;
 
 const ZOOKEEPER: [Algorithm; 3] = [
     Algorithm::ZkSequential,

@@ -3,11 +3,12 @@
 use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
+use lockcheck_core::checker::Severity;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::report::Report;
+use lockcheck_core::scenario::{Params, Persistence};
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
-use lockcheck_sim::checker::Severity;
-use lockcheck_sim::explore::{check_options, ExploreOptions, FaultProfile, Shard};
-use lockcheck_sim::report::Report;
-use lockcheck_sim::scenario::{Params, Persistence};
+use lockcheck_sim::explore::{check_options, ExploreOptions, Shard};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -59,7 +60,7 @@ pub struct ExploreArgs {
     restart_delay_ms: u64,
     /// Largest clock drift clock-drift draws, as a fraction: 0.005 keeps every clock within
     /// half of Redlock's default drift factor.
-    #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_sim::explore::DEFAULT_MAX_DRIFT)]
+    #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_core::profile::DEFAULT_MAX_DRIFT)]
     max_drift: f64,
     /// Longest partition the partition profile draws, in ms (default: twice the lease or
     /// session timeout). A ZooKeeper session outlives only partitions well inside its timeout.
@@ -135,7 +136,7 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         Some(other) => {
             return Err(usage(format!(
                 "unknown persistence '{}' (known: none, everysec, always)",
-                lockcheck_sim::input::clip(other)
+                lockcheck_core::input::clip(other)
             )))
         }
     };
@@ -260,9 +261,9 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
-    use lockcheck_sim::explore::FaultProfile;
+    use lockcheck_core::profile::FaultProfile;
+    use lockcheck_core::Algorithm;
     use lockcheck_sim::matrix::plan;
-    use lockcheck_sim::Algorithm;
 
     #[test]
     fn every_cells_rerun_flags_parse_back_to_its_search() {

@@ -3,10 +3,11 @@
 use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::Algorithm;
 use lockcheck_sim::cell::CellStats;
-use lockcheck_sim::explore::{FaultProfile, Shard};
+use lockcheck_sim::explore::Shard;
 use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions};
-use lockcheck_sim::Algorithm;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;

@@ -25,7 +25,7 @@ pub mod real;
 pub mod run;
 
 use clap::{Parser, Subcommand};
-use lockcheck_sim::Algorithm;
+use lockcheck_core::Algorithm;
 use std::path::PathBuf;
 
 /// Exit code: nothing found, or replay identical.
@@ -33,7 +33,7 @@ pub const EXIT_OK: u8 = 0;
 /// Exit code: a safety violation was found (the headline says UNSAFE), or a replay diverged.
 /// A deadlock (DEADLOCK) exits with 3, an order finding (ORDER) with 4 and a stuck waiter
 /// (STUCK) with 5: see
-/// [`lockcheck_sim::checker::Severity::exit_code`].
+/// [`lockcheck_core::checker::Severity::exit_code`].
 pub const EXIT_FOUND: u8 = 1;
 /// Exit code: bad input (or an environment problem such as an unwritable directory, or a
 /// server binary that is not installed).
@@ -127,7 +127,7 @@ lockcheck merge m1 m2 m3 --out reports")]
     },
     /// Check searches against the verdicts they must reach (a TOML file of expectations).
     ///
-    /// Each [[expect]] entry names an algorithm, its params (the scenario file's names), fault
+    /// Each `[[expect]]` entry names an algorithm, its params (the scenario file's names), fault
     /// profiles, a budget (cases) and the expected verdict, "unsafe" or "not-found". Exit 1 when
     /// an entry expected not-found is found unsafe (its report path is printed) or one expected
     /// unsafe is not found within its budget; 0 when every entry is as expected; 2 for a
@@ -207,7 +207,7 @@ pub fn usage(message: impl Into<String>) -> anyhow::Error {
 
 /// `--jobs`: at least 1; all cores when not given.
 pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
-    use lockcheck_sim::limits;
+    use lockcheck_core::limits;
     match jobs {
         Some(j) => limits::within("--jobs", j, 1, limits::MAX_JOBS)
             .map(|()| j)
@@ -221,7 +221,7 @@ pub fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
         let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
         usage(format!(
             "unknown algorithm '{}' (known: {})",
-            lockcheck_sim::input::clip(name),
+            lockcheck_core::input::clip(name),
             known.join(", ")
         ))
     })

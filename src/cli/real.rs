@@ -3,10 +3,10 @@
 use super::run::{print_outcome, read_scenario};
 use super::{parse_algorithm, usage};
 use clap::Args;
+use lockcheck_core::report::Report;
+use lockcheck_core::Scenario;
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
-use lockcheck_sim::report::Report;
-use lockcheck_sim::Scenario;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -109,7 +109,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
                 usage(format!(
                     "unknown fault profile '{}' for real runs (known: {})",
-                    lockcheck_sim::input::clip(&faults),
+                    lockcheck_core::input::clip(&faults),
                     known.join(", ")
                 ))
             })?;

@@ -1,9 +1,11 @@
 //! The verbs of one run: `lockcheck run`, `replay` and `timeline`.
 
 use super::{usage, EXIT_FOUND, EXIT_OK};
-use lockcheck_sim::checker::Severity;
-use lockcheck_sim::report::{replay as replay_report, Report, RunWorld};
-use lockcheck_sim::{run, Outcome, Scenario};
+use lockcheck_core::checker::Severity;
+use lockcheck_core::report::{Report, RunWorld};
+use lockcheck_core::{Outcome, Scenario};
+use lockcheck_sim::replay as replay_report;
+use lockcheck_sim::run;
 use std::path::Path;
 
 /// The verdict of one run, for people: the summary, each violation and rejected stale access,
@@ -58,7 +60,7 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
 
 /// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
 pub fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
-    let text = lockcheck_sim::input::read_text(file, lockcheck_sim::input::MAX_SCENARIO_BYTES)
+    let text = lockcheck_core::input::read_text(file, lockcheck_core::input::MAX_SCENARIO_BYTES)
         .map_err(|e| usage(format!("{}: {e}", file.display())))?;
     Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
 }

@@ -21,7 +21,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 /// Acquire: create the hash, or add one to the caller's count; else reply the lock's PTTL.
-/// KEYS[1] lock; ARGV[1] lease ms; ARGV[2] owner.
+/// `KEYS[1]` lock; `ARGV[1]` lease ms; `ARGV[2]` owner.
 pub const ACQUIRE_LUA: &str = r#"if (redis.call('exists', KEYS[1]) == 0) then
   redis.call('hincrby', KEYS[1], ARGV[2], 1);
   redis.call('pexpire', KEYS[1], ARGV[1]);
@@ -36,7 +36,7 @@ return redis.call('pttl', KEYS[1]);"#;
 
 /// Release: nil when the caller does not hold it; 0 when still held (count > 0, lease renewed);
 /// 1 when freed (and the unlock message published for waiters).
-/// KEYS[1] lock; KEYS[2] channel; ARGV[1] message; ARGV[2] lease ms; ARGV[3] owner.
+/// `KEYS[1]` lock; `KEYS[2]` channel; `ARGV[1]` message; `ARGV[2]` lease ms; `ARGV[3]` owner.
 pub const RELEASE_LUA: &str = r#"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then
   return nil;
 end;
@@ -51,8 +51,8 @@ else
 end;
 return nil;"#;
 
-/// Renewal (the watchdog's): only while the caller still holds it. KEYS[1] lock; ARGV[1] lease
-/// ms; ARGV[2] owner.
+/// Renewal (the watchdog's): only while the caller still holds it. `KEYS[1]` lock; `ARGV[1]` lease
+/// ms; `ARGV[2]` owner.
 pub const RENEW_LUA: &str = r#"if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
   redis.call('pexpire', KEYS[1], ARGV[1]);
   return 1;

@@ -30,8 +30,8 @@
 use super::{find_on_path, ServerKind};
 use crate::error::RealError;
 use lockcheck_algorithms::mysql::store::{CREATE_FENCE_SEQUENCE, CREATE_LOCK_TABLE};
-use lockcheck_sim::mysql::FlushPolicy;
-use lockcheck_sim::scenario::Scenario;
+use lockcheck_core::scenario::FlushPolicy;
+use lockcheck_core::scenario::Scenario;
 use mysql_async::prelude::Queryable;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -371,7 +371,7 @@ impl ServerKind for MariaDb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockcheck_sim::scenario::Algorithm;
+    use lockcheck_core::scenario::Algorithm;
 
     #[test]
     fn timeouts_are_whole_seconds_or_refused() {
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn everysec_is_flush_at_trx_commit_2() {
         let mut s = Scenario::new(Algorithm::MysqlRow);
-        s.params.persistence = Some(lockcheck_sim::scenario::Persistence::Everysec);
+        s.params.persistence = Some(lockcheck_core::scenario::Persistence::Everysec);
         let db = MariaDb::of(&s, "mysql-0").unwrap();
         assert_eq!(db.flush, FlushPolicy::EverySecond);
         let args: Vec<String> = db

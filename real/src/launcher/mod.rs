@@ -132,7 +132,7 @@ impl Launcher {
     pub fn add_redis(
         &mut self,
         name: &str,
-        persistence: lockcheck_sim::scenario::Persistence,
+        persistence: lockcheck_core::scenario::Persistence,
     ) -> Result<usize, RealError> {
         self.add(name, Box::new(Redis { persistence }), Vec::new())
     }

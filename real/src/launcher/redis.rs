@@ -1,7 +1,7 @@
 //! `redis-server`: its command line from the scenario's persistence, ready on `PONG`.
 
 use super::ServerKind;
-use lockcheck_sim::scenario::Persistence;
+use lockcheck_core::scenario::Persistence;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;

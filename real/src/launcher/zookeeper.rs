@@ -2,7 +2,7 @@
 //! `ZooKeeperServerMain` on a `zoo.cfg` of its own, ready once `srvr` reports a `Mode:`.
 
 use super::{find_on_path, ServerKind};
-use lockcheck_sim::zookeeper::model::DEFAULT_TICK_TIME_MS;
+use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

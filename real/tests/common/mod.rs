@@ -4,11 +4,11 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+use lockcheck_core::checker::{Violation, ViolationKind};
+use lockcheck_core::history::{Op, Phase};
+use lockcheck_core::scenario::Scenario;
 use lockcheck_real::launcher::ServerKind;
 use lockcheck_real::{run, RealRun};
-use lockcheck_sim::checker::{Violation, ViolationKind};
-use lockcheck_sim::history::{Op, Phase};
-use lockcheck_sim::scenario::Scenario;
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard};
 

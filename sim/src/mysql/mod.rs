@@ -9,6 +9,4 @@ pub mod model;
 pub mod node;
 pub mod store;
 
-pub use model::{
-    Applied, ConnId, FlushPolicy, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot,
-};
+pub use model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot};

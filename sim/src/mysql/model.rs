@@ -82,41 +82,12 @@
 pub use lockcheck_algorithms::mysql::store::{
     Outcome, Reply, Row, SqlError, Statement, MAX_NAME_CHARS, UNIQUE_KEY,
 };
+use lockcheck_core::scenario::FlushPolicy;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A connection's id (MariaDB's thread id). Never reused, not even across a restart, so a
 /// client cannot mistake the new server's connection for its old one.
 pub type ConnId = u64;
-
-/// `innodb_flush_log_at_trx_commit`: when a commit reaches the disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FlushPolicy {
-    /// `1` (the default): the log is flushed at every commit, before the client hears of it.
-    #[default]
-    AtCommit,
-    /// `2`: the log is written at commit and flushed to disk once a second; a machine crash loses
-    /// the commits of the last second.
-    EverySecond,
-}
-
-impl FlushPolicy {
-    /// The policy a scenario's persistence asks for: `everysec` is `2`, `always` is `1`
-    /// (`none` is refused for MySQL by the scenario's validation; it maps to `1`).
-    pub fn of(persistence: crate::scenario::Persistence) -> FlushPolicy {
-        match persistence {
-            crate::scenario::Persistence::Everysec => FlushPolicy::EverySecond,
-            _ => FlushPolicy::AtCommit,
-        }
-    }
-
-    /// The value of `innodb_flush_log_at_trx_commit`.
-    pub fn setting(self) -> u8 {
-        match self {
-            FlushPolicy::AtCommit => 1,
-            FlushPolicy::EverySecond => 2,
-        }
-    }
-}
 
 /// How often the log is flushed under [`FlushPolicy::EverySecond`].
 pub const FLUSH_INTERVAL_MS: u64 = 1_000;

@@ -6,11 +6,11 @@
 
 use super::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot};
 use crate::disk::Disk;
-use crate::history::{KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response};
 use crate::signal::Due;
 use crate::world::World;
 use lockcheck_algorithms::mysql::{Reply, Row, Statement};
+use lockcheck_core::history::{KeyChange, Kind, Op};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -260,7 +260,7 @@ fn locker_of(statement: &Statement) -> Option<&str> {
 }
 
 /// The server settings of `world`'s scenario.
-pub fn config_of(world: &World, flush: super::model::FlushPolicy) -> MysqlConfig {
+pub fn config_of(world: &World, flush: lockcheck_core::scenario::FlushPolicy) -> MysqlConfig {
     let p = &world.scenario.params;
     MysqlConfig {
         lock_wait_timeout_ms: p.lock_wait_timeout_ms(),

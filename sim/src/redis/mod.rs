@@ -1,5 +1,5 @@
 //! The simulated Redis server: a pure state machine ([`model`]) running scripts with an embedded
-//! Lua ([`lua`]), wrapped as a madsim node ([`node`]), and the client side ([`store`]).
+//! Lua (`lua`), wrapped as a madsim node ([`node`]), and the client side ([`store`]).
 
 mod lua;
 pub mod model;

@@ -1032,7 +1032,7 @@ fn deadline_after(now_ms: u64, px: u64) -> Option<u64> {
 
 /// A simulated Redis server.
 ///
-/// `EVAL` runs on the thread's Lua engine (see [`lua`]), which keeps every script compiled by its
+/// `EVAL` runs on the thread's Lua engine (see `lua.rs`), which keeps every script compiled by its
 /// SHA1 like Redis's script cache; no script can leave state in it for the next one, so the
 /// model holds none of it.
 #[derive(Default)]

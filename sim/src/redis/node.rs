@@ -2,14 +2,14 @@
 //! expiry from the node's own wall clock, with active expiry and a persistence policy.
 
 use super::model::{KeyEffect, RedisModel, Snapshot};
-use crate::clock::WALL_ORIGIN_NS;
 use crate::disk::Disk;
-use crate::history::{History, KeyChange, Kind, Op};
 use crate::net::{serve, Handled, Request, Response, RpcClient};
-use crate::scenario::Persistence;
 use crate::signal::{Due, Signal};
 use crate::world::World;
 use lockcheck_algorithms::redis::{Command, Reply};
+use lockcheck_core::clock::WALL_ORIGIN_NS;
+use lockcheck_core::history::{History, KeyChange, Kind, Op};
+use lockcheck_core::scenario::Persistence;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;

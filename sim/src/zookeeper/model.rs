@@ -22,12 +22,8 @@
 pub use lockcheck_algorithms::zookeeper::store::{
     CreateMode, EventType, SessionId, Stat, ZkError, Zxid,
 };
+use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The tick used when none is configured. `zoo_sample.cfg`, the official Docker image and the
-/// admin guide's examples all run `tickTime=2000`; the Java constant `DEFAULT_TICK_TIME` (3000)
-/// only applies to an embedded server built without a config, which is not what users run.
-pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
 
 /// A request from a client, in its session.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,11 +7,11 @@ use super::model::{
     EventType, Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkError, ZkModel,
 };
 use crate::disk::Disk;
-use crate::history::{KeyChange, Kind, Op as HistoryOp};
 use crate::net::{push, serve, Handled, Request, Response};
 use crate::signal::Due;
 use crate::world::World;
 use lockcheck_algorithms::zookeeper::Zxid;
+use lockcheck_core::history::{KeyChange, Kind, Op as HistoryOp};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;

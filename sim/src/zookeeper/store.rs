@@ -6,12 +6,12 @@
 //!   restarted server refused the old connection), or after two thirds of the timeout without an
 //!   answer (the Java client then drops the silent socket itself).
 //! - **Reconnection**: while disconnected, the client tries the server again every
-//!   [`RECONNECT_INTERVAL`] with its session id; the server takes the session up again if it has
+//!   `RECONNECT_INTERVAL` with its session id; the server takes the session up again if it has
 //!   not expired, and the client re-registers the watches it still holds (`SetWatches`, with the
 //!   last zxid it saw: a watched node deleted meanwhile fires at once). Then **Connected**.
 //! - **Expired** when the server says so; a fresh session is opened on the next request.
 //! - **Guaranteed deletes** ([`ZkStore::delete_in_background`], Curator's `guaranteed()`): a
-//!   task of the session tries the delete every [`RECONNECT_INTERVAL`] while connected, until
+//!   task of the session tries the delete every `RECONNECT_INTERVAL` while connected, until
 //!   the server answers or the session is gone.
 
 use super::model::{self, SetWatches};

@@ -13,18 +13,18 @@ pub mod search;
 
 /// The scenario file `name` under `sim/tests/scenarios/` (a story's schedule, shared with the
 /// real-server tests).
-pub fn scenario_file(name: &str) -> lockcheck_sim::Scenario {
+pub fn scenario_file(name: &str) -> lockcheck_core::Scenario {
     let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    lockcheck_sim::Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    lockcheck_core::Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// The first seed in `0..100` in which `client` is the first to acquire the lock in `s`. Stories
 /// that need a particular holder (the one a fault is aimed at) pick their seed with it, so that a
 /// change of schedules (which client asks first is the seed's draw) does not quietly retell the
 /// story with another holder.
-pub fn seed_where_first_holder_is(s: &lockcheck_sim::Scenario, client: &str) -> u64 {
-    use lockcheck_sim::history::{Kind, Op};
+pub fn seed_where_first_holder_is(s: &lockcheck_core::Scenario, client: &str) -> u64 {
+    use lockcheck_core::history::{Kind, Op};
     (0..100)
         .find(|&seed| {
             let mut s = s.clone();

@@ -1,8 +1,9 @@
 //! Searching from a test: the options of a story, and the two outcomes a test expects.
 
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, FaultProfile, Finding};
-use lockcheck_sim::scenario::Params;
-use lockcheck_sim::Algorithm;
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::Params;
+use lockcheck_core::Algorithm;
+use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Finding};
 
 /// A search of `algorithm` under `profiles` with `params`, `cases` cases, seed 1.
 pub fn options(

@@ -2,15 +2,15 @@
 //! each moved clock's model.
 //!
 //! Fault times come from the same expansion of the schedule that the simulator and the real
-//! nemesis carry out ([`nemesis::timeline`]), at the true time the history recorded each action:
+//! nemesis carry out ([`schedule::timeline`]), at the true time the history recorded each action:
 //! in a simulation the planned time, in a real run when it was done (a restart, say, is recorded
 //! once the server is ready).
 
 use super::layout::{json, ms, ClockChart, Ctx, Form, Layer, Place, Shape};
 use crate::clock::{NodeClock, WALL_ORIGIN_NS};
 use crate::history::{Entry, Op};
-use crate::nemesis::{self, Action};
 use crate::report::Report;
+use crate::schedule::{self, Action};
 use std::collections::BTreeMap;
 
 /// A scheduled fault with a duration, on one node's lane.
@@ -84,7 +84,8 @@ impl Faults {
         let mut cut: BTreeMap<usize, (u64, String)> = BTreeMap::new();
         let mut cut_groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut messages: BTreeMap<(usize, usize), (u64, String)> = BTreeMap::new();
-        for (i, (planned, action, text)) in nemesis::timeline(&report.scenario).iter().enumerate() {
+        for (i, (planned, action, text)) in schedule::timeline(&report.scenario).iter().enumerate()
+        {
             // Both worlds record every action, in order, as it happens.
             let at = recorded
                 .get(i)

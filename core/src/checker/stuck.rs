@@ -240,7 +240,7 @@ fn apply<'a>(s: &mut State<'a>, e: &'a Entry, liveness: &Liveness) {
 }
 
 fn nemesis<'a>(s: &mut State<'a>, kind: &str, target: &'a str, t: u64, liveness: &Liveness) {
-    if kind == crate::nemesis::kind::CRASH && target.starts_with(Topology::CLIENT_PREFIX) {
+    if kind == crate::schedule::kind::CRASH && target.starts_with(Topology::CLIENT_PREFIX) {
         s.waiters.remove(target);
         if let Some(hold) = s.holds.get_mut(target) {
             hold.levels = 0;

@@ -1,9 +1,9 @@
 //! Failure reports: what a person (or CI) needs to understand a run and replay it byte for byte.
 
 use crate::checker::{Availability, StaleAccess, Violation};
-use crate::explore::{FaultProfile, Finding};
 use crate::history::History;
-use crate::runner::{run, Outcome};
+use crate::outcome::Outcome;
+use crate::profile::FaultProfile;
 use crate::scenario::{Scenario, ScenarioError};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -162,17 +162,12 @@ impl Report {
         }
     }
 
-    /// A report of an exploration's finding.
-    pub fn of_finding(finding: &Finding, profiles: &[FaultProfile], seed: u64) -> Report {
-        let mut report = Report::of_run(&finding.scenario, &finding.outcome);
-        report.search = Some(Search {
-            profiles: profiles.to_vec(),
-            seed,
-            cases: finding.cases,
-            shrink_runs: finding.shrink_runs,
-            original: finding.original.clone(),
-        });
-        report
+    /// A report of a search's finding: `search` says how it was found.
+    pub fn of_search(scenario: &Scenario, outcome: &Outcome, search: Search) -> Report {
+        Report {
+            search: Some(search),
+            ..Report::of_run(scenario, outcome)
+        }
     }
 
     /// A report of one run against real servers: not byte-replayable, its scenario is.
@@ -294,55 +289,57 @@ impl Replay {
     }
 }
 
-/// Reruns the report's scenario and compares what the report records with what the rerun gives:
-/// the history entry by entry, and each field a person or CI reads (verdict, summary,
-/// violations, rejected accesses, availability, hash), plus the fields that only restate the
-/// scenario (seed, schedule). An edited report does not replay as identical.
-pub fn replay(report: &Report) -> Replay {
-    let outcome = run(&report.scenario);
-    let first_difference = outcome.history.first_difference(&report.history);
-    let fresh = Report::of_run(&report.scenario, &outcome);
-    let mut differences = Vec::new();
-    let mut compare =
-        |field: &'static str, recorded: serde_json::Value, replayed: serde_json::Value| {
-            if recorded != replayed {
-                differences.push(Difference {
-                    field,
-                    report: crate::input::clip(&recorded.to_string()),
-                    replay: crate::input::clip(&replayed.to_string()),
-                });
-            }
-        };
-    compare("verdict", json(&report.verdict), json(&fresh.verdict));
-    compare("summary", json(&report.summary), json(&fresh.summary));
-    compare("seed", json(&report.seed), json(&fresh.seed));
-    compare("schedule", json(&report.schedule), json(&fresh.schedule));
-    compare(
-        "violations",
-        json(&report.violations),
-        json(&fresh.violations),
-    );
-    compare(
-        "stale_accesses",
-        json(&report.stale_accesses),
-        json(&fresh.stale_accesses),
-    );
-    compare(
-        "availability",
-        json(&report.availability),
-        json(&fresh.availability),
-    );
-    // The hash is compared with the replay's, and with the history the report holds: a hash
-    // edited to match a replay that diverged, or a history edited under its hash, both show.
-    compare(
-        "history_hash",
-        json(&report.history_hash),
-        json(&fresh.history_hash),
-    );
-    Replay {
-        outcome,
-        first_difference,
-        differences,
+impl Replay {
+    /// Compares what `report` records with `outcome`, a rerun of its scenario: the history entry
+    /// by entry, and each field a person or CI reads (verdict, summary, violations, rejected
+    /// accesses, availability, hash), plus the fields that only restate the scenario (seed,
+    /// schedule). An edited report does not replay as identical. (The simulator's
+    /// `lockcheck_sim::replay` reruns the scenario and calls this.)
+    pub fn compare(report: &Report, outcome: Outcome) -> Replay {
+        let first_difference = outcome.history.first_difference(&report.history);
+        let fresh = Report::of_run(&report.scenario, &outcome);
+        let mut differences = Vec::new();
+        let mut compare =
+            |field: &'static str, recorded: serde_json::Value, replayed: serde_json::Value| {
+                if recorded != replayed {
+                    differences.push(Difference {
+                        field,
+                        report: crate::input::clip(&recorded.to_string()),
+                        replay: crate::input::clip(&replayed.to_string()),
+                    });
+                }
+            };
+        compare("verdict", json(&report.verdict), json(&fresh.verdict));
+        compare("summary", json(&report.summary), json(&fresh.summary));
+        compare("seed", json(&report.seed), json(&fresh.seed));
+        compare("schedule", json(&report.schedule), json(&fresh.schedule));
+        compare(
+            "violations",
+            json(&report.violations),
+            json(&fresh.violations),
+        );
+        compare(
+            "stale_accesses",
+            json(&report.stale_accesses),
+            json(&fresh.stale_accesses),
+        );
+        compare(
+            "availability",
+            json(&report.availability),
+            json(&fresh.availability),
+        );
+        // The hash is compared with the replay's, and with the history the report holds: a hash
+        // edited to match a replay that diverged, or a history edited under its hash, both show.
+        compare(
+            "history_hash",
+            json(&report.history_hash),
+            json(&fresh.history_hash),
+        );
+        Replay {
+            outcome,
+            first_difference,
+            differences,
+        }
     }
 }
 

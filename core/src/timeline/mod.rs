@@ -38,24 +38,14 @@ pub fn render(report: &Report) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::history::{Kind, Op};
-    use crate::scenario::{Algorithm, Fault, Scenario};
 
     /// The story of the CLI's tests: two clients, a 10 s lease, client-0 paused for 15 s while
-    /// it holds the lock; client-1 takes the expired lock and both are inside at once.
+    /// it holds the lock; client-1 takes the expired lock and both are inside at once. A
+    /// simulated run's report, kept as a file because this crate cannot run the simulator:
+    /// `lockcheck-sim`'s test `timeline_fixtures` checks that the simulation still gives exactly
+    /// this report (and rewrites it with `LOCKCHECK_BLESS=1`).
     pub(crate) fn pause_report() -> Report {
-        let mut s = Scenario::new(Algorithm::SingleRedis);
-        s.params.ttl_ms = Some(10_000);
-        s.workload.acquisitions_per_client = 1;
-        s.workload.hold_ms = 2_000;
-        s.workload.think_ms = 100;
-        s.duration_ms = 30_000;
-        s.seed = 7;
-        s.faults = vec![Fault::Pause {
-            at_ms: 500,
-            node: "client-0".into(),
-            for_ms: 15_000,
-        }];
-        let report = Report::of_run(&s, &crate::run(&s));
+        let report = fixture(include_str!("../../tests/data/timeline-pause.json"));
         assert!(
             !report.violations.is_empty(),
             "the pause story finds its violation"
@@ -65,10 +55,18 @@ pub(crate) mod tests {
 
     /// The same clients without faults: nothing to find.
     pub(crate) fn quiet_report() -> Report {
-        let mut report = pause_report();
-        report.scenario.faults.clear();
-        let report = Report::of_run(&report.scenario, &crate::run(&report.scenario));
+        let report = fixture(include_str!("../../tests/data/timeline-quiet.json"));
         assert!(report.violations.is_empty());
+        report
+    }
+
+    fn fixture(json: &str) -> Report {
+        let report: Report = serde_json::from_str(json).expect("the fixture is a report");
+        assert_eq!(
+            report.history.digest(),
+            report.history_hash,
+            "the fixture is intact"
+        );
         report
     }
 

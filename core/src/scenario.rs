@@ -1223,6 +1223,41 @@ fn offending_field(text: &str, path: &str, message: &str) -> Option<String> {
     }
 }
 
+/// `innodb_flush_log_at_trx_commit`: when a commit reaches the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FlushPolicy {
+    /// `1` (the default): the log is flushed at every commit, before the client hears of it.
+    #[default]
+    AtCommit,
+    /// `2`: the log is written at commit and flushed to disk once a second; a machine crash loses
+    /// the commits of the last second.
+    EverySecond,
+}
+
+impl FlushPolicy {
+    /// The policy a scenario's persistence asks for: `everysec` is `2`, `always` is `1`
+    /// (`none` is refused for MySQL by the scenario's validation; it maps to `1`).
+    pub fn of(persistence: Persistence) -> FlushPolicy {
+        match persistence {
+            Persistence::Everysec => FlushPolicy::EverySecond,
+            _ => FlushPolicy::AtCommit,
+        }
+    }
+
+    /// The value of `innodb_flush_log_at_trx_commit`.
+    pub fn setting(self) -> u8 {
+        match self {
+            FlushPolicy::AtCommit => 1,
+            FlushPolicy::EverySecond => 2,
+        }
+    }
+}
+
+/// The tick used when none is configured. `zoo_sample.cfg`, the official Docker image and the
+/// admin guide's examples all run `tickTime=2000`; the Java constant `DEFAULT_TICK_TIME` (3000)
+/// only applies to an embedded server built without a config, which is not what users run.
+pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

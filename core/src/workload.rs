@@ -1,13 +1,13 @@
 //! What clients do (Jepsen's generator, for one fixed pattern): acquire, touch the resource, work,
 //! touch again, release, think; until the client has done its critical sections or the run ends.
 //!
-//! Written once for both worlds: a simulated client ([`crate::client`]) and a real one
+//! Written once for both worlds: a simulated client (`lockcheck_sim::client`) and a real one
 //! (`lockcheck-real`) each implement [`ClientSide`], and run this very loop, so a verdict means
 //! the same thing in both. Every operation is recorded as invoke and ok / fail / info.
 
 use crate::history::{Kind, Op, Phase};
 use crate::lock::{AnyLock, Stores};
-use crate::net::AccessRequest;
+use crate::resource::AccessRequest;
 use crate::scenario::{Scenario, DEFAULT_READ_FRACTION};
 use futures_util::future::{select, Either};
 use lockcheck_algorithms::{Env, Guard, LockError};

@@ -8,7 +8,7 @@
 use super::reach::Reach;
 use super::{ms, Liveness, Violation, ViolationKind};
 use crate::history::{Entry, KeyChange, Kind, Op};
-use crate::nemesis::kind::CRASH;
+use crate::schedule::kind::CRASH;
 use crate::topology::Topology;
 use lockcheck_algorithms::zookeeper::sequential::is_write_node;
 use std::collections::{BTreeMap, BTreeSet};
@@ -485,7 +485,7 @@ mod tests {
 
     #[test]
     fn a_waiter_that_could_not_poll_for_a_whole_queue_timeout_is_out_of_the_race() {
-        use crate::nemesis::kind::*;
+        use crate::schedule::kind::*;
         type Between = fn(&mut History);
         let stories: [(&str, u64, Between); 6] = [
             ("asked less than a queue timeout before", 2 * S, |_| {}),

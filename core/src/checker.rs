@@ -18,7 +18,7 @@
 //! doing its job, not violations.
 
 use crate::history::{Entry, KeyChange, Kind, Op, Phase};
-use crate::nemesis::kind as nemesis;
+use crate::schedule::kind as nemesis;
 use crate::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

@@ -498,7 +498,7 @@ mod tests {
                 rate: 1.5,
             },
         ];
-        let report = Report::of_run(&s, &crate::runner::Outcome::of(Default::default(), &s));
+        let report = Report::of_run(&s, &crate::outcome::Outcome::of(Default::default(), &s));
         let l = layout(&report);
         let crash = band(&l, "fault-band crash", "redis-1");
         assert_eq!(crash.len(), 1);
@@ -567,7 +567,7 @@ mod tests {
             access("client-1", Phase::Exit),
         );
         let s = Scenario::new(Algorithm::SingleRedis);
-        let report = Report::of_run(&s, &crate::runner::Outcome::of(history, &s));
+        let report = Report::of_run(&s, &crate::outcome::Outcome::of(history, &s));
         assert!(report.violations.is_empty());
         let l = layout(&report);
         assert!(band(&l, "overlap", "resource").is_empty());

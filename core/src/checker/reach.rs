@@ -5,7 +5,7 @@
 //! [`super::stuck`] and [`super::order`] ask the same question: since when has this client been
 //! running and the service up and reachable from it?
 
-use crate::nemesis::kind::*;
+use crate::schedule::kind::*;
 use crate::topology::Topology;
 use std::collections::{BTreeMap, BTreeSet};
 

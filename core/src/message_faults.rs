@@ -5,6 +5,11 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The latency of every simulated message, on top of any delay fault: what madsim's network drew
+/// (its default `send_latency`). The schedule counts with its end to say when a delay has
+/// settled, in both worlds.
+pub const LATENCY_NS: std::ops::Range<u64> = 1_000_000..10_000_000;
+
 /// Per node, the message faults in force on it (by fault id, since several may overlap): a
 /// message between two nodes suffers both ends' faults.
 #[derive(Clone, Debug, Default)]
