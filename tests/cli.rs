@@ -27,14 +27,14 @@ fn simulation_is_compiled_in() {
 #[test]
 fn explore_help_names_every_algorithm_and_profile() {
     let help = stdout(&lockcheck(&["explore", "--help"]));
-    for name in [
-        "single-redis",
-        "redlock",
-        "redis-reentrant",
-        "redis-fair",
-        "zk-sequential",
-    ] {
-        assert!(help.contains(name), "explore --help does not name {name}");
+    // The list comes from the registry: every algorithm, with its summary.
+    for a in lockcheck_core::Algorithm::ALL {
+        let d = a.description();
+        assert!(
+            help.contains(d.name) && help.contains(d.summary),
+            "explore --help does not present {}",
+            d.name
+        );
     }
     for profile in [
         "none",

@@ -13,6 +13,7 @@
 //!
 //! This crate depends on no async runtime, no simulator and no client library.
 
+pub mod describe;
 pub mod env;
 pub mod error;
 pub mod guard;
@@ -20,6 +21,7 @@ pub mod lock;
 pub mod mysql;
 pub mod redis;
 pub mod retry;
+pub mod stores;
 pub mod zookeeper;
 
 pub use env::{Env, LockEvent};

@@ -20,6 +20,7 @@
 use crate::history::{Entry, KeyChange, Kind, Op, Phase};
 use crate::schedule::kind as nemesis;
 use crate::topology::Topology;
+use lockcheck_algorithms::describe::Order;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -455,15 +456,20 @@ pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
     found
 }
 
-/// Every check, violations in order of time.
-pub fn check(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
+/// Every check that applies to an algorithm promising `order` among its waiters, violations in
+/// order of time.
+pub fn check(history: &[Entry], liveness: &Liveness, order: Order) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
     all.extend(foreign_releases(history));
     all.extend(deadlock(history));
     all.extend(stuck(history, liveness));
     all.extend(reentrancy(history));
-    all.extend(fifo(history, liveness));
-    all.extend(sequence_order(history));
+    // An order is checked where the algorithm promises it (its registry description).
+    match order {
+        Order::Fifo => all.extend(fifo(history, liveness)),
+        Order::Sequence => all.extend(sequence_order(history)),
+        Order::None => {}
+    }
     all.sort_by_key(|v| (v.at_ns, v.kind));
     all
 }

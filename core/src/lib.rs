@@ -12,7 +12,7 @@
 //! - [`report`]: an outcome a person (or CI) reads and replays, and [`timeline`] draws it as a
 //!   self-contained HTML page.
 //!
-//! [`lock`] builds an algorithm on a world's stores; [`clock`] is the per-node clock arithmetic
+//! [`registry`] lists every algorithm and builds it on a world's stores; [`clock`] is the per-node clock arithmetic
 //! both worlds' clock faults follow; [`input`], [`output`] and [`limits`] read, write and bound
 //! what users hand in.
 
@@ -21,11 +21,11 @@ pub mod clock;
 pub mod history;
 pub mod input;
 pub mod limits;
-pub mod lock;
 pub mod message_faults;
 pub mod outcome;
 pub mod output;
 pub mod profile;
+pub mod registry;
 pub mod report;
 pub mod resource;
 pub mod scenario;

@@ -24,7 +24,11 @@ impl Outcome {
     /// The checker's verdict on `history` of a run of `scenario`, whichever world it came from.
     pub fn of(history: History, scenario: &Scenario) -> Outcome {
         Outcome {
-            violations: checker::check(&history.entries, &Liveness::of(scenario)),
+            violations: checker::check(
+                &history.entries,
+                &Liveness::of(scenario),
+                scenario.algorithm.description().order,
+            ),
             stale_accesses: checker::stale_accesses(&history.entries),
             availability: checker::availability(&history.entries),
             wakeups: checker::wakeups(&history.entries),

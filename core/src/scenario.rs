@@ -6,7 +6,10 @@
 //! parsed strictly: unknown keys and impossible values are errors that name the field at fault.
 
 use crate::input;
+pub use crate::registry::Algorithm;
 use crate::topology::Topology;
+pub use lockcheck_algorithms::describe::Backend;
+use lockcheck_algorithms::describe::{Fencing, Lease, Servers};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -27,191 +30,6 @@ pub enum ScenarioError {
     Invalid(String),
 }
 
-/// The kind of server a lock algorithm runs against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Backend {
-    /// Redis: one server, a primary with replicas, or independent masters (Redlock).
-    Redis,
-    /// A ZooKeeper server.
-    ZooKeeper,
-    /// A MySQL/MariaDB server (InnoDB).
-    Mysql,
-}
-
-impl Backend {
-    /// The prefix of its servers' node names (`redis-0`, `zk-0`, `mysql-0`).
-    pub fn server_prefix(self) -> &'static str {
-        match self {
-            Backend::Redis => "redis",
-            Backend::ZooKeeper => "zk",
-            Backend::Mysql => "mysql",
-        }
-    }
-}
-
-/// The lock algorithm under test, by its user-facing name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Algorithm {
-    /// One Redis server, `SET NX PX` + Lua compare-and-delete.
-    #[serde(rename = "single-redis")]
-    SingleRedis,
-    /// Redlock over N independent Redis masters.
-    #[serde(rename = "redlock")]
-    Redlock,
-    /// Redisson's reentrant RLock: a hash `{owner → count}` on one Redis.
-    #[serde(rename = "redis-reentrant")]
-    RedisReentrant,
-    /// A fair (FIFO) reentrant lock: the hash, a list of waiters and a sorted set of their
-    /// deadlines (seed 003; Redisson's RedissonFairLock).
-    #[serde(rename = "redis-fair")]
-    RedisFair,
-    /// Curator's InterProcessMutex: ephemeral sequential nodes on one ZooKeeper server.
-    #[serde(rename = "zk-sequential")]
-    ZkSequential,
-    /// One ephemeral node that every waiter watches (seed 001's herd-effect lock).
-    #[serde(rename = "zk-herd")]
-    ZkHerd,
-    /// Curator's InterProcessReadWriteLock: readers and writers in one sequential queue
-    /// (seed 000).
-    #[serde(rename = "zk-rwlock")]
-    ZkRwLock,
-    /// A reentrant lock row taken in short transactions with `SELECT … FOR UPDATE` (seed 000).
-    #[serde(rename = "mysql-row")]
-    MysqlRow,
-    /// Inserting a row under a unique key is the lock, deleting it the unlock (seed 001).
-    #[serde(rename = "mysql-unique")]
-    MysqlUnique,
-    /// The row lock of an open transaction is the lock; it ends at commit (or when the server
-    /// ends the connection).
-    #[serde(rename = "mysql-for-update-held")]
-    MysqlForUpdateHeld,
-}
-
-impl Algorithm {
-    /// Every implemented algorithm.
-    pub const ALL: &'static [Algorithm] = &[
-        Algorithm::SingleRedis,
-        Algorithm::Redlock,
-        Algorithm::RedisReentrant,
-        Algorithm::RedisFair,
-        Algorithm::ZkSequential,
-        Algorithm::ZkHerd,
-        Algorithm::ZkRwLock,
-        Algorithm::MysqlRow,
-        Algorithm::MysqlUnique,
-        Algorithm::MysqlForUpdateHeld,
-    ];
-
-    /// The user-facing name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::SingleRedis => "single-redis",
-            Algorithm::Redlock => "redlock",
-            Algorithm::RedisReentrant => "redis-reentrant",
-            Algorithm::RedisFair => "redis-fair",
-            Algorithm::ZkSequential => "zk-sequential",
-            Algorithm::ZkHerd => "zk-herd",
-            Algorithm::ZkRwLock => "zk-rwlock",
-            Algorithm::MysqlRow => "mysql-row",
-            Algorithm::MysqlUnique => "mysql-unique",
-            Algorithm::MysqlForUpdateHeld => "mysql-for-update-held",
-        }
-    }
-
-    /// Looks an algorithm up by its user-facing name.
-    pub fn from_name(name: &str) -> Option<Algorithm> {
-        Self::ALL.iter().copied().find(|a| a.name() == name)
-    }
-
-    /// How many servers the algorithm runs against, given the `nodes` parameter.
-    pub fn servers(self, params: &Params) -> usize {
-        match self {
-            Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
-                params.nodes.unwrap_or(1) as usize + params.replicas as usize
-            }
-            Algorithm::Redlock => params.nodes.unwrap_or(5) as usize,
-            Algorithm::ZkSequential
-            | Algorithm::ZkHerd
-            | Algorithm::ZkRwLock
-            | Algorithm::MysqlRow
-            | Algorithm::MysqlUnique
-            | Algorithm::MysqlForUpdateHeld => params.nodes.unwrap_or(1) as usize,
-        }
-    }
-
-    /// The kind of server it runs against. Every question about the backend (which server model
-    /// the simulation starts, which real server the launcher starts, how servers are named)
-    /// goes through this one exhaustive match, so an algorithm on a new backend cannot be taken
-    /// for a Redis one by default.
-    pub fn backend(self) -> Backend {
-        match self {
-            Algorithm::SingleRedis
-            | Algorithm::Redlock
-            | Algorithm::RedisReentrant
-            | Algorithm::RedisFair => Backend::Redis,
-            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => Backend::ZooKeeper,
-            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld => {
-                Backend::Mysql
-            }
-        }
-    }
-
-    /// Whether it runs on MySQL/MariaDB.
-    pub fn is_mysql(self) -> bool {
-        self.backend() == Backend::Mysql
-    }
-
-    /// Whether it runs on Redis.
-    pub fn is_redis(self) -> bool {
-        self.backend() == Backend::Redis
-    }
-
-    /// Whether it runs on ZooKeeper (its lock lives as long as the holder's session).
-    pub fn is_zookeeper(self) -> bool {
-        self.backend() == Backend::ZooKeeper
-    }
-
-    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`.
-    pub fn server_prefix(self) -> &'static str {
-        self.backend().server_prefix()
-    }
-
-    /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
-    /// lease (`ttl_ms`), for ZooKeeper the session timeout, for a transaction-held MySQL lock the
-    /// server's `wait_timeout`. A lock that never expires (a MySQL row without a TTL) uses the
-    /// default TTL as its time scale. Fault spans and the liveness probe's wait are drawn
-    /// around it.
-    pub fn lease_ms(self, params: &Params) -> u64 {
-        match self {
-            _ if self.is_zookeeper() => params.session_timeout_ms,
-            Algorithm::MysqlForUpdateHeld => params.wait_timeout_ms_for(self),
-            _ => params.ttl_ms_for(self).unwrap_or(DEFAULT_TTL_MS),
-        }
-    }
-
-    /// Whether its lock ends by time whatever the holder does: a lease, or for a transaction-held
-    /// lock the server's `wait_timeout` on an idle connection. A holder that wants to keep such a
-    /// lock must finish its work within that time.
-    pub fn expires(self, params: &Params) -> bool {
-        self == Algorithm::MysqlForUpdateHeld || params.ttl_ms_for(self).is_some()
-    }
-
-    /// Whether the client is told how long its lock stays valid (a lease it counts down).
-    pub fn reports_validity(self, params: &Params) -> bool {
-        params.ttl_ms_for(self).is_some()
-    }
-
-    /// Whether clients may take it shared (readers) as well as exclusive (writers).
-    pub fn has_readers(self) -> bool {
-        self == Algorithm::ZkRwLock
-    }
-
-    /// Whether the owner may acquire again while holding (nested acquisitions).
-    pub fn reentrant(self) -> bool {
-        matches!(self, Algorithm::RedisReentrant | Algorithm::RedisFair)
-    }
-}
-
 /// What a crashed server keeps on restart.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -227,7 +45,7 @@ pub enum Persistence {
 }
 
 /// The lease of the lease locks when a scenario gives none.
-pub const DEFAULT_TTL_MS: u64 = 10_000;
+pub const DEFAULT_TTL_MS: u64 = lockcheck_algorithms::describe::DEFAULT_TTL.as_millis() as u64;
 /// Redis: `WAIT`'s timeout when a scenario gives none.
 pub const DEFAULT_WAIT_REPLICAS_TIMEOUT_MS: u64 = 50;
 /// MySQL: the server's `wait_timeout` when a scenario gives none (MariaDB's default, 8 hours).
@@ -367,10 +185,11 @@ impl Params {
 
     /// The persistence of server `node` of `algorithm`.
     pub fn persistence_of(&self, algorithm: Algorithm, node: &str) -> Persistence {
-        let default = if algorithm.is_redis() {
-            Persistence::None
-        } else {
-            Persistence::Always
+        // Redis keeps its data set in memory unless told otherwise; InnoDB and ZooKeeper log
+        // every change before they answer.
+        let default = match algorithm.backend() {
+            Backend::Redis => Persistence::None,
+            Backend::ZooKeeper | Backend::Mysql => Persistence::Always,
         };
         self.per_node
             .get(node)
@@ -381,20 +200,19 @@ impl Params {
 
     /// The lease of `algorithm`'s lock in ms, `None` when it has none.
     pub fn ttl_ms_for(&self, algorithm: Algorithm) -> Option<u64> {
-        match algorithm {
-            Algorithm::MysqlRow => self.ttl_ms,
-            _ if algorithm.is_redis() => Some(self.ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
-            _ => None,
+        match algorithm.lease() {
+            Lease::Ttl { optional: true } => self.ttl_ms,
+            Lease::Ttl { optional: false } => Some(self.ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
+            Lease::Session | Lease::IdleConnection | Lease::None => None,
         }
     }
 
     /// `wait_timeout_ms` as `algorithm` reads it: Redis's `WAIT` timeout, or MySQL's
     /// `wait_timeout`.
     pub fn wait_timeout_ms_for(&self, algorithm: Algorithm) -> u64 {
-        self.wait_timeout_ms.unwrap_or(if algorithm.is_mysql() {
-            DEFAULT_MYSQL_WAIT_TIMEOUT_MS
-        } else {
-            DEFAULT_WAIT_REPLICAS_TIMEOUT_MS
+        self.wait_timeout_ms.unwrap_or(match algorithm.backend() {
+            Backend::Mysql => DEFAULT_MYSQL_WAIT_TIMEOUT_MS,
+            Backend::Redis | Backend::ZooKeeper => DEFAULT_WAIT_REPLICAS_TIMEOUT_MS,
         })
     }
 
@@ -791,100 +609,105 @@ impl Scenario {
         self.validate_ranges().map_err(ScenarioError::Invalid)?;
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         let p = &self.params;
-        if p.ttl_ms.is_some() && p.ttl_ms_for(self.algorithm).is_none() {
+        let algorithm = self.algorithm;
+        let name = algorithm.name();
+        let description = algorithm.description();
+        let backend = algorithm.backend();
+        if p.ttl_ms.is_some() && p.ttl_ms_for(algorithm).is_none() {
             return bad(format!(
-                "params.ttl_ms: {} has no lease (its lock ends when {}), so a TTL does not apply",
-                self.algorithm.name(),
-                if self.algorithm.is_zookeeper() {
-                    "the holder's session does"
-                } else {
-                    "it is released or the server ends the transaction"
+                "params.ttl_ms: {name} has no lease (its lock ends when {}), so a TTL does not apply",
+                match description.lease {
+                    Lease::Session => "the holder's session does",
+                    _ => "it is released or the server ends the transaction",
                 }
             ));
         }
-        if p.lock_wait_timeout_ms.is_some() && !self.algorithm.is_mysql() {
+        if p.lock_wait_timeout_ms.is_some() && backend != Backend::Mysql {
             return bad(format!(
-                "params.lock_wait_timeout_ms: {} does not run on MySQL",
-                self.algorithm.name()
+                "params.lock_wait_timeout_ms: {name} does not run on MySQL"
             ));
         }
-        match self.algorithm {
-            // Checked below, with the other ZooKeeper settings.
-            Algorithm::ZkSequential | Algorithm::ZkHerd | Algorithm::ZkRwLock => {}
-            Algorithm::MysqlRow | Algorithm::MysqlUnique | Algorithm::MysqlForUpdateHeld => {
+        match description.servers {
+            Servers::One => {
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
-                    return bad(format!(
-                        "params.nodes: {} runs against one MariaDB server, got {n}",
-                        self.algorithm.name()
-                    ));
-                }
-                if p.replicas > 0 || p.wait_replicas > 0 {
-                    return bad("params.replicas: not modelled for MySQL".into());
-                }
-                let persistence = p
-                    .per_node
-                    .values()
-                    .filter_map(|n| n.persistence)
-                    .chain(p.persistence);
-                for policy in persistence {
-                    if policy == Persistence::None {
-                        return bad(
-                            "params.persistence: InnoDB always writes its redo log; use always \
-                             (innodb_flush_log_at_trx_commit=1, the default) or everysec (=2)"
-                                .into(),
-                        );
-                    }
+                    return bad(match backend {
+                        Backend::Redis => {
+                            format!("params.nodes: {name} runs against exactly 1 server, got {n}")
+                        }
+                        Backend::Mysql => {
+                            format!("params.nodes: {name} runs against one MariaDB server, got {n}")
+                        }
+                        Backend::ZooKeeper => format!(
+                            "params.nodes: {name} runs against one standalone ZooKeeper server, \
+                             got {n} (ensembles are not modelled yet)"
+                        ),
+                    });
                 }
             }
-            Algorithm::SingleRedis | Algorithm::RedisReentrant | Algorithm::RedisFair => {
-                if p.wait_replicas > p.replicas {
+            Servers::Masters { default, min } => {
+                let n = p.nodes.unwrap_or(default);
+                if n < min {
                     return bad(format!(
-                        "params.wait_replicas: {} replicas cannot acknowledge when there are {}",
-                        p.wait_replicas, p.replicas
-                    ));
-                }
-                if let Some(n) = p.nodes.filter(|&n| n != 1) {
-                    return bad(format!(
-                        "params.nodes: {} runs against exactly 1 server, got {n}",
-                        self.algorithm.name()
-                    ));
-                }
-                if p.fencing && self.algorithm != Algorithm::SingleRedis {
-                    return bad(format!(
-                        "params.fencing: {} has no fencing token: its owner name is the same for \
-                         every acquisition by a client",
-                        self.algorithm.name()
-                    ));
-                }
-            }
-            Algorithm::Redlock => {
-                let n = p.nodes.unwrap_or(5);
-                if n < 3 {
-                    return bad(format!(
-                        "params.nodes: redlock needs at least 3 masters, got {n}"
+                        "params.nodes: {name} needs at least {min} masters, got {n}"
                     ));
                 }
                 if n % 2 == 0 && !p.allow_even_nodes {
                     return bad(format!(
-                        "params.nodes: {n} redlock masters need a quorum of {} yet tolerate no more \
-                         failures than {} would; use an odd number, or set \
+                        "params.nodes: {n} {name} masters need a quorum of {} yet tolerate no \
+                         more failures than {} would; use an odd number, or set \
                          params.allow_even_nodes: true",
                         n / 2 + 1,
                         n - 1
                     ));
                 }
-                if p.replicas > 0 || p.wait_replicas > 0 {
-                    return bad(
-                        "params.replicas: redlock's masters are independent by design; replicas \
+            }
+        }
+        if p.replicas > 0 || p.wait_replicas > 0 {
+            if !description.replicas {
+                return bad(match (description.servers, backend) {
+                    (Servers::Masters { .. }, _) => format!(
+                        "params.replicas: {name}'s masters are independent by design; replicas \
                          are modelled for the single-server locks"
-                            .into(),
-                    );
+                    ),
+                    (_, Backend::Redis) => format!("params.replicas: not modelled for {name}"),
+                    (_, Backend::ZooKeeper) => "params.replicas: not modelled for ZooKeeper".into(),
+                    (_, Backend::Mysql) => "params.replicas: not modelled for MySQL".into(),
+                });
+            }
+            if p.wait_replicas > p.replicas {
+                return bad(format!(
+                    "params.wait_replicas: {} replicas cannot acknowledge when there are {}",
+                    p.wait_replicas, p.replicas
+                ));
+            }
+        }
+        if p.watchdog && !description.renews {
+            return bad(format!(
+                "params.watchdog: {name} has no watchdog: {}",
+                match description.lease {
+                    Lease::Session => "its session is kept alive by the client all along",
+                    _ => "nothing renews its lock while it is held",
                 }
-                if p.fencing {
+            ));
+        }
+        if p.fencing {
+            if let Fencing::Unavailable(why) = description.fencing {
+                return bad(format!(
+                    "params.fencing: {name} has no fencing token: {why}"
+                ));
+            }
+        }
+        if backend == Backend::Mysql {
+            let persistence = p
+                .per_node
+                .values()
+                .filter_map(|n| n.persistence)
+                .chain(p.persistence);
+            for policy in persistence {
+                if policy == Persistence::None {
                     return bad(
-                        "params.fencing: redlock cannot produce a fencing token: its token is \
-                         random and no counter is shared by the masters (Kleppmann, 2016). Use \
-                         single-redis with fencing, or a lock with a monotonic token"
+                        "params.persistence: InnoDB always writes its redo log; use always \
+                         (innodb_flush_log_at_trx_commit=1, the default) or everysec (=2)"
                             .into(),
                     );
                 }
@@ -902,17 +725,7 @@ impl Scenario {
                 ));
             }
         }
-        if self.algorithm.is_zookeeper() {
-            if let Some(n) = p.nodes.filter(|&n| n != 1) {
-                return bad(format!(
-                    "params.nodes: {} runs against one standalone ZooKeeper server, got {n} \
-                     (ensembles are not modelled yet)",
-                    self.algorithm.name()
-                ));
-            }
-            if p.replicas > 0 || p.wait_replicas > 0 {
-                return bad("params.replicas: not modelled for ZooKeeper".into());
-            }
+        if backend == Backend::ZooKeeper {
             if p.persistence
                 .is_some_and(|policy| policy != Persistence::Always)
             {
@@ -930,7 +743,7 @@ impl Scenario {
                 ));
             }
         }
-        if p.suspended_is_lost && !self.algorithm.is_zookeeper() {
+        if p.suspended_is_lost && description.lease != Lease::Session {
             return bad(format!(
                 "params.suspended_is_lost: {} has no session to be suspended; it applies to the \
                  ZooKeeper locks",
@@ -938,9 +751,15 @@ impl Scenario {
             ));
         }
         if self.workload.read_fraction.is_some() && !self.algorithm.has_readers() {
+            let with_readers: Vec<&str> = Algorithm::ALL
+                .iter()
+                .filter(|a| a.has_readers())
+                .map(|a| a.name())
+                .collect();
             return bad(format!(
-                "workload.read_fraction: {} has no shared mode; it applies to zk-rwlock",
-                self.algorithm.name()
+                "workload.read_fraction: {} has no shared mode; it applies to {}",
+                self.algorithm.name(),
+                with_readers.join(", ")
             ));
         }
         if self.workload.reentrant_depth > 1 && !self.algorithm.reentrant() {

@@ -6,10 +6,12 @@
 //! the same thing in both. Every operation is recorded as invoke and ok / fail / info.
 
 use crate::history::{Kind, Op, Phase};
-use crate::lock::{AnyLock, Stores};
+use crate::registry::AnyLock;
 use crate::resource::AccessRequest;
 use crate::scenario::{Scenario, DEFAULT_READ_FRACTION};
 use futures_util::future::{select, Either};
+use lockcheck_algorithms::describe::Lease;
+use lockcheck_algorithms::stores::Stores;
 use lockcheck_algorithms::{Env, Guard, LockError};
 use std::cell::RefCell;
 use std::future::Future;
@@ -205,7 +207,7 @@ async fn hold<C: ClientSide>(c: &C, guard: &RefCell<Guard>, shared: bool) {
     } else {
         Duration::from_millis(scenario.workload.hold_ms)
     };
-    if scenario.params.watchdog || scenario.algorithm.is_zookeeper() {
+    if scenario.params.watchdog || scenario.algorithm.lease() == Lease::Session {
         let sleep = pin!(c.env().sleep(work));
         let renew = pin!(c.lock().keep_alive(c.env(), guard, shared));
         if let Either::Right(((), sleep)) = select(sleep, renew).await {

@@ -18,3 +18,12 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
         }),
     })
 }
+
+/// Whether real mode starts servers of `backend`: every registered algorithm on such a backend
+/// runs in real mode. (A backend simulated before its real servers are wired in says `false`
+/// here, and [`server_kind`] refuses it.)
+pub fn supports(backend: Backend) -> bool {
+    match backend {
+        Backend::Redis | Backend::ZooKeeper | Backend::Mysql => true,
+    }
+}

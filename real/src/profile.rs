@@ -54,6 +54,7 @@
 //! no lease at all: its stories run with the TTL only as their time scale (and the pause, which
 //! nothing expires, breaks nothing).
 
+use lockcheck_algorithms::describe::{Backend, Lease, Servers};
 use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
 use lockcheck_core::scenario::{Algorithm, Fault, Persistence, Scenario, ScenarioError, Workload};
 
@@ -131,7 +132,7 @@ impl Shape {
     /// timeout a server with the default tick grants (4 s, two ticks).
     pub fn for_algorithm(algorithm: Algorithm) -> Shape {
         let mut shape = Shape::default();
-        if algorithm.is_zookeeper() {
+        if algorithm.backend() == Backend::ZooKeeper {
             shape.ttl_ms = 2 * DEFAULT_TICK_TIME_MS;
         }
         shape
@@ -141,7 +142,7 @@ impl Shape {
 /// The latest time after the start at which the lock of a holder that went silent at TTL/5
 /// comes free (before the next holder enters), in ms.
 fn free_by(algorithm: Algorithm, lease: u64, retry_delay: u64) -> u64 {
-    if algorithm.is_zookeeper() {
+    if algorithm.backend() == Backend::ZooKeeper {
         lease / 5 + lease + DEFAULT_TICK_TIME_MS
     } else {
         lease + retry_delay
@@ -182,11 +183,11 @@ fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioEr
 /// (What `--ttl-ms` means, for a profile and for a scenario file alike.)
 pub fn set_lease(scenario: &mut Scenario, ms: u64) {
     let p = &mut scenario.params;
-    match scenario.algorithm {
-        a if a.is_zookeeper() => p.session_timeout_ms = ms,
-        Algorithm::MysqlForUpdateHeld => p.wait_timeout_ms = Some(ms),
-        Algorithm::MysqlUnique => {}
-        _ => p.ttl_ms = Some(ms),
+    match scenario.algorithm.lease() {
+        Lease::Session => p.session_timeout_ms = ms,
+        Lease::IdleConnection => p.wait_timeout_ms = Some(ms),
+        Lease::None => {}
+        Lease::Ttl { .. } => p.ttl_ms = Some(ms),
     }
 }
 
@@ -220,7 +221,7 @@ pub fn scenario(
             };
         }
         Profile::Pause => {
-            let (wake, hold) = if algorithm.is_zookeeper() {
+            let (wake, hold) = if algorithm.backend() == Backend::ZooKeeper {
                 let wake = free + ttl / 4;
                 (wake, wake - ttl + ttl / 4)
             } else {
@@ -235,7 +236,7 @@ pub fn scenario(
             });
         }
         Profile::Partition => {
-            if !algorithm.is_zookeeper() {
+            if algorithm.backend() != Backend::ZooKeeper {
                 return Err(ScenarioError::Invalid(format!(
                     "the partition story is told for the ZooKeeper locks: a {} holder works \
                      within its TTL, so nothing of its would reach the resource after a \
@@ -254,7 +255,7 @@ pub fn scenario(
                 from: None,
             });
         }
-        Profile::ClockJump if !algorithm.is_redis() => {
+        Profile::ClockJump if algorithm.backend() != Backend::Redis => {
             // One server: its wall clock jumps two leases forward while client-0 is inside.
             s.workload = story_workload(ttl * 3 / 4);
             s.faults = hold_back_others(shape, profile.name())?;
@@ -266,7 +267,7 @@ pub fn scenario(
         }
         Profile::ClockJump | Profile::Restart => {
             let story = profile.name();
-            if !algorithm.is_redis() {
+            if algorithm.backend() != Backend::Redis {
                 return Err(ScenarioError::Invalid(format!(
                     "the {story} story is told for the Redis locks (not {})",
                     algorithm.name()
@@ -276,22 +277,23 @@ pub fn scenario(
             s.faults = hold_back_others(shape, story)?;
             // The server that loses client-0's key, and for Redlock the one that is down while
             // client-0 acquires (so that it is empty for the next client).
-            let (victim, absent) = if algorithm == Algorithm::Redlock {
-                if shape.nodes.is_some_and(|n| n != 3) {
-                    return Err(ScenarioError::Invalid(format!(
-                        "nodes: the Redlock {story} story is told with 3 masters"
-                    )));
-                }
-                s.params.nodes = Some(3);
-                let absent = if profile == Profile::ClockJump {
-                    "redis-2"
+            let (victim, absent) =
+                if matches!(algorithm.description().servers, Servers::Masters { .. }) {
+                    if shape.nodes.is_some_and(|n| n != 3) {
+                        return Err(ScenarioError::Invalid(format!(
+                            "nodes: the Redlock {story} story is told with 3 masters"
+                        )));
+                    }
+                    s.params.nodes = Some(3);
+                    let absent = if profile == Profile::ClockJump {
+                        "redis-2"
+                    } else {
+                        "redis-0"
+                    };
+                    ("redis-1", Some(absent))
                 } else {
-                    "redis-0"
+                    ("redis-0", None)
                 };
-                ("redis-1", Some(absent))
-            } else {
-                ("redis-0", None)
-            };
             if let Some(absent) = absent {
                 s.faults.push(Fault::Crash {
                     at_ms: 0,

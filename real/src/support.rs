@@ -5,34 +5,25 @@ use crate::error::RealError;
 use lockcheck_core::scenario::{Algorithm, Fault, Scenario};
 use lockcheck_core::topology::Role;
 
-/// The algorithms real mode runs so far.
-pub const ALGORITHMS: &[Algorithm] = &[
-    Algorithm::SingleRedis,
-    Algorithm::Redlock,
-    Algorithm::RedisReentrant,
-    Algorithm::RedisFair,
-    Algorithm::ZkSequential,
-    Algorithm::ZkHerd,
-    Algorithm::ZkRwLock,
-    Algorithm::MysqlRow,
-    Algorithm::MysqlUnique,
-    Algorithm::MysqlForUpdateHeld,
-];
-
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
                           clock_jump and clock_drift (of a client or a server), partition, \
                           loss and delay (of any node)";
 
-/// Checks that real mode runs `algorithm`.
+/// Checks that real mode runs `algorithm`: that it starts servers of its backend.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
-    if ALGORITHMS.contains(&algorithm) {
+    if crate::backend::supports(algorithm.backend()) {
         return Ok(());
     }
-    let names: Vec<&str> = ALGORITHMS.iter().map(|a| a.name()).collect();
+    let names: Vec<&str> = Algorithm::ALL
+        .iter()
+        .filter(|a| crate::backend::supports(a.backend()))
+        .map(|a| a.name())
+        .collect();
     Err(RealError::Unsupported(format!(
-        "algorithm {}: real mode runs {} so far",
+        "algorithm {}: real mode has no {} servers yet; it runs {}",
         algorithm.name(),
+        algorithm.backend().name(),
         names.join(", ")
     )))
 }

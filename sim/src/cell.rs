@@ -10,7 +10,7 @@ use crate::explore::{check_options, explore, fails, Exploration, ExploreError, E
 use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::run;
 use lockcheck_core::report::{Report, ReportError};
-use lockcheck_core::scenario::{Algorithm, CrashScope, Fault, Persistence, Scenario};
+use lockcheck_core::scenario::{CrashScope, Fault, Persistence, Scenario};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -257,14 +257,7 @@ pub fn story(report: &Report) -> String {
 /// The lease a fault is measured against: its name and length in ms (none for a lock that does not
 /// expire).
 pub fn lease(scenario: &Scenario) -> Option<(&'static str, u64)> {
-    let (algorithm, params) = (scenario.algorithm, &scenario.params);
-    let name = match algorithm {
-        a if a.is_zookeeper() => "session timeout",
-        Algorithm::MysqlForUpdateHeld => "wait_timeout",
-        _ if params.ttl_ms_for(algorithm).is_some() => "TTL",
-        _ => return None,
-    };
-    Some((name, algorithm.lease_ms(params)))
+    scenario.algorithm.lease_named(&scenario.params)
 }
 
 /// A span in seconds, exact to the millisecond ("10 s", "9.999 s"), so that a span just under the

@@ -12,6 +12,7 @@
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
 use crate::explore::{ExploreOptions, Shard};
 use crate::regression;
+use lockcheck_algorithms::describe::{Fencing, Lease};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{Report, ReportError};
 use lockcheck_core::scenario::{Algorithm, Params};
@@ -158,7 +159,7 @@ impl CellSpec {
             fencing: self.fencing,
             ..Params::default()
         };
-        if self.algorithm == Algorithm::MysqlForUpdateHeld {
+        if self.algorithm.lease() == Lease::IdleConnection {
             params.wait_timeout_ms = Some(FOR_UPDATE_WAIT_TIMEOUT_MS);
         }
         if self.profile == FaultProfile::Failover {
@@ -221,22 +222,12 @@ impl CellSpec {
 
 /// Whether `algorithm` produces a fencing token: a scenario accepts `fencing: true` exactly then.
 pub fn has_fencing(algorithm: Algorithm) -> bool {
-    Params {
-        fencing: true,
-        ..Params::default()
-    }
-    .check_for(algorithm)
-    .is_ok()
+    algorithm.description().fencing == Fencing::Token
 }
 
 /// Whether `algorithm` can run with asynchronous replicas (and so be failed over).
 fn has_replicas(algorithm: Algorithm) -> bool {
-    Params {
-        replicas: 1,
-        ..Params::default()
-    }
-    .check_for(algorithm)
-    .is_ok()
+    algorithm.description().replicas
 }
 
 /// The cells of `algorithms` × `profiles`: each algorithm, then its fencing variant where it has

@@ -3,6 +3,7 @@
 //! disks; nodes reach them only through their own [`crate::env::SimEnv`], store and server glue.
 
 use crate::signal::Signal;
+use lockcheck_algorithms::describe::Servers;
 use lockcheck_core::clock::{NodeClock, WALL_ORIGIN_NS};
 use lockcheck_core::history::{History, Kind, Op};
 use lockcheck_core::message_faults::MessageFaults;
@@ -241,11 +242,11 @@ impl World {
     /// The servers the lock talks to right now: every Redlock master, or the current primary of
     /// a single-server lock (replicas serve no client until promoted).
     pub fn lock_servers(&self) -> Vec<usize> {
-        match self.scenario.algorithm {
-            lockcheck_core::scenario::Algorithm::Redlock => self
+        match self.scenario.algorithm.description().servers {
+            Servers::Masters { .. } => self
                 .topology
                 .with_role(lockcheck_core::topology::Role::Server),
-            _ => vec![self.primary()],
+            Servers::One => vec![self.primary()],
         }
     }
 

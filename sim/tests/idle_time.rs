@@ -5,7 +5,7 @@
 
 use lockcheck_algorithms::retry::MAX_BACKOFF;
 use lockcheck_core::history::Op;
-use lockcheck_core::lock::max_retry_delay;
+use lockcheck_core::registry::max_retry_delay;
 use lockcheck_core::scenario::{Fault, Scenario};
 use lockcheck_core::topology::Role;
 use lockcheck_core::Algorithm;

@@ -18,9 +18,8 @@ use std::time::Instant;
 // A negative number is a value the checks refuse by name, not an unknown flag.
 #[command(allow_negative_numbers = true)]
 pub struct ExploreArgs {
-    /// The algorithm: single-redis, redlock, redis-reentrant, redis-fair, zk-sequential,
-    /// zk-herd, zk-rwlock, mysql-row, mysql-unique, mysql-for-update-held.
-    #[arg(long, value_name = "NAME")]
+    /// The algorithm (every registered one is listed under --help).
+    #[arg(long, value_name = "NAME", long_help = super::algorithm_help())]
     pub algorithm: String,
     /// Fault profiles, comma-separated: none, pause, clock-jump, clock-drift,
     /// crash-restart, crash-delayed-restart, partition, delay, failover (needs --replicas), all.

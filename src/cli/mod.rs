@@ -216,6 +216,28 @@ pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
     }
 }
 
+/// `--algorithm`'s long help: every registered algorithm with its one-line summary, from the
+/// registry, so that a new algorithm is listed without touching the CLI.
+pub fn algorithm_help() -> String {
+    let width = Algorithm::ALL
+        .iter()
+        .map(|a| a.name().len())
+        .max()
+        .unwrap_or(0);
+    let mut help = String::from("The algorithm, one of:");
+    for a in Algorithm::ALL {
+        let d = a.description();
+        help.push_str(&format!(
+            "\n  {:width$}  {} [{}]",
+            d.name,
+            d.summary,
+            d.backend.name()
+        ));
+    }
+    help
+}
+
+/// Parses `--algorithm`.
 pub fn parse_algorithm(name: &str) -> anyhow::Result<Algorithm> {
     Algorithm::from_name(name).ok_or_else(|| {
         let known: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();

@@ -15,8 +15,13 @@ use std::path::{Path, PathBuf};
 // A negative number is a value the checks refuse by name, not an unknown flag.
 #[command(allow_negative_numbers = true)]
 pub struct RealArgs {
-    /// The algorithm (any of `lockcheck explore --help`'s).
-    #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
+    /// The algorithm (every registered one is listed under --help).
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "scenario",
+        long_help = super::algorithm_help()
+    )]
     algorithm: Option<String>,
     /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
     /// first holder is paused inside its critical section until its lease has surely ended,

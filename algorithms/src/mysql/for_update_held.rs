@@ -19,11 +19,13 @@ use super::store::{SqlError, SqlStore, Statement};
 use super::{
     affected, next_fence, rollback, select_for_update, Abort, Attempt, UNBOUNDED_VALIDITY,
 };
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::Retry;
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -200,4 +202,39 @@ impl<S: SqlStore> Lock for MysqlForUpdateHeld<S> {
     /// Sends nothing: a holder working outside the database sends nothing either, and that
     /// silence is what `wait_timeout` punishes. Returns at once.
     async fn keep_alive<E: Env>(&self, _env: &E, _guard: &RefCell<Guard>) {}
+}
+
+/// `mysql-for-update-held` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "mysql-for-update-held",
+    summary: "The row lock of an open transaction is the lock; it ends at commit, or when the server ends the idle connection (wait_timeout).",
+    backend: Backend::Mysql,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::IdleConnection,
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for MysqlForUpdateHeld<S::Sql> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        MysqlForUpdateHeld::new(
+            stores.mysql(),
+            MysqlForUpdateHeldConfig {
+                resource: settings.key.clone(),
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+            },
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
+    }
 }

@@ -19,11 +19,13 @@ use super::{
     affected, next_fence, pause, rollback, select_for_update, Abort, Attempt, CLEANUP_ATTEMPTS,
     UNBOUNDED_VALIDITY,
 };
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::Retry;
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -322,4 +324,42 @@ impl<S: SqlStore> Lock for MysqlRow<S> {
     /// Nothing renews the row: the seed's lock has no watchdog, and a lease it had would only
     /// hide the pause it cannot survive. Returns at once.
     async fn keep_alive<E: Env>(&self, _env: &E, _guard: &RefCell<Guard>) {}
+}
+
+/// `mysql-row` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "mysql-row",
+    summary: "A reentrant lock row taken in short transactions with SELECT ... FOR UPDATE, with an optional lease (seed 000).",
+    backend: Backend::Mysql,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::Ttl { optional: true },
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for MysqlRow<S::Sql> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, env: &impl Env) -> Self {
+        MysqlRow::new(
+            stores.mysql(),
+            MysqlRowConfig {
+                resource: settings.key.clone(),
+                ttl: settings.ttl,
+                drift_factor: settings.drift_factor,
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+            },
+            env.new_token(),
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
+    }
 }

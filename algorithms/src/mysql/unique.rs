@@ -11,11 +11,13 @@
 use super::retry_attempts;
 use super::store::{SqlError, SqlStore, Statement};
 use super::{affected, next_fence, pause, Abort, Attempt, CLEANUP_ATTEMPTS, UNBOUNDED_VALIDITY};
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::Retry;
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -167,4 +169,39 @@ impl<S: SqlStore> Lock for MysqlUnique<S> {
 
     /// The row has no lease to renew. Returns at once.
     async fn keep_alive<E: Env>(&self, _env: &E, _guard: &RefCell<Guard>) {}
+}
+
+/// `mysql-unique` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "mysql-unique",
+    summary: "Inserting a row under a unique key is the lock, deleting it the unlock (seed 001).",
+    backend: Backend::Mysql,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::None,
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for MysqlUnique<S::Sql> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        MysqlUnique::new(
+            stores.mysql(),
+            MysqlUniqueConfig {
+                resource: settings.key.clone(),
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+            },
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
+    }
 }

@@ -36,11 +36,13 @@
 use super::command::{Command, Reply, Script};
 use super::owner_hash::OwnerHash;
 use super::store::RedisStore;
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::stores::Stores;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -440,5 +442,46 @@ impl<S: RedisStore> Lock for RedisFair<S> {
         self.hash
             .keep_alive(env, &self.store, &self.renew, &self.config.key, guard)
             .await
+    }
+}
+
+/// `redis-fair` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "redis-fair",
+    summary: "A fair (FIFO) reentrant lock: the hash, a queue of waiters and their deadlines (seed 003; Redisson's RedissonFairLock).",
+    backend: Backend::Redis,
+    servers: Servers::One,
+    replicas: true,
+    lease: Lease::Ttl { optional: false },
+    fencing: Fencing::Unavailable(
+        "its owner name is the same for every acquisition by a client",
+    ),
+    renews: true,
+    reentrant: true,
+    readers: false,
+    order: Order::Fifo,
+};
+
+impl<S: Stores> Registered<S> for RedisFair<S::Redis> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, env: &impl Env) -> Self {
+        RedisFair::new(
+            stores.redis_primary(),
+            FairConfig {
+                key: settings.key.clone(),
+                ttl: settings.ttl_or_default(),
+                drift_factor: settings.drift_factor,
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+                wait_timeout: settings.queue_timeout,
+            },
+            format!("{}:1", env.new_token()),
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

@@ -15,11 +15,13 @@
 use super::command::{Command, Reply, Script, SetOptions};
 use super::single::{EXTEND_LUA, RELEASE_LUA};
 use super::store::RedisStore;
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::stores::Stores;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::cell::RefCell;
 use std::time::Duration;
@@ -226,5 +228,46 @@ impl<S: RedisStore> Lock for Redlock<S> {
             }
             *guard.borrow_mut() = renewed;
         }
+    }
+}
+
+/// `redlock` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "redlock",
+    summary:
+        "Redlock over N independent Redis masters: a majority within the validity (the Redis docs).",
+    backend: Backend::Redis,
+    servers: Servers::Masters { default: 5, min: 3 },
+    replicas: false,
+    lease: Lease::Ttl { optional: false },
+    fencing: Fencing::Unavailable(
+        "its token is random and no counter is shared by the masters (Kleppmann, 2016). Use \
+         single-redis with fencing, or a lock with a monotonic token",
+    ),
+    renews: true,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for Redlock<S::Redis> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        Redlock::new(
+            stores.redis_masters(),
+            RedlockConfig {
+                key: settings.key.clone(),
+                ttl: settings.ttl_or_default(),
+                drift_factor: settings.drift_factor,
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+            },
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

@@ -12,11 +12,13 @@
 use super::command::{Command, Reply, Script};
 use super::owner_hash::OwnerHash;
 use super::store::RedisStore;
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::stores::Stores;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
@@ -184,5 +186,44 @@ impl<S: RedisStore> Lock for RedisReentrant<S> {
         self.hash
             .keep_alive(env, &self.store, &self.renew, &self.config.key, guard)
             .await
+    }
+}
+
+/// `redis-reentrant` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "redis-reentrant",
+    summary: "Redisson's reentrant RLock: a hash {owner: count} on one Redis server.",
+    backend: Backend::Redis,
+    servers: Servers::One,
+    replicas: true,
+    lease: Lease::Ttl { optional: false },
+    fencing: Fencing::Unavailable("its owner name is the same for every acquisition by a client"),
+    renews: true,
+    reentrant: true,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for RedisReentrant<S::Redis> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, env: &impl Env) -> Self {
+        RedisReentrant::new(
+            stores.redis_primary(),
+            ReentrantConfig {
+                key: settings.key.clone(),
+                ttl: settings.ttl_or_default(),
+                drift_factor: settings.drift_factor,
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+            },
+            // Redisson's owner: UUID:thread.
+            format!("{}:1", env.new_token()),
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

@@ -9,11 +9,13 @@
 
 use super::command::{Command, Reply, Script, SetOptions};
 use super::store::RedisStore;
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
 use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -300,5 +302,44 @@ impl<S: RedisStore> Lock for SingleRedis<S> {
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
         self.watchdog(env, guard).await
+    }
+}
+
+/// `single-redis` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "single-redis",
+    summary: "One Redis server: SET NX PX, released by a Lua compare-and-delete (seeds 001, 002; the Redis docs).",
+    backend: Backend::Redis,
+    servers: Servers::One,
+    replicas: true,
+    lease: Lease::Ttl { optional: false },
+    fencing: Fencing::Token,
+    renews: true,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for SingleRedis<S::Redis> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        SingleRedis::new(
+            stores.redis_primary(),
+            SingleRedisConfig {
+                key: settings.key.clone(),
+                ttl: settings.ttl_or_default(),
+                drift_factor: settings.drift_factor,
+                retry_delay: settings.retry.delay,
+                retry_count: settings.retry.count,
+                max_retry_delay: settings.retry.max_delay,
+                fencing: settings.fencing,
+                wait_replicas: settings.wait_replicas,
+            },
+        )
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

@@ -21,6 +21,16 @@ pub struct ZkLockConfig {
 }
 
 impl ZkLockConfig {
+    /// The settings of a ZooKeeper lock named `settings.key`: its node is `/KEY`.
+    pub fn of(settings: &crate::describe::Settings) -> ZkLockConfig {
+        ZkLockConfig {
+            path: format!("/{}", settings.key),
+            retry_delay: settings.retry.delay,
+            retry_count: settings.retry.count,
+            suspended_is_lost: settings.suspended_is_lost,
+        }
+    }
+
     /// Counts a failure and sleeps the jittered retry delay; false (without sleeping) when the
     /// retries are spent or the pause would pass `deadline` (client monotonic time).
     pub(crate) async fn back_off<E: Env>(

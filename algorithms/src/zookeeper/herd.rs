@@ -12,12 +12,14 @@ use super::config::ZkLockConfig;
 use super::paths::create_ancestors;
 use super::session::{await_change, session_watch, still_ours};
 use super::store::{CreateMode, Stat, ZkError, ZkStore};
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::guard::UNBOUNDED_VALIDITY;
 use crate::lock::Lock;
 use crate::retry::CLEANUP_ATTEMPTS;
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -180,5 +182,32 @@ impl<S: ZkStore> Lock for ZkHerd<S> {
     /// Follows the session: suspended while disconnected, lost once the node is no longer ours.
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
         session_watch(&self.store, &self.config, env, guard, &self.config.path).await
+    }
+}
+
+/// `zk-herd` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "zk-herd",
+    summary: "One ephemeral node that every waiter watches (seed 001's herd-effect lock).",
+    backend: Backend::ZooKeeper,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::Session,
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: false,
+    order: Order::None,
+};
+
+impl<S: Stores> Registered<S> for ZkHerd<S::Zk> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        ZkHerd::new(stores.zookeeper(), ZkLockConfig::of(settings))
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

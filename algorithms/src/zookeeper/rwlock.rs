@@ -11,6 +11,10 @@
 use super::config::ZkLockConfig;
 use super::sequential::{QueueRole, ZkSequential};
 use super::store::ZkStore;
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
+use crate::env::Env;
+use crate::stores::Stores;
+use std::rc::Rc;
 
 /// The two sides of one read/write lock, for one client session.
 pub struct ZkReadWriteLock<S> {
@@ -27,6 +31,38 @@ impl<S: ZkStore + Clone> ZkReadWriteLock<S> {
         ZkReadWriteLock {
             read: ZkSequential::with_role(store.clone(), config.clone(), QueueRole::Read),
             write: ZkSequential::with_role(store, config, QueueRole::Write),
+        }
+    }
+}
+
+/// `zk-rwlock` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "zk-rwlock",
+    summary: "Curator's InterProcessReadWriteLock: readers and writers in one sequential queue (seed 000).",
+    backend: Backend::ZooKeeper,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::Session,
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: true,
+    order: Order::Sequence,
+};
+
+impl<S: Stores> Registered<S> for ZkReadWriteLock<Rc<S::Zk>> {
+    type Side = ZkSequential<Rc<S::Zk>>;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        // Both sides on one session, as Curator's two locks share one client.
+        ZkReadWriteLock::new(Rc::new(stores.zookeeper()), ZkLockConfig::of(settings))
+    }
+
+    fn side(&self, shared: bool) -> &Self::Side {
+        if shared {
+            &self.read
+        } else {
+            &self.write
         }
     }
 }

@@ -21,12 +21,14 @@ use super::config::ZkLockConfig;
 use super::paths::create_ancestors;
 use super::session::{await_change, session_watch};
 use super::store::{CreateMode, Stat, ZkError, ZkStore};
+use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
 use crate::guard::UNBOUNDED_VALIDITY;
 use crate::lock::Lock;
 use crate::retry::CLEANUP_ATTEMPTS;
+use crate::stores::Stores;
 use std::cell::RefCell;
 use std::time::Duration;
 
@@ -433,5 +435,32 @@ impl<S: ZkStore> Lock for ZkSequential<S> {
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
         let node = guard.borrow().token.clone();
         session_watch(&self.store, &self.config, env, guard, &node).await
+    }
+}
+
+/// `zk-sequential` in lockcheck's registry.
+pub const DESCRIPTION: Description = Description {
+    name: "zk-sequential",
+    summary: "Curator's InterProcessMutex: ephemeral sequential nodes, each waiter watching the one before it.",
+    backend: Backend::ZooKeeper,
+    servers: Servers::One,
+    replicas: false,
+    lease: Lease::Session,
+    fencing: Fencing::Token,
+    renews: false,
+    reentrant: false,
+    readers: false,
+    order: Order::Sequence,
+};
+
+impl<S: Stores> Registered<S> for ZkSequential<S::Zk> {
+    type Side = Self;
+
+    fn build(stores: &S, settings: &Settings, _env: &impl Env) -> Self {
+        ZkSequential::new(stores.zookeeper(), ZkLockConfig::of(settings))
+    }
+
+    fn side(&self, _shared: bool) -> &Self {
+        self
     }
 }

@@ -24,8 +24,9 @@
 use super::reach::Reach;
 use super::{ms, Violation, ViolationKind};
 use crate::history::{Entry, Kind, Op};
-use crate::scenario::{Algorithm, Scenario};
+use crate::scenario::Scenario;
 use crate::topology::Topology;
+use lockcheck_algorithms::describe::Order;
 use std::collections::BTreeMap;
 
 /// What the liveness checks allow, derived from the scenario so that one history is judged the
@@ -55,10 +56,10 @@ impl Liveness {
     pub fn of(scenario: &Scenario) -> Liveness {
         let (algorithm, params) = (scenario.algorithm, &scenario.params);
         let lease_ns = algorithm.lease_ms(params) * 1_000_000;
-        let queue_timeout_ns =
-            (algorithm == Algorithm::RedisFair).then_some(params.queue_timeout_ms * 1_000_000);
+        let queue_timeout_ns = (algorithm.description().order == Order::Fifo)
+            .then_some(params.queue_timeout_ms * 1_000_000);
         let claim_ns = lease_ns.max(queue_timeout_ns.unwrap_or(0));
-        let ends = algorithm.is_zookeeper() || algorithm.expires(params);
+        let ends = algorithm.ends_when_silent(params);
         Liveness {
             lease_ns: ends.then_some(lease_ns),
             stuck_after_ns: 2 * claim_ns,

@@ -1,0 +1,193 @@
+//! What an algorithm says about itself, for lockcheck's registry (`lockcheck_core::registry`):
+//! its name, the servers it runs on, what ends a silent holder's lock, what it promises, and how
+//! it is built from the settings every lock shares.
+//!
+//! Each algorithm's own file holds its [`Description`] (a `DESCRIPTION` constant) and its
+//! [`Registered`] implementation; the registry lists it with one line. Everything that differs
+//! between algorithms outside their own code (the scenario's validation, the lease the checkers
+//! and the fault generator measure against, the CLI's list, the matrix rows, real mode) reads the
+//! description rather than matching on a name.
+
+use crate::env::Env;
+use crate::lock::Lock;
+use crate::retry::Retry;
+use crate::stores::Stores;
+use std::time::Duration;
+
+/// The kind of server a lock algorithm runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Backend {
+    /// Redis: one server, a primary with replicas, or independent masters (Redlock).
+    Redis,
+    /// A ZooKeeper server.
+    ZooKeeper,
+    /// A MySQL/MariaDB server (InnoDB).
+    Mysql,
+}
+
+impl Backend {
+    /// The prefix of its servers' node names (`redis-0`, `zk-0`, `mysql-0`).
+    pub fn server_prefix(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::ZooKeeper => "zk",
+            Backend::Mysql => "mysql",
+        }
+    }
+
+    /// Its name in messages and in the scenario's parameter groups.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Redis => "redis",
+            Backend::ZooKeeper => "zookeeper",
+            Backend::Mysql => "mysql",
+        }
+    }
+}
+
+/// How many servers an algorithm runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Servers {
+    /// One server (and, where [`Description::replicas`] says so, its asynchronous replicas).
+    One,
+    /// Independent masters, every one of which the client talks to (Redlock): `params.nodes`
+    /// of them, at least `min`, `default` when not given, an odd number unless
+    /// `allow_even_nodes`.
+    Masters {
+        /// When `params.nodes` is not given.
+        default: u32,
+        /// The fewest that make sense.
+        min: u32,
+    },
+}
+
+/// What ends a lock whose holder stopped talking to the servers (crashed, paused, cut off): the
+/// time every fault is measured against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lease {
+    /// A lease the client sets on acquisition (`params.ttl_ms`). `optional`: the lock has none
+    /// unless a TTL is given (then it is held until released); otherwise it always has one, the
+    /// default when not given.
+    Ttl {
+        /// Whether the TTL may be left out.
+        optional: bool,
+    },
+    /// The holder's session (`session_timeout_ms`): the lock ends when the server expires it.
+    Session,
+    /// The server's `wait_timeout`: it closes an idle connection and rolls back the
+    /// transaction that holds the lock.
+    IdleConnection,
+    /// Nothing: the lock is held until it is released.
+    None,
+}
+
+impl Lease {
+    /// How it is called in messages ("a fault longer than the TTL").
+    pub fn name(self) -> &'static str {
+        match self {
+            Lease::Ttl { .. } => "TTL",
+            Lease::Session => "session timeout",
+            Lease::IdleConnection => "wait_timeout",
+            Lease::None => "lease",
+        }
+    }
+}
+
+/// Whether the lock can hand out a fencing token (Kleppmann's remedy for a holder that lost its
+/// lock without knowing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fencing {
+    /// On request (`params.fencing`), each acquisition draws a token that only grows.
+    Token,
+    /// It cannot; the text says why (shown when a scenario asks for fencing).
+    Unavailable(&'static str),
+}
+
+/// An order the lock promises among its waiters, checked beyond mutual exclusion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// None.
+    None,
+    /// First come, first served, through a queue in which a waiter keeps its place for
+    /// `queue_timeout_ms` without polling (a fair lock).
+    Fifo,
+    /// Each waiter's turn follows the sequence number of the node it created (ZooKeeper's
+    /// sequential-node recipes).
+    Sequence,
+}
+
+/// One algorithm, as the registry knows it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Description {
+    /// The user-facing name (`single-redis`): the scenario's `algorithm`, the CLI's value.
+    pub name: &'static str,
+    /// One line for `--help` and the README: what it is and where it comes from.
+    pub summary: &'static str,
+    /// The servers it runs against.
+    pub backend: Backend,
+    /// How many.
+    pub servers: Servers,
+    /// Whether it may run with asynchronous replicas of its one server (`params.replicas`,
+    /// `params.wait_replicas`; a `failover` promotes one).
+    pub replicas: bool,
+    /// What ends a silent holder's lock.
+    pub lease: Lease,
+    /// Whether it can hand out fencing tokens.
+    pub fencing: Fencing,
+    /// Whether it renews its lease while held when asked to (`params.watchdog`, Redisson's
+    /// watchdog).
+    pub renews: bool,
+    /// Whether the owner may acquire again while holding (nested acquisitions).
+    pub reentrant: bool,
+    /// Whether clients may take it shared (readers) as well as exclusive (writers).
+    pub readers: bool,
+    /// The order it promises among waiters.
+    pub order: Order,
+}
+
+/// The settings every lock is built from, worked out once from a scenario's parameters and the
+/// algorithm's [`Description`]: each lock takes what applies to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Settings {
+    /// The lock's name: a Redis key, a MySQL resource, a ZooKeeper path's last segment.
+    pub key: String,
+    /// The lease, for a [`Lease::Ttl`] lock (`None` when an optional TTL was not given).
+    pub ttl: Option<Duration>,
+    /// Clock drift allowance as a fraction of the TTL.
+    pub drift_factor: f64,
+    /// How a blocking acquire retries.
+    pub retry: Retry,
+    /// Whether to draw a fencing token on acquisition.
+    pub fencing: bool,
+    /// After acquiring, `WAIT` for this many replicas within this long.
+    pub wait_replicas: Option<(u32, Duration)>,
+    /// How long a waiter keeps its place in a [`Order::Fifo`] queue without polling.
+    pub queue_timeout: Duration,
+    /// ZooKeeper: treat a disconnected session as a lost lock at once.
+    pub suspended_is_lost: bool,
+}
+
+impl Settings {
+    /// The lease of a lock whose TTL is not optional: the given one, [`DEFAULT_TTL`] otherwise.
+    pub fn ttl_or_default(&self) -> Duration {
+        self.ttl.unwrap_or(DEFAULT_TTL)
+    }
+}
+
+/// The lease of a [`Lease::Ttl`] lock when a scenario gives none; also the time scale of a lock
+/// that never expires.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+
+/// An algorithm built for one client over a world's stores `S`.
+pub trait Registered<S: Stores>: Sized {
+    /// The lock a critical section uses: the algorithm itself, or for a read/write lock either
+    /// of its sides.
+    type Side: Lock;
+
+    /// The lock for one client. `env` is the client's environment: its randomness names the
+    /// owner of the locks that have one (a restarted client is a new process, so a new owner).
+    fn build(stores: &S, settings: &Settings, env: &impl Env) -> Self;
+
+    /// The side a section takes: the read side when `shared`, for a read/write lock.
+    fn side(&self, shared: bool) -> &Self::Side;
+}
