@@ -94,6 +94,20 @@ impl Severity {
 }
 
 impl ViolationKind {
+    /// Whether finding it needs the servers' own view (their keys, queues and nodes, recorded as
+    /// key changes): the simulation has it, a real run (which sees only its clients and the
+    /// resource) does not, so these are checked in simulation only.
+    pub fn reads_server_keys(self) -> bool {
+        match self {
+            ViolationKind::ForeignRelease
+            | ViolationKind::FreedWhileHeld
+            | ViolationKind::FifoOrder => true,
+            ViolationKind::MutualExclusion | ViolationKind::Deadlock | ViolationKind::Stuck => {
+                false
+            }
+        }
+    }
+
     /// What the violation means: see [`Severity`].
     pub fn severity(self) -> Severity {
         match self {

@@ -269,6 +269,8 @@ registry! { S;
     RedisReentrant: redis::reentrant, lockcheck_algorithms::redis::reentrant::RedisReentrant<S::Redis>;
     /// A fair (FIFO) reentrant lock (seed 003; Redisson's RedissonFairLock).
     RedisFair: redis::fair, lockcheck_algorithms::redis::fair::RedisFair<S::Redis>;
+    /// `SET NX PX`, released by a plain `DEL` of whatever holds the key (known unsafe).
+    RedisPlainDel: redis::plain_del, lockcheck_algorithms::redis::plain_del::RedisPlainDel<S::Redis>;
     /// Curator's InterProcessMutex: ephemeral sequential nodes on one ZooKeeper server.
     ZkSequential: zookeeper::sequential, lockcheck_algorithms::zookeeper::ZkSequential<S::Zk>;
     /// One ephemeral node that every waiter watches (seed 001's herd-effect lock).

@@ -73,6 +73,29 @@ fn a_holder_paused_longer_than_the_ttl_breaks_single_redis_as_in_the_simulation(
     assert_two_holders_including(&real, "client-0");
 }
 
+/// The blog-post lock on a real redis-server: the paused holder wakes after its lease and its
+/// plain `DEL` frees the lock of the client that took it meanwhile (seeds 000 and 001's
+/// warning), as in the simulation (`sim/tests/redis_plain_del.rs`).
+#[test]
+fn a_paused_holders_plain_del_frees_the_next_holders_real_lock() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = profile::scenario(Algorithm::RedisPlainDel, Profile::Pause, &shape(3, 2_000)).unwrap();
+    let real = run_real(&s);
+    assert_two_holders_including(&real, "client-1");
+    assert!(
+        real.outcome
+            .violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::MutualExclusion
+                && v.clients.iter().any(|c| c == "client-2")),
+        "client-0's DEL let client-2 in beside client-1: {:#?}",
+        real.outcome.violations
+    );
+}
+
 #[test]
 fn fencing_turns_the_paused_holder_away_at_the_real_resource() {
     if !servers_installed() {

@@ -3,6 +3,7 @@
 pub mod command;
 pub mod fair;
 mod owner_hash;
+pub mod plain_del;
 pub mod redlock;
 pub mod reentrant;
 pub mod single;
