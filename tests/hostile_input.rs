@@ -92,7 +92,7 @@ fn numbers_out_of_range_are_refused_naming_the_field() {
         ),
         (
             r#"{"algorithm": "single-redis", "params": {"replicas": 70000}}"#.into(),
-            "params.replicas must be within 0..=16",
+            "params.redis.replicas must be within 0..=16",
         ),
         (
             r#"{"algorithm": "single-redis", "workload": {"acquisitions_per_client": 4000000000}}"#

@@ -28,7 +28,7 @@ pub enum FaultProfile {
     /// Extra latency on one node's messages (Kleppmann's delayed packet: a write sent while the
     /// lock was held arrives after its lease).
     Delay,
-    /// The primary crashes and a replica is promoted (needs `params.replicas` ≥ 1).
+    /// The primary crashes and a replica is promoted (needs `params.redis.replicas` ≥ 1).
     Failover,
     /// All of the above, mixed.
     All,

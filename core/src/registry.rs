@@ -137,7 +137,7 @@ impl Algorithm {
     /// How many servers the algorithm runs against, given the `nodes` and `replicas` parameters.
     pub fn servers(self, params: &Params) -> usize {
         match self.description().servers {
-            Servers::One => params.nodes.unwrap_or(1) as usize + params.replicas as usize,
+            Servers::One => params.nodes.unwrap_or(1) as usize + params.redis.replicas as usize,
             Servers::Masters { default, .. } => params.nodes.unwrap_or(default) as usize,
         }
     }
@@ -154,8 +154,8 @@ impl Algorithm {
     /// it.
     pub fn lease_ms(self, params: &Params) -> u64 {
         match self.lease() {
-            Lease::Session => params.session_timeout_ms,
-            Lease::IdleConnection => params.wait_timeout_ms_for(self),
+            Lease::Session => params.zookeeper.session_timeout_ms(),
+            Lease::IdleConnection => params.mysql.wait_timeout_ms(),
             Lease::Ttl { .. } | Lease::None => params
                 .ttl_ms_for(self)
                 .unwrap_or(crate::scenario::DEFAULT_TTL_MS),
@@ -240,12 +240,12 @@ pub fn settings(scenario: &Scenario) -> Settings {
             max_delay: max_retry_delay(scenario),
         },
         fencing: p.fencing,
-        wait_replicas: (p.wait_replicas > 0).then_some((
-            p.wait_replicas,
-            Duration::from_millis(p.wait_timeout_ms_for(algorithm)),
+        wait_replicas: (p.redis.wait_replicas > 0).then_some((
+            p.redis.wait_replicas,
+            Duration::from_millis(p.redis.wait_timeout_ms()),
         )),
-        queue_timeout: Duration::from_millis(p.queue_timeout_ms),
-        suspended_is_lost: p.suspended_is_lost,
+        queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
+        suspended_is_lost: p.zookeeper.suspended_is_lost,
     }
 }
 
@@ -324,7 +324,7 @@ mod tests {
             );
             let watchdog = valid(&|s| s.params.watchdog = true);
             assert_eq!(watchdog.is_ok(), d.renews, "{}: {watchdog:?}", d.name);
-            let replicas = valid(&|s| s.params.replicas = 1);
+            let replicas = valid(&|s| s.params.redis.replicas = 1);
             assert_eq!(replicas.is_ok(), d.replicas, "{}: {replicas:?}", d.name);
             let readers = valid(&|s| s.workload.read_fraction = Some(0.5));
             assert_eq!(readers.is_ok(), d.readers, "{}: {readers:?}", d.name);

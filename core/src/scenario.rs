@@ -9,7 +9,7 @@ use crate::input;
 pub use crate::registry::Algorithm;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::Backend;
-use lockcheck_algorithms::describe::{Fencing, Lease, Servers};
+use lockcheck_algorithms::describe::{Fencing, Lease, Order, Servers};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -61,26 +61,32 @@ fn default_retry_delay_ms() -> u64 {
 fn default_request_timeout_ms() -> u64 {
     100
 }
-fn default_replication_lag_ms() -> u64 {
-    100
-}
-fn default_queue_timeout_ms() -> u64 {
-    5_000
-}
-fn default_session_timeout_ms() -> u64 {
-    10_000
-}
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Algorithm parameters; the names are shared by all algorithms where they apply.
+/// Redis: a replica pulls its primary's data set this often when a scenario gives no
+/// `params.redis.replication_lag_ms`.
+pub const DEFAULT_REPLICATION_LAG_MS: u64 = 100;
+/// redis-fair: how long a waiter keeps its place without polling, when a scenario gives none.
+pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 5_000;
+/// ZooKeeper: the session timeout a client asks for when a scenario gives none.
+pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
+
+/// Algorithm parameters. Those every algorithm reads (or every one whose description says so)
+/// sit at the top; each backend's own settings sit in its group (`redis`, `zookeeper`,
+/// `mysql`), which only an algorithm on that backend accepts. Files written before the groups
+/// existed (the same names, flat) are still read ([`ParamsFile`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, try_from = "ParamsFile")]
 pub struct Params {
     /// Number of servers (single-redis: 1, the default; redlock: an odd number ≥ 3, default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
+    /// Accept an even number of independent masters (Redlock: a quorum of N/2 + 1 then tolerates
+    /// no more failures than N − 1 masters would; default false).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_even_nodes: bool,
     /// Lease length in milliseconds (Redis locks: default 10 000; mysql-row: none unless given,
     /// i.e. the row is held until released; not for the others).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -91,6 +97,9 @@ pub struct Params {
     /// Draw a fencing token on acquisition and have the resource reject stale ones (default false).
     #[serde(default)]
     pub fencing: bool,
+    /// Renew the lease every TTL/3 while held (Redisson's watchdog; default false).
+    #[serde(default)]
+    pub watchdog: bool,
     /// What servers keep across a crash (Redis: default `none`; MySQL: default `always`, i.e.
     /// `innodb_flush_log_at_trx_commit=1`, with `everysec` for `=2`; ZooKeeper: always).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +107,10 @@ pub struct Params {
     /// A crashed server stays down at least this long; an earlier `restart` waits (default 0).
     #[serde(default)]
     pub restart_delay_ms: u64,
+    /// Per-server overrides of `persistence` and `restart_delay_ms`, by node name: masters of one
+    /// Redlock need not be configured alike.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub per_node: BTreeMap<String, NodeParams>,
     /// Base delay between acquisition attempts, jittered in [d/2, d] (default 200).
     #[serde(default = "default_retry_delay_ms")]
     pub retry_delay_ms: u64,
@@ -105,53 +118,295 @@ pub struct Params {
     /// ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_count: Option<u32>,
-    /// Accept an even number of Redlock masters (a quorum of N/2 + 1 then tolerates no more
-    /// failures than N − 1 masters would; default false).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub allow_even_nodes: bool,
-    /// Asynchronous replicas of the one server (`redis-1`, …; single-server algorithms only;
+    /// How long a client waits for one reply before treating it as unknown (default 100).
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// Redis's own settings (the Redis locks only).
+    #[serde(default, skip_serializing_if = "RedisParams::is_unset")]
+    pub redis: RedisParams,
+    /// ZooKeeper's own settings (the ZooKeeper locks only).
+    #[serde(default, skip_serializing_if = "ZooKeeperParams::is_unset")]
+    pub zookeeper: ZooKeeperParams,
+    /// MySQL's own settings (the MySQL locks only).
+    #[serde(default, skip_serializing_if = "MysqlParams::is_unset")]
+    pub mysql: MysqlParams,
+}
+
+/// `params.redis`: settings of the Redis servers and of the Redis locks' clients.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisParams {
+    /// Asynchronous replicas of the one server (`redis-1`, …; the single-server locks only;
     /// default 0). Clients always talk to the current primary; `failover` promotes a replica.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replicas: u32,
     /// A replica pulls the primary's data set this often (default 100): writes younger than
-    /// that are lost if the primary dies and a replica is promoted.
-    #[serde(default = "default_replication_lag_ms")]
-    pub replication_lag_ms: u64,
+    /// that are lost if the primary dies and a replica is promoted. Only with replicas.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication_lag_ms: Option<u64>,
     /// After acquiring, `WAIT` for this many replicas to acknowledge the lock, as Redisson can;
     /// fewer within `wait_timeout_ms` and the client gives the lock back (default 0: no WAIT).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub wait_replicas: u32,
-    /// Redis: `WAIT`'s timeout (default 50). MySQL: the server's `wait_timeout`, after which it
-    /// closes an idle connection and rolls its transaction back (default 8 hours, MariaDB's).
+    /// `WAIT`'s timeout (default 50). Only with `wait_replicas`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_timeout_ms: Option<u64>,
-    /// MySQL: `innodb_lock_wait_timeout`, how long a statement waits for a row lock before
-    /// failing with 1205 (default 50 000, MariaDB's).
+    /// How long a waiter keeps its place in a fair lock's queue without polling again, judged
+    /// by the clients' wall clocks (default 5000). Only for a fair lock (redis-fair).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_wait_timeout_ms: Option<u64>,
-    /// redis-fair: how long a waiter keeps its place in the queue without polling again, judged
-    /// by the clients' wall clocks (default 5000).
-    #[serde(default = "default_queue_timeout_ms")]
-    pub queue_timeout_ms: u64,
-    /// Per-server overrides of `persistence` and `restart_delay_ms`, by node name: masters of one
-    /// Redlock need not be configured alike.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub per_node: BTreeMap<String, NodeParams>,
-    /// ZooKeeper: the session timeout the client asks for (default 10000); the lock dies with
-    /// the session.
-    #[serde(default = "default_session_timeout_ms")]
-    pub session_timeout_ms: u64,
-    /// ZooKeeper: treat a disconnected session as a lost lock at once, rather than as a suspended
-    /// one that a reconnection may give back (Curator's advice for the cautious; default false).
-    /// Only a client that checks its lock (`workload.check_before_access`) acts on either.
+    pub queue_timeout_ms: Option<u64>,
+}
+
+impl RedisParams {
+    fn is_unset(&self) -> bool {
+        *self == RedisParams::default()
+    }
+
+    /// `replication_lag_ms`, or its default.
+    pub fn replication_lag_ms(&self) -> u64 {
+        self.replication_lag_ms
+            .unwrap_or(DEFAULT_REPLICATION_LAG_MS)
+    }
+
+    /// `WAIT`'s timeout, or its default.
+    pub fn wait_timeout_ms(&self) -> u64 {
+        self.wait_timeout_ms
+            .unwrap_or(DEFAULT_WAIT_REPLICAS_TIMEOUT_MS)
+    }
+
+    /// `queue_timeout_ms`, or its default.
+    pub fn queue_timeout_ms(&self) -> u64 {
+        self.queue_timeout_ms.unwrap_or(DEFAULT_QUEUE_TIMEOUT_MS)
+    }
+}
+
+/// `params.zookeeper`: settings of the ZooKeeper sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ZooKeeperParams {
+    /// The session timeout the client asks for (default 10000); the lock dies with the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_timeout_ms: Option<u64>,
+    /// Treat a disconnected session as a lost lock at once, rather than as a suspended one that a
+    /// reconnection may give back (Curator's advice for the cautious; default false). Only a
+    /// client that checks its lock (`workload.check_before_access`) acts on either.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub suspended_is_lost: bool,
-    /// How long a client waits for one reply before treating it as unknown (default 100).
-    #[serde(default = "default_request_timeout_ms")]
-    pub request_timeout_ms: u64,
-    /// Renew the lease every TTL/3 while held (Redisson's watchdog; default false).
+}
+
+impl ZooKeeperParams {
+    fn is_unset(&self) -> bool {
+        *self == ZooKeeperParams::default()
+    }
+
+    /// The session timeout, or its default.
+    pub fn session_timeout_ms(&self) -> u64 {
+        self.session_timeout_ms
+            .unwrap_or(DEFAULT_SESSION_TIMEOUT_MS)
+    }
+}
+
+/// `params.mysql`: settings of the MariaDB server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlParams {
+    /// The server's `wait_timeout`, after which it closes an idle connection and rolls its
+    /// transaction back (default 8 hours, MariaDB's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_timeout_ms: Option<u64>,
+    /// `innodb_lock_wait_timeout`, how long a statement waits for a row lock before failing
+    /// with 1205 (default 50 000, MariaDB's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_wait_timeout_ms: Option<u64>,
+}
+
+impl MysqlParams {
+    fn is_unset(&self) -> bool {
+        *self == MysqlParams::default()
+    }
+
+    /// `wait_timeout` in ms, or MariaDB's default.
+    pub fn wait_timeout_ms(&self) -> u64 {
+        self.wait_timeout_ms
+            .unwrap_or(DEFAULT_MYSQL_WAIT_TIMEOUT_MS)
+    }
+
+    /// `innodb_lock_wait_timeout` in ms, or MariaDB's default.
+    pub fn lock_wait_timeout_ms(&self) -> u64 {
+        self.lock_wait_timeout_ms
+            .unwrap_or(DEFAULT_LOCK_WAIT_TIMEOUT_MS)
+    }
+}
+
+/// `params` as a file may write it: the grouped names, and the flat names that files written
+/// before the groups used (`session_timeout_ms` for `zookeeper.session_timeout_ms`, …), so that
+/// old scenario files and committed reports still read. A flat name given together with its
+/// grouped twin is an error. The flat `wait_timeout_ms` meant Redis's `WAIT` timeout when
+/// `wait_replicas` was set and MySQL's `wait_timeout` otherwise. Writers before the groups wrote
+/// `session_timeout_ms`, `queue_timeout_ms` and `replication_lag_ms` into every file, at their
+/// defaults: a flat one at its default counts as not given.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParamsFile {
     #[serde(default)]
-    pub watchdog: bool,
+    nodes: Option<u32>,
+    #[serde(default)]
+    allow_even_nodes: bool,
+    #[serde(default)]
+    ttl_ms: Option<u64>,
+    #[serde(default = "default_drift_factor")]
+    drift_factor: f64,
+    #[serde(default)]
+    fencing: bool,
+    #[serde(default)]
+    watchdog: bool,
+    #[serde(default)]
+    persistence: Option<Persistence>,
+    #[serde(default)]
+    restart_delay_ms: u64,
+    #[serde(default)]
+    per_node: BTreeMap<String, NodeParams>,
+    #[serde(default = "default_retry_delay_ms")]
+    retry_delay_ms: u64,
+    #[serde(default)]
+    retry_count: Option<u32>,
+    #[serde(default = "default_request_timeout_ms")]
+    request_timeout_ms: u64,
+    #[serde(default)]
+    redis: Option<RedisParams>,
+    #[serde(default)]
+    zookeeper: Option<ZooKeeperParams>,
+    #[serde(default)]
+    mysql: Option<MysqlParams>,
+    // The flat names of before the groups.
+    #[serde(default)]
+    replicas: Option<u32>,
+    #[serde(default)]
+    replication_lag_ms: Option<u64>,
+    #[serde(default)]
+    wait_replicas: Option<u32>,
+    #[serde(default)]
+    wait_timeout_ms: Option<u64>,
+    #[serde(default)]
+    queue_timeout_ms: Option<u64>,
+    #[serde(default)]
+    session_timeout_ms: Option<u64>,
+    #[serde(default)]
+    suspended_is_lost: Option<bool>,
+    #[serde(default)]
+    lock_wait_timeout_ms: Option<u64>,
+}
+
+impl TryFrom<ParamsFile> for Params {
+    type Error = String;
+
+    fn try_from(f: ParamsFile) -> Result<Params, String> {
+        let mut redis = f.redis.unwrap_or_default();
+        let mut zookeeper = f.zookeeper.unwrap_or_default();
+        let mut mysql = f.mysql.unwrap_or_default();
+        // Moves a flat name into its group, unless the group gives it too.
+        fn flat<T: PartialEq>(
+            name: &str,
+            group: &str,
+            old: Option<T>,
+            slot: &mut Option<T>,
+        ) -> Result<(), String> {
+            match (old, slot.is_some()) {
+                (Some(_), true) => Err(format!(
+                    "params.{name} and params.{group}.{name} are one setting: give it once, in \
+                     params.{group}"
+                )),
+                (Some(v), false) => {
+                    *slot = Some(v);
+                    Ok(())
+                }
+                (None, _) => Ok(()),
+            }
+        }
+        let not_default = |v: Option<u64>, default: u64| v.filter(|&v| v != default);
+        let mut replicas = (redis.replicas > 0).then_some(redis.replicas);
+        flat(
+            "replicas",
+            "redis",
+            f.replicas.filter(|&n| n > 0),
+            &mut replicas,
+        )?;
+        redis.replicas = replicas.unwrap_or(0);
+        let mut wait_replicas = (redis.wait_replicas > 0).then_some(redis.wait_replicas);
+        flat(
+            "wait_replicas",
+            "redis",
+            f.wait_replicas.filter(|&n| n > 0),
+            &mut wait_replicas,
+        )?;
+        redis.wait_replicas = wait_replicas.unwrap_or(0);
+        flat(
+            "replication_lag_ms",
+            "redis",
+            not_default(f.replication_lag_ms, DEFAULT_REPLICATION_LAG_MS),
+            &mut redis.replication_lag_ms,
+        )?;
+        flat(
+            "queue_timeout_ms",
+            "redis",
+            not_default(f.queue_timeout_ms, DEFAULT_QUEUE_TIMEOUT_MS),
+            &mut redis.queue_timeout_ms,
+        )?;
+        if redis.wait_replicas > 0 {
+            flat(
+                "wait_timeout_ms",
+                "redis",
+                f.wait_timeout_ms,
+                &mut redis.wait_timeout_ms,
+            )?;
+        } else {
+            flat(
+                "wait_timeout_ms",
+                "mysql",
+                f.wait_timeout_ms,
+                &mut mysql.wait_timeout_ms,
+            )?;
+        }
+        flat(
+            "session_timeout_ms",
+            "zookeeper",
+            not_default(f.session_timeout_ms, DEFAULT_SESSION_TIMEOUT_MS),
+            &mut zookeeper.session_timeout_ms,
+        )?;
+        if f.suspended_is_lost == Some(true) {
+            if zookeeper.suspended_is_lost {
+                return Err(
+                    "params.suspended_is_lost and params.zookeeper.suspended_is_lost are \
+                            one setting: give it once, in params.zookeeper"
+                        .into(),
+                );
+            }
+            zookeeper.suspended_is_lost = true;
+        }
+        flat(
+            "lock_wait_timeout_ms",
+            "mysql",
+            f.lock_wait_timeout_ms,
+            &mut mysql.lock_wait_timeout_ms,
+        )?;
+        Ok(Params {
+            nodes: f.nodes,
+            allow_even_nodes: f.allow_even_nodes,
+            ttl_ms: f.ttl_ms,
+            drift_factor: f.drift_factor,
+            fencing: f.fencing,
+            watchdog: f.watchdog,
+            persistence: f.persistence,
+            restart_delay_ms: f.restart_delay_ms,
+            per_node: f.per_node,
+            retry_delay_ms: f.retry_delay_ms,
+            retry_count: f.retry_count,
+            request_timeout_ms: f.request_timeout_ms,
+            redis,
+            zookeeper,
+            mysql,
+        })
+    }
 }
 
 impl Default for Params {
@@ -205,21 +460,6 @@ impl Params {
             Lease::Ttl { optional: false } => Some(self.ttl_ms.unwrap_or(DEFAULT_TTL_MS)),
             Lease::Session | Lease::IdleConnection | Lease::None => None,
         }
-    }
-
-    /// `wait_timeout_ms` as `algorithm` reads it: Redis's `WAIT` timeout, or MySQL's
-    /// `wait_timeout`.
-    pub fn wait_timeout_ms_for(&self, algorithm: Algorithm) -> u64 {
-        self.wait_timeout_ms.unwrap_or(match algorithm.backend() {
-            Backend::Mysql => DEFAULT_MYSQL_WAIT_TIMEOUT_MS,
-            Backend::Redis | Backend::ZooKeeper => DEFAULT_WAIT_REPLICAS_TIMEOUT_MS,
-        })
-    }
-
-    /// `innodb_lock_wait_timeout` in ms.
-    pub fn lock_wait_timeout_ms(&self) -> u64 {
-        self.lock_wait_timeout_ms
-            .unwrap_or(DEFAULT_LOCK_WAIT_TIMEOUT_MS)
     }
 
     /// The restart delay of server `node`, in ms.
@@ -622,9 +862,49 @@ impl Scenario {
                 }
             ));
         }
-        if p.lock_wait_timeout_ms.is_some() && backend != Backend::Mysql {
+        // Each backend's group applies to the algorithms on that backend only.
+        for (group, given, on) in [
+            ("redis", p.redis != RedisParams::default(), Backend::Redis),
+            (
+                "zookeeper",
+                p.zookeeper != ZooKeeperParams::default(),
+                Backend::ZooKeeper,
+            ),
+            ("mysql", p.mysql != MysqlParams::default(), Backend::Mysql),
+        ] {
+            if given && backend != on {
+                return bad(format!(
+                    "params.{group}: {name} does not run on {}; its settings are params.{}",
+                    on.name(),
+                    backend.name()
+                ));
+            }
+        }
+        let r = &p.redis;
+        if r.queue_timeout_ms.is_some() && description.order != Order::Fifo {
             return bad(format!(
-                "params.lock_wait_timeout_ms: {name} does not run on MySQL"
+                "params.redis.queue_timeout_ms: {name} has no queue of waiters; it applies to a \
+                 fair lock"
+            ));
+        }
+        if r.replication_lag_ms.is_some() && r.replicas == 0 {
+            return bad(
+                "params.redis.replication_lag_ms: there is no replica to lag (params.redis.replicas \
+                 is 0)"
+                    .into(),
+            );
+        }
+        if r.wait_timeout_ms.is_some() && r.wait_replicas == 0 {
+            return bad(
+                "params.redis.wait_timeout_ms: WAIT's timeout, but nothing waits \
+                 (params.redis.wait_replicas is 0)"
+                    .into(),
+            );
+        }
+        if p.allow_even_nodes && description.servers == Servers::One {
+            return bad(format!(
+                "params.allow_even_nodes: {name} runs against one server; it applies to a lock \
+                 over independent masters"
             ));
         }
         match description.servers {
@@ -662,22 +942,26 @@ impl Scenario {
                 }
             }
         }
-        if p.replicas > 0 || p.wait_replicas > 0 {
+        if r.replicas > 0 || r.wait_replicas > 0 {
             if !description.replicas {
                 return bad(match (description.servers, backend) {
                     (Servers::Masters { .. }, _) => format!(
-                        "params.replicas: {name}'s masters are independent by design; replicas \
-                         are modelled for the single-server locks"
+                        "params.redis.replicas: {name}'s masters are independent by design; \
+                         replicas are modelled for the single-server locks"
                     ),
-                    (_, Backend::Redis) => format!("params.replicas: not modelled for {name}"),
-                    (_, Backend::ZooKeeper) => "params.replicas: not modelled for ZooKeeper".into(),
-                    (_, Backend::Mysql) => "params.replicas: not modelled for MySQL".into(),
+                    (_, Backend::Redis) => {
+                        format!("params.redis.replicas: not modelled for {name}")
+                    }
+                    // Refused above, as the Redis group; kept for the match.
+                    (_, Backend::ZooKeeper | Backend::Mysql) => {
+                        format!("params.redis.replicas: {name} does not run on Redis")
+                    }
                 });
             }
-            if p.wait_replicas > p.replicas {
+            if r.wait_replicas > r.replicas {
                 return bad(format!(
-                    "params.wait_replicas: {} replicas cannot acknowledge when there are {}",
-                    p.wait_replicas, p.replicas
+                    "params.redis.wait_replicas: {} replicas cannot acknowledge when there are {}",
+                    r.wait_replicas, r.replicas
                 ));
             }
         }
@@ -735,20 +1019,14 @@ impl Scenario {
                         .into(),
                 );
             }
-            if p.session_timeout_ms < 4_000 || p.session_timeout_ms > 40_000 {
+            let session = p.zookeeper.session_timeout_ms();
+            if !(4_000..=40_000).contains(&session) {
                 return bad(format!(
-                    "params.session_timeout_ms must be within 4000..=40000 (2 to 20 ticks of \
-                     2000 ms, what a server with the default tickTime accepts), got {}",
-                    p.session_timeout_ms
+                    "params.zookeeper.session_timeout_ms must be within 4000..=40000 (2 to 20 \
+                     ticks of 2000 ms, what a server with the default tickTime accepts), got \
+                     {session}"
                 ));
             }
-        }
-        if p.suspended_is_lost && description.lease != Lease::Session {
-            return bad(format!(
-                "params.suspended_is_lost: {} has no session to be suspended; it applies to the \
-                 ZooKeeper locks",
-                self.algorithm.name()
-            ));
         }
         if self.workload.read_fraction.is_some() && !self.algorithm.has_readers() {
             let with_readers: Vec<&str> = Algorithm::ALL
@@ -819,16 +1097,34 @@ impl Scenario {
         if let Some(n) = p.retry_count {
             within("params.retry_count", n, 1, limits::MAX_RETRY_COUNT)?;
         }
-        within("params.replicas", p.replicas, 0, limits::MAX_REPLICAS)?;
-        positive_ms("params.replication_lag_ms", p.replication_lag_ms)?;
-        if let Some(ms) = p.wait_timeout_ms {
-            positive_ms("params.wait_timeout_ms", ms)?;
+        within(
+            "params.redis.replicas",
+            p.redis.replicas,
+            0,
+            limits::MAX_REPLICAS,
+        )?;
+        let given_ms = [
+            (
+                "params.redis.replication_lag_ms",
+                p.redis.replication_lag_ms,
+            ),
+            ("params.redis.wait_timeout_ms", p.redis.wait_timeout_ms),
+            ("params.redis.queue_timeout_ms", p.redis.queue_timeout_ms),
+            (
+                "params.zookeeper.session_timeout_ms",
+                p.zookeeper.session_timeout_ms,
+            ),
+            ("params.mysql.wait_timeout_ms", p.mysql.wait_timeout_ms),
+            (
+                "params.mysql.lock_wait_timeout_ms",
+                p.mysql.lock_wait_timeout_ms,
+            ),
+        ];
+        for (name, ms) in given_ms {
+            if let Some(ms) = ms {
+                positive_ms(name, ms)?;
+            }
         }
-        if let Some(ms) = p.lock_wait_timeout_ms {
-            positive_ms("params.lock_wait_timeout_ms", ms)?;
-        }
-        positive_ms("params.queue_timeout_ms", p.queue_timeout_ms)?;
-        positive_ms("params.session_timeout_ms", p.session_timeout_ms)?;
         positive_ms("params.request_timeout_ms", p.request_timeout_ms)?;
         let w = &self.workload;
         within(
@@ -994,8 +1290,8 @@ impl Scenario {
                     return at(&format!("{node} was not crashed before this restart"));
                 }
                 Fault::Failover { node, .. } => {
-                    if self.params.replicas == 0 {
-                        return at("there is no replica to promote (params.replicas is 0)");
+                    if self.params.redis.replicas == 0 {
+                        return at("there is no replica to promote (params.redis.replicas is 0)");
                     }
                     let is_server = topology
                         .index_of(node)
@@ -1161,6 +1457,112 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("faults[0]") && e.contains('x'), "{e}");
+    }
+
+    #[test]
+    fn each_backend_has_its_group_of_params() {
+        let s = parse(
+            r#"{"algorithm": "single-redis", "params": {"redis": {"replicas": 1, "wait_replicas": 1, "wait_timeout_ms": 20}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.params.redis.replicas, 1);
+        assert_eq!(s.params.redis.wait_timeout_ms(), 20);
+        let s = parse(
+            r#"{"algorithm": "zk-sequential", "params": {"zookeeper": {"session_timeout_ms": 8000, "suspended_is_lost": true}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.params.zookeeper.session_timeout_ms(), 8_000);
+        let s = parse(
+            r#"{"algorithm": "mysql-for-update-held", "params": {"mysql": {"wait_timeout_ms": 3000, "lock_wait_timeout_ms": 2000}}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.params.mysql.wait_timeout_ms(), 3_000);
+        assert_eq!(s.params.mysql.lock_wait_timeout_ms(), 2_000);
+        // Written back grouped, and read back the same.
+        let json = s.to_json();
+        assert!(json.contains("\"mysql\""), "{json}");
+        assert_eq!(Scenario::from_json(&json).unwrap(), s);
+    }
+
+    /// The issue's example: a setting of another backend is refused by name, not ignored.
+    #[test]
+    fn a_setting_of_another_backend_is_refused() {
+        for (text, field) in [
+            (
+                r#"{"algorithm": "single-redis", "params": {"zookeeper": {"session_timeout_ms": 8000}}}"#,
+                "params.zookeeper",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"session_timeout_ms": 8000}}"#,
+                "params.zookeeper",
+            ),
+            (
+                r#"{"algorithm": "zk-herd", "params": {"mysql": {"lock_wait_timeout_ms": 1000}}}"#,
+                "params.mysql",
+            ),
+            (
+                r#"{"algorithm": "mysql-row", "params": {"redis": {"queue_timeout_ms": 1000}}}"#,
+                "params.redis",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"redis": {"queue_timeout_ms": 1000}}}"#,
+                "params.redis.queue_timeout_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"redis": {"replication_lag_ms": 50}}}"#,
+                "params.redis.replication_lag_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"redis": {"wait_timeout_ms": 50}}}"#,
+                "params.redis.wait_timeout_ms",
+            ),
+            (
+                r#"{"algorithm": "single-redis", "params": {"allow_even_nodes": true}}"#,
+                "params.allow_even_nodes",
+            ),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(field), "{text}: {e}");
+        }
+    }
+
+    /// Files written before the groups (scenario files, committed reports) still read, to the
+    /// same settings; the old writer's defaults, written into every file, count as not given.
+    #[test]
+    fn the_flat_names_of_before_the_groups_still_read() {
+        let old = parse(
+            r#"{"algorithm": "single-redis", "params": {"replicas": 1, "wait_replicas": 1, "wait_timeout_ms": 30, "replication_lag_ms": 100, "queue_timeout_ms": 5000, "session_timeout_ms": 10000}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            old.params.redis,
+            RedisParams {
+                replicas: 1,
+                wait_replicas: 1,
+                wait_timeout_ms: Some(30),
+                ..RedisParams::default()
+            }
+        );
+        assert_eq!(old.params.zookeeper, ZooKeeperParams::default());
+        let old = parse(
+            r#"{"algorithm": "mysql-for-update-held", "params": {"wait_timeout_ms": 10000, "lock_wait_timeout_ms": 2000, "session_timeout_ms": 10000, "queue_timeout_ms": 5000, "replication_lag_ms": 100}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.params.mysql.wait_timeout_ms, Some(10_000));
+        assert_eq!(old.params.mysql.lock_wait_timeout_ms, Some(2_000));
+        assert_eq!(old.params.redis, RedisParams::default());
+        let old = parse(
+            r#"{"algorithm": "zk-sequential", "params": {"session_timeout_ms": 6000, "suspended_is_lost": true}}"#,
+        )
+        .unwrap();
+        assert_eq!(old.params.zookeeper.session_timeout_ms, Some(6_000));
+        assert!(old.params.zookeeper.suspended_is_lost);
+        let e = parse(
+            r#"{"algorithm": "zk-sequential", "params": {"session_timeout_ms": 6000, "zookeeper": {"session_timeout_ms": 8000}}}"#,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("once"), "{e}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
     let algorithm = scenario.algorithm;
     Ok(match algorithm.backend() {
         Backend::ZooKeeper => Box::new(ZooKeeper {
-            session_timeout_ms: scenario.params.session_timeout_ms,
+            session_timeout_ms: scenario.params.zookeeper.session_timeout_ms(),
         }),
         Backend::Mysql => Box::new(MariaDb::of(scenario, name)?),
         Backend::Redis => Box::new(Redis {

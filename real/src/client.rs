@@ -119,8 +119,8 @@ impl Client {
         let stores = RealStores {
             servers: world.servers_for(me),
             timeout: Duration::from_millis(params.request_timeout_ms),
-            session_timeout: Duration::from_millis(params.session_timeout_ms),
-            lock_wait: Duration::from_millis(params.lock_wait_timeout_ms()),
+            session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
+            lock_wait: Duration::from_millis(params.mysql.lock_wait_timeout_ms()),
             gate: gate.clone(),
         };
         Client {

@@ -184,8 +184,8 @@ fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioEr
 pub fn set_lease(scenario: &mut Scenario, ms: u64) {
     let p = &mut scenario.params;
     match scenario.algorithm.lease() {
-        Lease::Session => p.session_timeout_ms = ms,
-        Lease::IdleConnection => p.wait_timeout_ms = Some(ms),
+        Lease::Session => p.zookeeper.session_timeout_ms = Some(ms),
+        Lease::IdleConnection => p.mysql.wait_timeout_ms = Some(ms),
         Lease::None => {}
         Lease::Ttl { .. } => p.ttl_ms = Some(ms),
     }
@@ -364,7 +364,7 @@ mod tests {
     fn a_zookeeper_holder_wakes_after_its_session_can_have_ended_and_inside_the_next_section() {
         let shape = Shape::for_algorithm(Algorithm::ZkSequential);
         let s = scenario(Algorithm::ZkSequential, Profile::Pause, &shape).unwrap();
-        let session = s.params.session_timeout_ms;
+        let session = s.params.zookeeper.session_timeout_ms();
         assert_eq!(session, 4_000);
         assert_eq!(s.params.ttl_ms, None, "a ZooKeeper lock has no TTL");
         let Some(Fault::Pause { at_ms, for_ms, .. }) = s.faults.last() else {
@@ -429,7 +429,7 @@ mod tests {
             &Shape::default(),
         )
         .unwrap();
-        assert_eq!(s.params.wait_timeout_ms, Some(2_000));
+        assert_eq!(s.params.mysql.wait_timeout_ms, Some(2_000));
         assert_eq!(s.params.ttl_ms, None);
     }
 

@@ -35,9 +35,9 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
     check_algorithm(scenario.algorithm)?;
     scenario.validate()?;
     let p = &scenario.params;
-    if p.replicas > 0 || p.wait_replicas > 0 {
+    if p.redis.replicas > 0 || p.redis.wait_replicas > 0 {
         return Err(RealError::Unsupported(
-            "params.replicas: real Redis replication and failover".into(),
+            "params.redis.replicas: real Redis replication and failover".into(),
         ));
     }
     let topology = scenario.topology();
@@ -166,7 +166,7 @@ mod tests {
             check(&s).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
         }
         s.faults.clear();
-        s.params.replicas = 1;
+        s.params.redis.replicas = 1;
         let e = check(&s).unwrap_err().to_string();
         assert!(e.contains("replication and failover"), "{e}");
     }

@@ -244,7 +244,7 @@ fn a_killed_client_releases_its_transaction_lock_at_once_in_both_worlds() {
     }
     let _serial = one_at_a_time();
     let mut s = Scenario::new(Algorithm::MysqlForUpdateHeld);
-    s.params.wait_timeout_ms = Some(30_000);
+    s.params.mysql.wait_timeout_ms = Some(30_000);
     s.workload = Workload {
         acquisitions_per_client: 1,
         hold_ms: 5_000,
@@ -298,7 +298,7 @@ fn a_killed_client_releases_its_transaction_lock_at_once_in_both_worlds() {
 #[test]
 fn timeouts_that_are_not_whole_seconds_are_refused_before_anything_starts() {
     let mut s = Scenario::new(Algorithm::MysqlForUpdateHeld);
-    s.params.wait_timeout_ms = Some(1_500);
+    s.params.mysql.wait_timeout_ms = Some(1_500);
     match run(&s) {
         Err(RealError::Unsupported(why)) => {
             assert!(why.contains("wait_timeout_ms = 1500"), "{why}")

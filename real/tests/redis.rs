@@ -249,7 +249,7 @@ fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
 fn unsupported_faults_are_refused_before_anything_starts() {
     // Replication and failover are the simulator's alone so far.
     let mut s = Scenario::new(Algorithm::SingleRedis);
-    s.params.replicas = 1;
+    s.params.redis.replicas = 1;
     match run(&s) {
         Err(RealError::Unsupported(why)) => assert!(why.contains("failover"), "{why}"),
         other => panic!("expected a refusal, got {other:?}"),

@@ -137,7 +137,7 @@ fn a_holder_cut_off_for_less_than_its_session_keeps_zk_sequential_safe() {
     // session to survive (the held reconnection goes through at the heal), so client-1 waits
     // its turn.
     let mut s = Scenario::new(Algorithm::ZkSequential);
-    s.params.session_timeout_ms = SESSION_MS;
+    s.params.zookeeper.session_timeout_ms = Some(SESSION_MS);
     s.clients = 2;
     s.duration_ms = 20_000;
     s.workload = Workload {
@@ -186,7 +186,7 @@ fn a_jump_of_the_servers_wall_clock_keeps_zk_sequential_safe() {
 fn paused_holder_on_a_drifting_server(rate: f64, pause_ms: u64) -> Scenario {
     let mut s = Scenario::new(Algorithm::ZkSequential);
     s.clients = 2;
-    s.params.session_timeout_ms = SESSION_MS;
+    s.params.zookeeper.session_timeout_ms = Some(SESSION_MS);
     s.duration_ms = 20_000;
     s.workload = Workload {
         acquisitions_per_client: 1,
@@ -233,7 +233,7 @@ fn a_server_whose_clocks_run_twice_as_fast_ends_a_paused_holders_session_early()
 /// is killed at 1 s and started again at once on the same data dir.
 fn restart_while_held(hold_ms: u64) -> Scenario {
     let mut s = Scenario::new(Algorithm::ZkSequential);
-    s.params.session_timeout_ms = SESSION_MS;
+    s.params.zookeeper.session_timeout_ms = Some(SESSION_MS);
     s.clients = 2;
     s.duration_ms = 30_000;
     s.workload = Workload {
@@ -528,7 +528,7 @@ fn a_crashed_holder_keeps_its_zk_lock_until_the_server_expires_its_session() {
     // heard from client-0 up to 4/20 of the timeout before it died (CI saw client-1 enter at
     // 4.86 s, 3.86 s after the crash).
     let mut s = Scenario::new(Algorithm::ZkSequential);
-    s.params.session_timeout_ms = SESSION_MS;
+    s.params.zookeeper.session_timeout_ms = Some(SESSION_MS);
     s.clients = 2;
     s.duration_ms = 20_000;
     s.workload = Workload {

@@ -13,7 +13,9 @@
 //! by side in one run, so they compare like with like.
 
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::scenario::{Algorithm, Fault, Params, Persistence, Scenario};
+use lockcheck_core::scenario::{
+    Algorithm, Fault, MysqlParams, Params, Persistence, RedisParams, Scenario,
+};
 use lockcheck_core::topology::Role;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
 use serde_json::{json, Value};
@@ -96,7 +98,10 @@ fn known_unsafe() -> Vec<Cell> {
             Algorithm::SingleRedis,
             FaultProfile::Failover,
             Params {
-                replicas: 1,
+                redis: RedisParams {
+                    replicas: 1,
+                    ..RedisParams::default()
+                },
                 ..Params::default()
             },
         ),
@@ -131,7 +136,10 @@ fn known_unsafe() -> Vec<Cell> {
             Algorithm::MysqlForUpdateHeld,
             FaultProfile::Pause,
             Params {
-                wait_timeout_ms: Some(10_000),
+                mysql: MysqlParams {
+                    wait_timeout_ms: Some(10_000),
+                    ..MysqlParams::default()
+                },
                 ..Params::default()
             },
         ),

@@ -42,7 +42,8 @@ impl Stores for SimStores {
     }
 
     fn zookeeper(&self) -> SimZk<SimEnv> {
-        let session = Duration::from_millis(self.world.scenario.params.session_timeout_ms);
+        let session =
+            Duration::from_millis(self.world.scenario.params.zookeeper.session_timeout_ms());
         SimZk::new(
             self.rpc.clone(),
             self.env.clone(),
@@ -57,7 +58,7 @@ impl Stores for SimStores {
             self.rpc.clone(),
             self.servers()[0],
             self.timeout(),
-            Duration::from_millis(self.world.scenario.params.lock_wait_timeout_ms()),
+            Duration::from_millis(self.world.scenario.params.mysql.lock_wait_timeout_ms()),
         )
     }
 }

@@ -411,10 +411,11 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
         clients,
         servers: named(Role::Server),
     };
-    let units: Vec<BoxedStrategy<Vec<Fault>>> = concrete(&options.profiles, params.replicas > 0)
-        .into_iter()
-        .map(|p| unit_of(p, &cast, options, duration))
-        .collect();
+    let units: Vec<BoxedStrategy<Vec<Fault>>> =
+        concrete(&options.profiles, params.redis.replicas > 0)
+            .into_iter()
+            .map(|p| unit_of(p, &cast, options, duration))
+            .collect();
     let faults: BoxedStrategy<Vec<Vec<Fault>>> = if units.is_empty() {
         Just(Vec::new()).boxed()
     } else {
@@ -521,9 +522,9 @@ pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
             .map_err(ExploreError::Invalid)?;
     }
     options.params.check_for(options.algorithm)?;
-    if options.profiles.contains(&FaultProfile::Failover) && options.params.replicas == 0 {
+    if options.profiles.contains(&FaultProfile::Failover) && options.params.redis.replicas == 0 {
         return invalid(
-            "the failover profile needs a replica to promote: set params.replicas (--replicas) \
+            "the failover profile needs a replica to promote: set params.redis.replicas (--replicas) \
              to at least 1"
                 .into(),
         );

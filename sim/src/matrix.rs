@@ -160,7 +160,7 @@ impl CellSpec {
             ..Params::default()
         };
         if self.algorithm.lease() == Lease::IdleConnection {
-            params.wait_timeout_ms = Some(FOR_UPDATE_WAIT_TIMEOUT_MS);
+            params.mysql.wait_timeout_ms = Some(FOR_UPDATE_WAIT_TIMEOUT_MS);
         }
         if self.profile == FaultProfile::Failover {
             if !has_replicas(self.algorithm) {
@@ -170,7 +170,7 @@ impl CellSpec {
                         .into(),
                 );
             }
-            params.replicas = 1;
+            params.redis.replicas = 1;
         }
         params
             .check_for(self.algorithm)
@@ -198,10 +198,23 @@ impl CellSpec {
         if let Some(key) = default.keys().find(|k| !set.contains_key(*k)) {
             return Err(format!("params.{key}: no flag unsets it"));
         }
+        // A backend's group (`redis: {replicas: 1}`) is set by the flags of its settings'
+        // names (`--replicas 1`): explore's flags are flat.
+        let mut changed: Vec<(&String, &serde_json::Value)> = Vec::new();
         for (key, value) in &set {
             if default.get(key) == Some(value) {
                 continue;
             }
+            match value {
+                serde_json::Value::Object(group)
+                    if matches!(key.as_str(), "redis" | "zookeeper" | "mysql") =>
+                {
+                    changed.extend(group.iter());
+                }
+                _ => changed.push((key, value)),
+            }
+        }
+        for (key, value) in changed {
             let flag = format!("--{}", key.replace('_', "-"));
             match value {
                 serde_json::Value::Bool(true) => {

@@ -7,7 +7,7 @@ use common::scenario_file;
 
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::scenario::{Fault, Params};
+use lockcheck_core::scenario::{Fault, Params, RedisParams};
 use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
@@ -52,7 +52,10 @@ fn waiting_for_a_replica_closes_that_window() {
 fn explore_finds_the_failover_violation() {
     let options = ExploreOptions {
         params: Params {
-            replicas: 1,
+            redis: RedisParams {
+                replicas: 1,
+                ..RedisParams::default()
+            },
             ..Params::default()
         },
         ..ExploreOptions::new(
@@ -80,7 +83,7 @@ fn failover_needs_a_replica() {
         node: "redis-0".into(),
     }];
     assert!(s.validate().unwrap_err().to_string().contains("replica"));
-    s.params.replicas = 1;
+    s.params.redis.replicas = 1;
     assert!(s
         .validate()
         .unwrap_err()

@@ -9,7 +9,7 @@ use common::search::{find, nothing_found, options};
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::history::{Entry, KeyChange, Op};
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::scenario::{Fault, Params, Persistence};
+use lockcheck_core::scenario::{Fault, MysqlParams, Params, Persistence};
 use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_sim::explore::ExploreOptions;
 use lockcheck_sim::run;
@@ -31,7 +31,7 @@ const WAIT_TIMEOUT_MS: u64 = 5_000;
 /// later) and works for `hold_ms`.
 fn two_clients(algorithm: Algorithm, hold_ms: u64) -> Scenario {
     let mut s = Scenario::new(algorithm);
-    s.params.wait_timeout_ms = Some(WAIT_TIMEOUT_MS);
+    s.params.mysql.wait_timeout_ms = Some(WAIT_TIMEOUT_MS);
     s.workload.acquisitions_per_client = 1;
     s.workload.hold_ms = hold_ms;
     s.duration_ms = 30_000;
@@ -78,7 +78,10 @@ fn a_holder_idle_past_wait_timeout_loses_the_transaction_held_lock() {
 #[test]
 fn explore_finds_the_wait_timeout_violation_and_fencing_stops_it() {
     let params = Params {
-        wait_timeout_ms: Some(WAIT_TIMEOUT_MS),
+        mysql: MysqlParams {
+            wait_timeout_ms: Some(WAIT_TIMEOUT_MS),
+            ..MysqlParams::default()
+        },
         ..Params::default()
     };
     let f = find(&options(
@@ -245,7 +248,10 @@ fn no_faults_no_violation() {
             algorithm,
             &[FaultProfile::None],
             Params {
-                wait_timeout_ms: Some(WAIT_TIMEOUT_MS),
+                mysql: MysqlParams {
+                    wait_timeout_ms: Some(WAIT_TIMEOUT_MS),
+                    ..MysqlParams::default()
+                },
                 ..Params::default()
             },
             200,
@@ -264,10 +270,10 @@ fn mysql_settings_that_cannot_be_honoured_are_refused() {
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("redo log"), "{e}");
     s.params.persistence = None;
-    s.params.lock_wait_timeout_ms = Some(0);
+    s.params.mysql.lock_wait_timeout_ms = Some(0);
     assert!(s.validate().is_err());
     let mut redis = Scenario::new(Algorithm::SingleRedis);
-    redis.params.lock_wait_timeout_ms = Some(1_000);
+    redis.params.mysql.lock_wait_timeout_ms = Some(1_000);
     let e = redis.validate().unwrap_err().to_string();
     assert!(e.contains("lock_wait_timeout_ms"), "{e}");
     let mut held = Scenario::new(Algorithm::MysqlForUpdateHeld);

@@ -51,7 +51,7 @@ fn accepted(history: &[Entry], client: &str, phase: Phase) -> usize {
 #[test]
 fn a_holder_paused_past_its_session_breaks_every_zookeeper_lock() {
     let params = Params::default();
-    let timeout = params.session_timeout_ms;
+    let timeout = params.zookeeper.session_timeout_ms();
     for algorithm in ZOOKEEPER {
         let Exploration::Found(f) = explore(
             &options(algorithm, &[FaultProfile::Pause], params.clone(), 500),
@@ -117,7 +117,7 @@ fn survivable(algorithm: Algorithm, cases: u32) -> ExploreOptions {
         ..Params::default()
     };
     ExploreOptions {
-        max_partition_ms: Some(params.session_timeout_ms / 2),
+        max_partition_ms: Some(params.zookeeper.session_timeout_ms() / 2),
         ..options(
             algorithm,
             &[
@@ -231,7 +231,7 @@ fn a_careful_client_stops_using_a_suspended_lock_and_resumes_when_the_session_su
     assert_eq!(accepted(h, "client-0", Phase::Exit), 1, "resumed");
 
     // With suspended_is_lost, the disconnection alone makes it give the lock up unused.
-    s.params.suspended_is_lost = true;
+    s.params.zookeeper.suspended_is_lost = true;
     let outcome = run(&s);
     assert!(!outcome.violated(), "{:?}", outcome.violations);
     let h = &outcome.history.entries;
@@ -288,10 +288,10 @@ fn a_wall_clock_jump_on_the_server_alone_never_expires_a_session() {
 #[test]
 fn zookeeper_locks_reject_settings_they_cannot_honour() {
     let mut s = Scenario::new(Algorithm::ZkSequential);
-    s.params.session_timeout_ms = 1_000;
+    s.params.zookeeper.session_timeout_ms = Some(1_000);
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("session_timeout_ms"), "{e}");
-    s.params.session_timeout_ms = 10_000;
+    s.params.zookeeper.session_timeout_ms = Some(10_000);
     s.params.nodes = Some(3);
     assert!(s.validate().unwrap_err().to_string().contains("ensembles"));
     s.params.nodes = None;
@@ -310,7 +310,7 @@ fn zookeeper_locks_reject_settings_they_cannot_honour() {
     let e = rw.validate().unwrap_err().to_string();
     assert!(e.contains("read_fraction") && e.contains("1.5"), "{e}");
     let mut redis = Scenario::new(Algorithm::SingleRedis);
-    redis.params.suspended_is_lost = true;
+    redis.params.zookeeper.suspended_is_lost = true;
     let e = redis.validate().unwrap_err().to_string();
     assert!(e.contains("suspended_is_lost"), "{e}");
 }

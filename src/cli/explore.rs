@@ -6,7 +6,7 @@ use clap::Args;
 use lockcheck_core::checker::Severity;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
-use lockcheck_core::scenario::{Params, Persistence};
+use lockcheck_core::scenario::{Backend, Params, Persistence};
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
 use lockcheck_sim::explore::{check_options, ExploreOptions, Shard};
 use std::path::{Path, PathBuf};
@@ -65,9 +65,9 @@ pub struct ExploreArgs {
     /// session timeout). A ZooKeeper session outlives only partitions well inside its timeout.
     #[arg(long, value_name = "MS")]
     max_partition_ms: Option<u64>,
-    /// ZooKeeper session timeout in ms (4000 to 40000).
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
-    session_timeout_ms: u64,
+    /// ZooKeeper session timeout in ms (4000 to 40000; default 10000).
+    #[arg(long, value_name = "MS")]
+    session_timeout_ms: Option<u64>,
     /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
     #[arg(long)]
     suspended_is_lost: bool,
@@ -139,20 +139,33 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
             )))
         }
     };
-    let params = Params {
+    // The flags are flat; each backend's settings go to its group of the scenario's params,
+    // where a lock on another backend refuses them by name.
+    let mut params = Params {
         ttl_ms,
         fencing,
         persistence,
         nodes,
         restart_delay_ms,
-        replicas,
-        wait_replicas,
-        session_timeout_ms,
-        suspended_is_lost,
-        wait_timeout_ms,
-        lock_wait_timeout_ms,
         ..Params::default()
     };
+    params.redis.replicas = replicas;
+    params.redis.wait_replicas = wait_replicas;
+    params.zookeeper.session_timeout_ms = session_timeout_ms;
+    params.zookeeper.suspended_is_lost = suspended_is_lost;
+    params.mysql.lock_wait_timeout_ms = lock_wait_timeout_ms;
+    match algorithm.backend() {
+        Backend::Redis => params.redis.wait_timeout_ms = wait_timeout_ms,
+        Backend::Mysql => params.mysql.wait_timeout_ms = wait_timeout_ms,
+        Backend::ZooKeeper if wait_timeout_ms.is_some() => {
+            return Err(usage(format!(
+                "--wait-timeout-ms: {} has none (it is Redis's WAIT timeout or MySQL's \
+                 wait_timeout)",
+                algorithm.name()
+            )))
+        }
+        Backend::ZooKeeper => {}
+    }
     let shard = match shard {
         Some(text) => Shard::parse(&text).map_err(usage)?,
         None => Shard::default(),

@@ -57,7 +57,7 @@ impl Liveness {
         let (algorithm, params) = (scenario.algorithm, &scenario.params);
         let lease_ns = algorithm.lease_ms(params) * 1_000_000;
         let queue_timeout_ns = (algorithm.description().order == Order::Fifo)
-            .then_some(params.queue_timeout_ms * 1_000_000);
+            .then_some(params.redis.queue_timeout_ms() * 1_000_000);
         let claim_ns = lease_ns.max(queue_timeout_ns.unwrap_or(0));
         let ends = algorithm.ends_when_silent(params);
         Liveness {

@@ -123,13 +123,13 @@ impl MariaDb {
             wait_timeout_s: whole_seconds(
                 "params.wait_timeout_ms",
                 "wait_timeout",
-                p.wait_timeout_ms_for(scenario.algorithm),
+                p.mysql.wait_timeout_ms(),
                 31_536_000,
             )?,
             lock_wait_timeout_s: whole_seconds(
                 "params.lock_wait_timeout_ms",
                 "innodb_lock_wait_timeout",
-                p.lock_wait_timeout_ms(),
+                p.mysql.lock_wait_timeout_ms(),
                 1_073_741_824,
             )?,
             flush,
@@ -376,22 +376,22 @@ mod tests {
     #[test]
     fn timeouts_are_whole_seconds_or_refused() {
         let mut s = Scenario::new(Algorithm::MysqlForUpdateHeld);
-        s.params.wait_timeout_ms = Some(2_000);
-        s.params.lock_wait_timeout_ms = Some(3_000);
+        s.params.mysql.wait_timeout_ms = Some(2_000);
+        s.params.mysql.lock_wait_timeout_ms = Some(3_000);
         let db = MariaDb::of(&s, "mysql-0").unwrap();
         assert_eq!((db.wait_timeout_s, db.lock_wait_timeout_s), (2, 3));
         assert_eq!(db.flush, FlushPolicy::AtCommit);
-        s.params.wait_timeout_ms = Some(1_500);
+        s.params.mysql.wait_timeout_ms = Some(1_500);
         let e = MariaDb::of(&s, "mysql-0").unwrap_err().to_string();
         assert!(
             e.contains("wait_timeout_ms = 1500") && e.contains("whole"),
             "{e}"
         );
-        s.params.wait_timeout_ms = Some(500);
+        s.params.mysql.wait_timeout_ms = Some(500);
         assert!(MariaDb::of(&s, "mysql-0").is_err());
-        s.params.wait_timeout_ms = None;
+        s.params.mysql.wait_timeout_ms = None;
         assert_eq!(MariaDb::of(&s, "mysql-0").unwrap().wait_timeout_s, 28_800);
-        s.params.lock_wait_timeout_ms = Some(2_500);
+        s.params.mysql.lock_wait_timeout_ms = Some(2_500);
         let e = MariaDb::of(&s, "mysql-0").unwrap_err().to_string();
         assert!(e.contains("innodb_lock_wait_timeout"), "{e}");
     }

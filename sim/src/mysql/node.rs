@@ -263,8 +263,8 @@ fn locker_of(statement: &Statement) -> Option<&str> {
 pub fn config_of(world: &World, flush: lockcheck_core::scenario::FlushPolicy) -> MysqlConfig {
     let p = &world.scenario.params;
     MysqlConfig {
-        lock_wait_timeout_ms: p.lock_wait_timeout_ms(),
-        wait_timeout_ms: p.wait_timeout_ms_for(world.scenario.algorithm),
+        lock_wait_timeout_ms: p.mysql.lock_wait_timeout_ms(),
+        wait_timeout_ms: p.mysql.wait_timeout_ms(),
         flush,
     }
 }

@@ -295,7 +295,7 @@ impl Server {
     /// with it, and acknowledge. A promoted replica stops pulling; a restarted old primary that
     /// is no longer the primary starts.
     async fn replicate(self: Rc<Self>) {
-        let lag = Duration::from_millis(self.world.scenario.params.replication_lag_ms);
+        let lag = Duration::from_millis(self.world.scenario.params.redis.replication_lag_ms());
         let timeout = Duration::from_millis(self.world.scenario.params.request_timeout_ms);
         let rpc = RpcClient::bind(self.world.clone(), self.me).await;
         loop {
@@ -354,7 +354,7 @@ pub async fn run_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>)
         madsim::task::spawn_local(server.clone().fsync_everysec());
     }
 
-    if world.scenario.params.replicas > 0 {
+    if world.scenario.params.redis.replicas > 0 {
         madsim::task::spawn_local(server.clone().replicate());
     }
 
