@@ -238,6 +238,15 @@ impl MysqlParams {
     }
 }
 
+/// The settings a group gives (those it writes: a setting at its "not given" value is left
+/// out), by name, for the message that refuses them.
+fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
+    match serde_json::to_value(group) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// `params` as a file may write it: the grouped names, and the flat names that files written
 /// before the groups used (`session_timeout_ms` for `zookeeper.session_timeout_ms`, …), so that
 /// old scenario files and committed reports still read. A flat name given together with its
@@ -864,17 +873,14 @@ impl Scenario {
         }
         // Each backend's group applies to the algorithms on that backend only.
         for (group, given, on) in [
-            ("redis", p.redis != RedisParams::default(), Backend::Redis),
-            (
-                "zookeeper",
-                p.zookeeper != ZooKeeperParams::default(),
-                Backend::ZooKeeper,
-            ),
-            ("mysql", p.mysql != MysqlParams::default(), Backend::Mysql),
+            ("redis", given_fields(&p.redis), Backend::Redis),
+            ("zookeeper", given_fields(&p.zookeeper), Backend::ZooKeeper),
+            ("mysql", given_fields(&p.mysql), Backend::Mysql),
         ] {
-            if given && backend != on {
+            if !given.is_empty() && backend != on {
                 return bad(format!(
-                    "params.{group}: {name} does not run on {}; its settings are params.{}",
+                    "params.{group} ({}): {name} does not run on {}; its settings are params.{}",
+                    given.join(", "),
                     on.name(),
                     backend.name()
                 ));

@@ -3,6 +3,7 @@
 //! of them. One test in its own binary, so no other run is alive while it counts.
 
 use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::Backend;
 use lockcheck_core::Algorithm;
 use lockcheck_sim::explore::{scenarios, ExploreOptions};
 use lockcheck_sim::run;
@@ -15,7 +16,9 @@ fn no_world_outlives_its_run_under_any_fault_or_backend() {
     for algorithm in Algorithm::ALL {
         let mut options = ExploreOptions::new(*algorithm, vec![FaultProfile::All], 4, 0);
         // MariaDB's 8 h wait_timeout makes a crashed client's lock cost 8 h of simulated time.
-        options.params.mysql.wait_timeout_ms = Some(10_000);
+        if algorithm.backend() == Backend::Mysql {
+            options.params.mysql.wait_timeout_ms = Some(10_000);
+        }
         let strategy = scenarios(&options);
         let mut runner = TestRunner::deterministic();
         for _ in 0..4 {
