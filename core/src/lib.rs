@@ -32,6 +32,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod timeline;
 pub mod topology;
+pub mod verdict;
 pub mod workload;
 
 pub use history::History;

@@ -5,6 +5,7 @@ use crate::history::History;
 use crate::outcome::Outcome;
 use crate::profile::FaultProfile;
 use crate::scenario::{Scenario, ScenarioError};
+use crate::verdict::VerdictKind;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -38,16 +39,6 @@ pub enum ReportError {
         /// Why.
         source: ScenarioError,
     },
-}
-
-/// The verdict of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// At least one violation.
-    Violation,
-    /// Nothing found in this run.
-    NoViolation,
 }
 
 /// How an exploration found the reported case.
@@ -92,7 +83,7 @@ pub struct Report {
     /// Version of lockcheck that wrote it.
     pub lockcheck: String,
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: VerdictKind,
     /// The verdict in one sentence.
     pub summary: String,
     /// The command that replays this report (for a real run: that reruns its scenario).
@@ -143,9 +134,9 @@ impl Report {
         Report {
             lockcheck: env!("CARGO_PKG_VERSION").to_string(),
             verdict: if outcome.violated() {
-                Verdict::Violation
+                VerdictKind::Found
             } else {
-                Verdict::NoViolation
+                VerdictKind::NotFound
             },
             summary,
             replay_command: String::new(),

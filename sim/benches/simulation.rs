@@ -17,6 +17,7 @@ use lockcheck_core::scenario::{
     Algorithm, Fault, MysqlParams, Params, Persistence, RedisParams, Scenario,
 };
 use lockcheck_core::topology::Role;
+use lockcheck_core::verdict::Coverage;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
 use serde_json::{json, Value};
 use std::sync::Mutex;
@@ -182,7 +183,7 @@ fn detection(cell: &Cell, seeds: u64) -> Value {
                 shrink.push((total - searched).as_secs_f64());
                 cases.push(f.cases as f64);
             }
-            Exploration::NotFound { .. } => missed += 1,
+            Exploration::NotFound(Coverage { .. }) => missed += 1,
         }
     }
     let (detect_median, detect_worst) = median_max(&mut detect);
@@ -210,7 +211,9 @@ fn search_rate(jobs: usize) -> f64 {
     let start = Instant::now();
     let result = explore(&options, &|_| {}).expect("valid");
     match result {
-        Exploration::NotFound { cases, .. } => cases as f64 / start.elapsed().as_secs_f64(),
+        Exploration::NotFound(Coverage { cases, .. }) => {
+            cases as f64 / start.elapsed().as_secs_f64()
+        }
         Exploration::Found(f) => panic!(
             "Redlock without faults failed at case {}: a bug, not a benchmark result",
             f.case_index
@@ -241,7 +244,7 @@ fn memory() -> Value {
         };
         let result = explore(&options, &|_| {}).expect("valid");
         assert!(
-            matches!(result, Exploration::NotFound { .. }),
+            matches!(result, Exploration::NotFound(Coverage { .. })),
             "Redlock without faults failed: a bug, not a benchmark result"
         );
         let (peak, now) = (status_kb("VmHWM"), status_kb("VmRSS"));

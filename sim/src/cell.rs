@@ -11,6 +11,7 @@ use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::run;
 use lockcheck_core::report::{Report, ReportError};
 use lockcheck_core::scenario::{CrashScope, Fault, Persistence, Scenario};
+use lockcheck_core::verdict::{Coverage, Verdict};
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -44,23 +45,13 @@ pub struct CellSearch {
     pub settle_on_regression: bool,
 }
 
-/// The verdict of a cell.
-#[derive(Clone, Debug)]
-pub enum CellVerdict {
-    /// A violation, with its report (written).
-    Unsafe(Box<Unsafe>),
-    /// Nothing in the budget.
-    NotFound {
-        /// Cases run.
-        cases: u32,
-        /// Simulated time they covered, in ns.
-        simulated_ns: u64,
-    },
-}
+/// The verdict of a cell: the report of what it found (written), or the [`Coverage`] of a
+/// search that found nothing.
+pub type CellVerdict = Verdict<Box<CellFinding>>;
 
-/// An UNSAFE cell.
+/// What a cell found: a safety violation (cells count no other), with its report.
 #[derive(Clone, Debug)]
-pub struct Unsafe {
+pub struct CellFinding {
     /// The report, as written.
     pub report: Report,
     /// Where it was written.
@@ -157,7 +148,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                     },
                 )?;
                 let story = story(&report);
-                let verdict = CellVerdict::Unsafe(Box::new(Unsafe {
+                let verdict = CellVerdict::Found(Box::new(CellFinding {
                     report,
                     path,
                     case_index: Some(finding.case_index),
@@ -167,10 +158,10 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 }));
                 return Ok(Searched { verdict, stats });
             }
-            Exploration::NotFound {
+            Exploration::NotFound(Coverage {
                 cases,
                 simulated_ns,
-            } => (cases, simulated_ns),
+            }) => (cases, simulated_ns),
         }
     };
     stats.cases = cases;
@@ -181,7 +172,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
             let path = report.write(&cell.out, &cell.id)?;
             let story = story(&report);
             let history_changed = outcome.digest() != regression.history_hash;
-            CellVerdict::Unsafe(Box::new(Unsafe {
+            CellVerdict::Found(Box::new(CellFinding {
                 report,
                 path,
                 case_index: None,
@@ -193,10 +184,10 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 story,
             }))
         }
-        None => CellVerdict::NotFound {
+        None => CellVerdict::NotFound(Coverage {
             cases,
             simulated_ns,
-        },
+        }),
     };
     Ok(Searched { verdict, stats })
 }

@@ -25,6 +25,7 @@ use crate::explore::{check_options, ExploreOptions};
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
 use lockcheck_core::scenario::{Algorithm, Params};
+use lockcheck_core::verdict::VerdictKind;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -53,15 +54,23 @@ pub enum ExpectationsError {
     },
 }
 
-/// The verdict an entry expects.
+/// The verdict an entry expects, in the file's words: `unsafe` (the search finds a violation
+/// within the budget) or `not-found` (it finds nothing, which is all a search can say: there is
+/// no "safe").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Expected {
-    /// The search finds a violation within the budget.
+enum Expect {
     Unsafe,
-    /// The search finds nothing within the budget (which is all a search can say: there is no
-    /// "safe").
     NotFound,
+}
+
+impl From<Expect> for VerdictKind {
+    fn from(expect: Expect) -> VerdictKind {
+        match expect {
+            Expect::Unsafe => VerdictKind::Found,
+            Expect::NotFound => VerdictKind::NotFound,
+        }
+    }
 }
 
 /// One entry: a search and the verdict it must reach.
@@ -74,7 +83,7 @@ pub struct Expectation {
     /// The search (with one thread and the whole case space).
     pub options: ExploreOptions,
     /// The expected verdict.
-    pub expect: Expected,
+    pub expect: VerdictKind,
     /// Where the entry starts in the file, from 1.
     pub line: usize,
 }
@@ -82,11 +91,7 @@ pub struct Expectation {
 impl Expectation {
     /// Whether `verdict` is the expected one.
     pub fn met_by(&self, verdict: &CellVerdict) -> bool {
-        matches!(
-            (self.expect, verdict),
-            (Expected::Unsafe, CellVerdict::Unsafe(_))
-                | (Expected::NotFound, CellVerdict::NotFound { .. })
-        )
+        self.expect == verdict.kind()
     }
 }
 
@@ -114,7 +119,7 @@ struct Entry {
     #[serde(default)]
     params: Params,
     cases: u32,
-    expect: Expected,
+    expect: Expect,
     #[serde(default)]
     seed: Option<u64>,
     #[serde(default)]
@@ -225,7 +230,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
             name: entry.name,
             about: entry.about,
             options,
-            expect: entry.expect,
+            expect: entry.expect.into(),
             line,
         });
     }
@@ -277,7 +282,7 @@ expect = "not-found"
             e[1].options.profiles,
             vec![FaultProfile::Pause, FaultProfile::ClockJump]
         );
-        assert_eq!(e[1].expect, Expected::NotFound);
+        assert_eq!(e[1].expect, VerdictKind::NotFound);
     }
 
     #[test]

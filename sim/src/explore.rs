@@ -18,6 +18,7 @@ use lockcheck_core::scenario::{
     Algorithm, CrashScope, Fault, Params, Scenario, ScenarioError, Workload,
 };
 use lockcheck_core::topology::Role;
+use lockcheck_core::verdict::{Coverage, Verdict};
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -159,19 +160,9 @@ impl ExploreOptions {
     }
 }
 
-/// The result of a search.
-#[derive(Clone, Debug)]
-pub enum Exploration {
-    /// A violation, shrunk.
-    Found(Box<Finding>),
-    /// Nothing in `cases` cases.
-    NotFound {
-        /// Cases run.
-        cases: u32,
-        /// Simulated time they covered, in ns.
-        simulated_ns: u64,
-    },
-}
+/// The result of a search: a shrunk [`Finding`], or the [`Coverage`] of a search that found
+/// nothing (the shared vocabulary of [`lockcheck_core::verdict`]).
+pub type Exploration = Verdict<Box<Finding>>;
 
 /// A minimal failing case.
 #[derive(Clone, Debug)]
@@ -627,10 +618,10 @@ pub fn explore(
     let cases = covered.clone().count() as u32;
     let simulated_ns = covered.map(|(_, (_, ns))| ns).sum();
     let Some(case) = failure else {
-        return Ok(Exploration::NotFound {
+        return Ok(Exploration::NotFound(Coverage {
             cases,
             simulated_ns,
-        });
+        }));
     };
     let first = failures
         .into_inner()

@@ -16,6 +16,7 @@ use lockcheck_algorithms::describe::{Fencing, Lease};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{Report, ReportError};
 use lockcheck_core::scenario::{Algorithm, Params};
+use lockcheck_core::verdict::Coverage;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -301,12 +302,15 @@ pub struct Cell {
     pub result: CellResult,
 }
 
-/// A cell's verdict.
+/// A cell's verdict as `matrix.json` keeps it: a [`Verdict`](lockcheck_core::verdict::Verdict)
+/// whose evidence is the report's file name, or a cell that does not exist. (Written
+/// `"verdict": "unsafe"` for a finding: a cell counts only safety violations.)
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum CellResult {
     /// A safety violation was found.
-    Unsafe {
+    #[serde(rename = "unsafe")]
+    Found {
         /// Cases run up to and including the failing one (when only a persisted regression
         /// failed: every case the search ran).
         cases: u32,
@@ -443,16 +447,16 @@ fn explore_options(options: &MatrixOptions, spec: &CellSpec, params: Params) -> 
 
 fn result_of(verdict: &CellVerdict) -> CellResult {
     match verdict {
-        CellVerdict::Unsafe(u) => CellResult::Unsafe {
+        CellVerdict::Found(u) => CellResult::Found {
             cases: u.cases,
             case_index: u.case_index,
             story: u.story.clone(),
             report: file_name(&u.path),
         },
-        CellVerdict::NotFound {
+        CellVerdict::NotFound(Coverage {
             cases,
             simulated_ns,
-        } => CellResult::NotFound {
+        }) => CellResult::NotFound {
             cases: *cases,
             simulated_ns: *simulated_ns,
         },
@@ -478,7 +482,7 @@ impl Matrix {
         self.cells
             .iter()
             .filter_map(|c| match &c.result {
-                CellResult::Unsafe { report, .. } => Some(report.as_str()),
+                CellResult::Found { report, .. } => Some(report.as_str()),
                 _ => None,
             })
             .collect()
@@ -501,7 +505,7 @@ impl Matrix {
             .iter()
             .filter(|c| searched.contains(c.id.as_str()));
         for old in replaced.filter_map(|c| match &c.result {
-            CellResult::Unsafe { report, .. } => Some(report.as_str()),
+            CellResult::Found { report, .. } => Some(report.as_str()),
             _ => None,
         }) {
             if current.contains(&old) || old.contains(['/', '\\']) {
@@ -617,7 +621,7 @@ impl Matrix {
             let cells: Vec<String> = row
                 .iter()
                 .map(|c| match &c.result {
-                    CellResult::Unsafe { case_index, .. } => format!(
+                    CellResult::Found { case_index, .. } => format!(
                         "[**UNSAFE**](#{}){}",
                         c.id,
                         if case_index.is_none() {
@@ -670,7 +674,7 @@ impl Matrix {
         );
         let mut any = false;
         for c in &self.cells {
-            let CellResult::Unsafe {
+            let CellResult::Found {
                 cases,
                 case_index,
                 story,
@@ -879,7 +883,7 @@ fn check_shard_cells(
         };
         let (ran, expected) = match &cell.result {
             CellResult::Skipped { .. } => continue,
-            CellResult::Unsafe {
+            CellResult::Found {
                 case_index: Some(k),
                 cases: ran,
                 ..
@@ -899,7 +903,7 @@ fn check_shard_cells(
                 // `k < cases`, so `k + 1` fits.
                 (*ran, shard.slots(*k as u32 + 1))
             }
-            CellResult::Unsafe { cases: ran, .. } | CellResult::NotFound { cases: ran, .. } => {
+            CellResult::Found { cases: ran, .. } | CellResult::NotFound { cases: ran, .. } => {
                 (*ran, shard.slots(cases))
             }
         };
@@ -921,7 +925,7 @@ fn merge_cell(
     let total_cases: u32 = results
         .iter()
         .map(|(_, r)| match r {
-            CellResult::Unsafe { cases, .. } | CellResult::NotFound { cases, .. } => *cases,
+            CellResult::Found { cases, .. } | CellResult::NotFound { cases, .. } => *cases,
             CellResult::Skipped { .. } => 0,
         })
         .sum();
@@ -933,7 +937,7 @@ fn merge_cell(
     let found = results
         .iter()
         .filter_map(|(dir, r)| match r {
-            CellResult::Unsafe {
+            CellResult::Found {
                 case_index: Some(k),
                 story,
                 report,
@@ -951,7 +955,7 @@ fn merge_cell(
             search.cases = cases;
         }
         let path = r.write(out, id)?;
-        return Ok(CellResult::Unsafe {
+        return Ok(CellResult::Found {
             cases,
             case_index: Some(k),
             story: story.clone(),
@@ -959,7 +963,7 @@ fn merge_cell(
         });
     }
     let regression = results.iter().find_map(|(dir, r)| match r {
-        CellResult::Unsafe {
+        CellResult::Found {
             case_index: None,
             story,
             report,
@@ -970,7 +974,7 @@ fn merge_cell(
     if let Some((dir, story, report)) = regression {
         let mut r = Report::read(&dir.join(report))?;
         let path = r.write(out, id)?;
-        return Ok(CellResult::Unsafe {
+        return Ok(CellResult::Found {
             cases: total_cases,
             case_index: None,
             story: story.clone(),

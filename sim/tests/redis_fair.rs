@@ -3,6 +3,7 @@
 mod common;
 
 use common::scenario_file;
+use lockcheck_core::verdict::Coverage;
 
 use lockcheck_core::checker::{fifo, Liveness, ViolationKind};
 use lockcheck_core::history::{KeyChange, Op};
@@ -42,7 +43,7 @@ fn waiters_are_granted_in_the_order_the_server_queued_them() {
 fn no_faults_no_violation_and_fifo_holds_over_generated_cases() {
     let options = ExploreOptions::new(Algorithm::RedisFair, vec![FaultProfile::None], 300, 4);
     match explore(&options, &|_| {}).unwrap() {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, 300),
+        Exploration::NotFound(Coverage { cases, .. }) => assert_eq!(cases, 300),
         Exploration::Found(f) => panic!("{:?}\n{}", f.outcome.violations, f.scenario.to_json()),
     }
 }

@@ -4,6 +4,7 @@
 use lockcheck_core::history::{Entry, KeyChange, Kind, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Fault;
+use lockcheck_core::verdict::Coverage;
 use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
@@ -65,7 +66,7 @@ fn no_faults_no_violation_with_nesting() {
     let options = ExploreOptions::new(Algorithm::RedisReentrant, vec![FaultProfile::None], 300, 2);
     assert!(matches!(
         explore(&options, &|_| {}).unwrap(),
-        Exploration::NotFound { cases: 300, .. }
+        Exploration::NotFound(Coverage { cases: 300, .. })
     ));
 }
 

@@ -4,6 +4,7 @@
 mod common;
 
 use common::scenario_file;
+use lockcheck_core::verdict::Coverage;
 
 use common::search::find;
 use lockcheck_core::checker::ViolationKind;
@@ -201,7 +202,7 @@ fn drift_within_the_factor_and_delayed_restarts_never_break_redlock() {
         )
     };
     match explore(&options, &|_| {}).expect("exploration runs") {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, 2_000),
+        Exploration::NotFound(Coverage { cases, .. }) => assert_eq!(cases, 2_000),
         Exploration::Found(f) => panic!(
             "{}\n{}",
             f.outcome.violations[0].story,

@@ -5,6 +5,7 @@ mod common;
 use common::search::options;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
+use lockcheck_core::verdict::Coverage;
 use lockcheck_core::Algorithm;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Shard};
 
@@ -29,10 +30,10 @@ fn summary(e: &Exploration) -> String {
             f.scenario.to_json(),
             f.outcome.digest()
         ),
-        Exploration::NotFound {
+        Exploration::NotFound(Coverage {
             cases,
             simulated_ns,
-        } => format!("not found in {cases} cases ({simulated_ns} ns)"),
+        }) => format!("not found in {cases} cases ({simulated_ns} ns)"),
     }
 }
 
@@ -81,7 +82,7 @@ fn shards_joined_by_their_lowest_failing_case_are_the_unsharded_search() {
         .iter()
         .filter_map(|e| match e {
             Exploration::Found(f) => Some(f),
-            Exploration::NotFound { .. } => None,
+            Exploration::NotFound(Coverage { .. }) => None,
         })
         .min_by_key(|f| f.case_index)
         .expect("some shard finds it");
@@ -119,7 +120,7 @@ fn a_time_budget_runs_a_prefix_that_a_case_count_reproduces() {
         )
     };
     let timed = search(&base, 2, Shard::default());
-    let Exploration::NotFound { cases, .. } = timed else {
+    let Exploration::NotFound(Coverage { cases, .. }) = timed else {
         panic!("nothing to find without faults: {}", summary(&timed));
     };
     let counted = ExploreOptions {

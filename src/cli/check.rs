@@ -2,6 +2,7 @@
 
 use super::progress::{progress_bar, rates};
 use super::{usage, EXIT_FOUND, EXIT_OK};
+use lockcheck_core::verdict::{Coverage, VerdictKind};
 use lockcheck_sim::cell::{self, CellSearch, CellStats, CellVerdict};
 use lockcheck_sim::matrix;
 use std::path::Path;
@@ -20,7 +21,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             id: entry.name.clone(),
             options: entry.options.clone(),
             out: out.to_path_buf(),
-            settle_on_regression: entry.expect == lockcheck_sim::expectations::Expected::NotFound,
+            settle_on_regression: entry.expect == VerdictKind::NotFound,
         };
         let result = cell::search(&cell, &|| {});
         bar.inc(1);
@@ -35,8 +36,8 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
         let ok = entry.met_by(&searched.verdict);
         let at = format!("{}:{}", file.display(), entry.line);
         let expected = match entry.expect {
-            lockcheck_sim::expectations::Expected::Unsafe => "UNSAFE",
-            lockcheck_sim::expectations::Expected::NotFound => "not found",
+            VerdictKind::Found => "UNSAFE",
+            VerdictKind::NotFound => "not found",
         };
         let settled = if searched.stats.regression_failed && searched.stats.cases == 0 {
             " (a persisted failure still fails)"
@@ -44,7 +45,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             ""
         };
         let verdict = match &searched.verdict {
-            CellVerdict::Unsafe(u) => match (u.case_index, &u.regression) {
+            CellVerdict::Found(u) => match (u.case_index, &u.regression) {
                 (Some(k), _) => format!("UNSAFE at case {k} ({} cases)", u.cases),
                 (None, Some(persisted)) => {
                     format!(
@@ -54,10 +55,10 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
                 }
                 (None, None) => format!("UNSAFE{settled}"),
             },
-            CellVerdict::NotFound {
+            CellVerdict::NotFound(Coverage {
                 cases,
                 simulated_ns,
-            } => format!(
+            }) => format!(
                 "not found in {cases} cases ({} simulated)",
                 matrix::hours(*simulated_ns)
             ),
@@ -74,11 +75,11 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
                 say!("      expected because: {about}");
             }
             match &searched.verdict {
-                CellVerdict::Unsafe(u) => {
+                CellVerdict::Found(u) => {
                     say!("      {}", u.story);
                     say!("      report: {}", u.path.display());
                 }
-                CellVerdict::NotFound { .. } => say!(
+                CellVerdict::NotFound(Coverage { .. }) => say!(
                     "      the known violation was not found within the budget: a change lost \
                      it, or the entry needs more cases or other params"
                 ),

@@ -7,6 +7,7 @@ use lockcheck_core::checker::Severity;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
 use lockcheck_core::scenario::{Backend, Params, Persistence};
+use lockcheck_core::verdict::Coverage;
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
 use lockcheck_sim::explore::{check_options, ExploreOptions, Shard};
 use std::path::{Path, PathBuf};
@@ -200,10 +201,10 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
     bar.finish_and_clear();
     let name = options.algorithm.name();
     let code = match &searched.verdict {
-        CellVerdict::NotFound {
+        CellVerdict::NotFound(Coverage {
             cases,
             simulated_ns,
-        } => {
+        }) => {
             say!(
                 "NOT FOUND: {name} × [{faults}]: no violation in {cases} cases ({:.0} simulated \
                  seconds) with seed {}",
@@ -212,7 +213,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             );
             EXIT_OK
         }
-        CellVerdict::Unsafe(found) => {
+        CellVerdict::Found(found) => {
             let report = &found.report;
             // The word of the worst finding the search counted (all of them are safety
             // violations under --safety-only).

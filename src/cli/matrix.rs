@@ -112,7 +112,7 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
             }
         }
         MatrixEvent::CellDone { result, .. } => {
-            if matches!(result, CellResult::Unsafe { .. }) {
+            if matches!(result, CellResult::Found { .. }) {
                 found.fetch_add(1, Ordering::Relaxed);
             }
             bar.inc(1);
@@ -123,7 +123,7 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
     let m = &run.matrix;
     let count = |f: fn(&CellResult) -> bool| m.cells.iter().filter(|c| f(&c.result)).count();
     for c in &m.cells {
-        if let CellResult::Unsafe { story, report, .. } = &c.result {
+        if let CellResult::Found { story, report, .. } = &c.result {
             say!("UNSAFE {}: {story}", c.id);
             say!("  report: {}", out.join(report).display());
         }
@@ -131,7 +131,7 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
     say!(
         "matrix: {} cells: {} UNSAFE, {} not found, {} skipped; {} and {}",
         m.cells.len(),
-        count(|r| matches!(r, CellResult::Unsafe { .. })),
+        count(|r| matches!(r, CellResult::Found { .. })),
         count(|r| matches!(r, CellResult::NotFound { .. })),
         count(|r| matches!(r, CellResult::Skipped { .. })),
         out.join(matrix::MARKDOWN_FILE).display(),
@@ -147,7 +147,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<u8> {
     let unsafe_cells = m
         .cells
         .iter()
-        .filter(|c| matches!(c.result, CellResult::Unsafe { .. }))
+        .filter(|c| matches!(c.result, CellResult::Found { .. }))
         .count();
     say!(
         "merged {} shard(s): {} cells, {unsafe_cells} UNSAFE; {} and {}",

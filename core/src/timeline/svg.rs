@@ -6,7 +6,8 @@
 
 use super::layout::{ClockChart, Form, Lane, Layout, Shape, AXIS_H, WHO_COLOURS};
 use crate::checker::ViolationKind;
-use crate::report::{Report, RunWorld, Verdict};
+use crate::report::{Report, RunWorld};
+use crate::verdict::VerdictKind;
 use std::fmt::Write;
 
 /// `text` safe inside HTML element content and inside a quoted attribute.
@@ -63,8 +64,8 @@ pub(super) fn document(report: &Report, layout: &Layout) -> String {
 fn head(out: &mut String, report: &Report) {
     let algorithm = report.scenario.algorithm.name();
     let verdict = match report.verdict {
-        Verdict::Violation => "violation",
-        Verdict::NoViolation => "no violation",
+        VerdictKind::Found => "violation",
+        VerdictKind::NotFound => "no violation",
     };
     let _ = write!(
         out,
@@ -180,11 +181,11 @@ fn css() -> String {
 fn header(out: &mut String, report: &Report) {
     let s = &report.scenario;
     let (class, badge) = match report.verdict {
-        Verdict::Violation if report.violations.iter().any(|v| v.kind.is_safety()) => {
+        VerdictKind::Found if report.violations.iter().any(|v| v.kind.is_safety()) => {
             ("unsafe", "UNSAFE")
         }
-        Verdict::Violation => ("liveness", "VIOLATION"),
-        Verdict::NoViolation => ("safe", "NO VIOLATION"),
+        VerdictKind::Found => ("liveness", "VIOLATION"),
+        VerdictKind::NotFound => ("safe", "NO VIOLATION"),
     };
     let verdict = serde_json::to_value(report.verdict)
         .ok()

@@ -2,6 +2,7 @@
 
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
+use lockcheck_core::verdict::Coverage;
 use lockcheck_core::Algorithm;
 use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Finding};
 
@@ -22,7 +23,7 @@ pub fn options(
 pub fn find(options: &ExploreOptions) -> Finding {
     match explore(options, &|_| {}).expect("exploration runs") {
         Exploration::Found(f) => *f,
-        Exploration::NotFound { cases, .. } => panic!(
+        Exploration::NotFound(Coverage { cases, .. }) => panic!(
             "{}: nothing found in {cases} cases",
             options.algorithm.name()
         ),
@@ -32,7 +33,7 @@ pub fn find(options: &ExploreOptions) -> Finding {
 /// The search must run every case and find nothing.
 pub fn nothing_found(options: &ExploreOptions) {
     match explore(options, &|_| {}).expect("exploration runs") {
-        Exploration::NotFound { cases, .. } => assert_eq!(cases, options.cases),
+        Exploration::NotFound(Coverage { cases, .. }) => assert_eq!(cases, options.cases),
         Exploration::Found(f) => panic!(
             "{}: unexpected violation: {:?}\n{}",
             options.algorithm.name(),
