@@ -26,9 +26,7 @@
 //!   stops the collector has it restarted when it ends (in Redis it would stay stopped for that
 //!   server, which changes memory, not replies).
 
-use lockcheck_algorithms::redis::command::{
-    double_to_integer, fpconv_dtoa, Command, Reply, Script,
-};
+use lockcheck_algorithms::redis::command::{double_to_integer, fpconv_dtoa, Reply, Script};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -37,6 +35,7 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use super::model::{KeyEffect, Keyspace};
+use super::parse::parse_command;
 
 /// Redis compiles scripts under this chunk name, which is what appears in its error messages.
 const USER_SCRIPT: &str = "@user_script";
@@ -423,7 +422,7 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
             }
         });
     }
-    let reply = match Command::parse(&args) {
+    let reply = match parse_command(&args) {
         Ok(cmd) => {
             // A command never runs Lua, so this borrow is the only one while it lasts.
             let mut target = lua.app_data_mut::<Target>().ok_or_else(|| {
@@ -613,6 +612,7 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use crate::redis::model::{KeyEffect, RedisModel};
+    use crate::redis::parse::parse_command;
     use lockcheck_algorithms::redis::command::{Command, Reply, Script};
 
     const COMPARE_AND_DELETE: &str = r#"if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end"#;
@@ -670,7 +670,7 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
 
     fn run(m: &mut RedisModel, line: &str, now: u64) -> Reply {
         let argv: Vec<String> = line.split(' ').map(String::from).collect();
-        m.apply(&Command::parse(&argv).unwrap(), now, &mut Vec::new())
+        m.apply(&parse_command(&argv).unwrap(), now, &mut Vec::new())
     }
 
     fn error_text(reply: Reply) -> String {

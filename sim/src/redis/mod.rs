@@ -1,9 +1,11 @@
 //! The simulated Redis server: a pure state machine ([`model`]) running scripts with an embedded
-//! Lua (`lua`), wrapped as a madsim node ([`node`]), and the client side ([`store`]).
+//! Lua (`lua`), whose `redis.call` reads its arguments with Redis's command parser ([`parse`]),
+//! wrapped as a madsim node ([`node`]), and the client side ([`store`]).
 
 mod lua;
 pub mod model;
 pub mod node;
+pub mod parse;
 pub mod store;
 
 pub use model::{KeyEffect, RedisModel, Snapshot};

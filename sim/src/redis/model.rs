@@ -11,14 +11,13 @@
 //! Iteration order matters for replay, so every collection is a `BTreeMap`, a `Vec` or a
 //! `VecDeque`, never a hashed one.
 
-use lockcheck_algorithms::redis::command::{
-    format_double, parse_integer, Command, Reply, Score, SetOptions,
-};
+use lockcheck_algorithms::redis::command::{format_double, Command, Reply, Score, SetOptions};
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
 use super::lua;
+use super::parse::parse_integer;
 
 /// Something the server did to a key. The harness logs these so the checker can see, e.g., which
 /// client's request deleted a lock key and when a key expired.
@@ -1126,11 +1125,12 @@ impl fmt::Debug for RedisModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redis::parse::parse_command;
 
     /// A command from a Redis command line (space-separated, no quoting).
     fn cmd(line: &str) -> Command {
         let argv: Vec<String> = line.split(' ').map(String::from).collect();
-        Command::parse(&argv).unwrap()
+        parse_command(&argv).unwrap()
     }
 
     /// Runs `line` at `now`, returning the reply and the effects it produced.
@@ -1565,16 +1565,6 @@ mod tests {
         assert_eq!(reply(&mut m, "PTTL lock", 900), Reply::Int(200));
         // A forward jump expires it at once.
         assert_eq!(reply(&mut m, "SET lock b NX PX 100", 60_000), ok());
-    }
-
-    #[test]
-    fn redis_integer_parsing_matches_string2ll() {
-        assert_eq!(parse_integer("0"), Some(0));
-        assert_eq!(parse_integer("-1"), Some(-1));
-        assert_eq!(parse_integer("123"), Some(123));
-        assert_eq!(parse_integer("-9223372036854775808"), Some(i64::MIN));
-        assert_eq!(parse_integer("9223372036854775808"), None);
-        assert_eq!(parse_integer("00"), None);
     }
 
     fn array(items: &[&str]) -> Reply {
