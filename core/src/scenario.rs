@@ -871,20 +871,28 @@ impl Scenario {
                 }
             ));
         }
-        // Each backend's group applies to the algorithms on that backend only.
-        for (group, given, on) in [
-            ("redis", given_fields(&p.redis), Backend::Redis),
-            ("zookeeper", given_fields(&p.zookeeper), Backend::ZooKeeper),
-            ("mysql", given_fields(&p.mysql), Backend::Mysql),
-        ] {
-            if !given.is_empty() && backend != on {
-                return bad(format!(
-                    "params.{group} ({}): {name} does not run on {}; its settings are params.{}",
-                    given.join(", "),
-                    on.name(),
-                    backend.name()
-                ));
-            }
+        // Each backend's group applies to the algorithms on that backend only. (Checked for every
+        // generated case, so the given names are worked out only for the message.)
+        let foreign = [
+            (Backend::Redis, !p.redis.is_unset()),
+            (Backend::ZooKeeper, !p.zookeeper.is_unset()),
+            (Backend::Mysql, !p.mysql.is_unset()),
+        ]
+        .into_iter()
+        .find(|&(on, given)| given && on != backend);
+        if let Some((on, _)) = foreign {
+            let given = match on {
+                Backend::Redis => given_fields(&p.redis),
+                Backend::ZooKeeper => given_fields(&p.zookeeper),
+                Backend::Mysql => given_fields(&p.mysql),
+            };
+            return bad(format!(
+                "params.{} ({}): {name} does not run on {}; its settings are params.{}",
+                on.name(),
+                given.join(", "),
+                on.name(),
+                backend.name()
+            ));
         }
         let r = &p.redis;
         if r.queue_timeout_ms.is_some() && description.order != Order::Fifo {
@@ -950,18 +958,13 @@ impl Scenario {
         }
         if r.replicas > 0 || r.wait_replicas > 0 {
             if !description.replicas {
-                return bad(match (description.servers, backend) {
-                    (Servers::Masters { .. }, _) => format!(
+                // (A lock on another backend was refused above, with the whole Redis group.)
+                return bad(match description.servers {
+                    Servers::Masters { .. } => format!(
                         "params.redis.replicas: {name}'s masters are independent by design; \
                          replicas are modelled for the single-server locks"
                     ),
-                    (_, Backend::Redis) => {
-                        format!("params.redis.replicas: not modelled for {name}")
-                    }
-                    // Refused above, as the Redis group; kept for the match.
-                    (_, Backend::ZooKeeper | Backend::Mysql) => {
-                        format!("params.redis.replicas: {name} does not run on Redis")
-                    }
+                    Servers::One => format!("params.redis.replicas: not modelled for {name}"),
                 });
             }
             if r.wait_replicas > r.replicas {

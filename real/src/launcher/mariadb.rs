@@ -14,12 +14,12 @@
 //!
 //! The scenario's settings, each mapped as the simulated server (`lockcheck_sim::mysql::model`)
 //! reads it:
-//! - `params.wait_timeout_ms` → `wait_timeout` (and `interactive_timeout`, which a client that
+//! - `params.mysql.wait_timeout_ms` → `wait_timeout` (and `interactive_timeout`, which a client that
 //!   says it is interactive gets instead). MariaDB counts it in whole seconds; the model in ms.
 //!   A value that is not a whole number of seconds is refused ([`MariaDb::of`]) rather than
 //!   rounded, since a rounded timeout would make the real server and the simulation disagree by
 //!   design.
-//! - `params.lock_wait_timeout_ms` → `innodb_lock_wait_timeout`, likewise in whole seconds.
+//! - `params.mysql.lock_wait_timeout_ms` → `innodb_lock_wait_timeout`, likewise in whole seconds.
 //! - `persistence` → `innodb_flush_log_at_trx_commit`, as the simulation maps it onto its
 //!   [`FlushPolicy`]: `always` → `1`, `everysec` → `2` (`none` is refused by the scenario's own
 //!   validation: InnoDB always writes its redo log).
@@ -121,13 +121,13 @@ impl MariaDb {
         let flush = FlushPolicy::of(p.persistence_of(scenario.algorithm, name));
         Ok(MariaDb {
             wait_timeout_s: whole_seconds(
-                "params.wait_timeout_ms",
+                "params.mysql.wait_timeout_ms",
                 "wait_timeout",
                 p.mysql.wait_timeout_ms(),
                 31_536_000,
             )?,
             lock_wait_timeout_s: whole_seconds(
-                "params.lock_wait_timeout_ms",
+                "params.mysql.lock_wait_timeout_ms",
                 "innodb_lock_wait_timeout",
                 p.mysql.lock_wait_timeout_ms(),
                 1_073_741_824,
