@@ -17,17 +17,25 @@
 //! Stale accesses rejected by a fencing resource are reported separately: they are the fence
 //! doing its job, not violations.
 
-use crate::history::{Entry, KeyChange, Kind, Op, Phase};
-use crate::schedule::kind as nemesis;
+use crate::history::{Entry, KeyChange, Op};
 use crate::topology::Topology;
 use lockcheck_algorithms::describe::Order;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
+// One invariant per file, as TigerBeetle keeps its checkers.
+mod deadlock;
+mod foreign_release;
+mod mutual_exclusion;
 mod order;
 mod reach;
+mod reentrancy;
 mod stuck;
+pub use deadlock::deadlock;
+pub use foreign_release::foreign_releases;
+pub use mutual_exclusion::mutual_exclusion;
 pub use order::{fifo, sequence_order};
+pub use reentrancy::reentrancy;
 pub use stuck::{stuck, Liveness};
 
 /// The kind of a violation.
@@ -164,310 +172,6 @@ pub struct StaleAccess {
 
 fn ms(ns: u64) -> String {
     format!("{:.1} ms", ns as f64 / 1e6)
-}
-
-/// Mutual exclusion over the resource's accepted accesses.
-pub fn mutual_exclusion(history: &[Entry]) -> Vec<Violation> {
-    // Accepted accesses in true order: (entry, client, phase, token, shared).
-    let accepted: Vec<(&Entry, &str, Phase, &str, bool)> = history
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Resource {
-                client,
-                phase,
-                token,
-                accepted: true,
-                shared,
-                ..
-            } => Some((e, client.as_str(), *phase, token.as_str(), *shared)),
-            _ => None,
-        })
-        .collect();
-    let mut open: BTreeMap<&str, (usize, &str)> = BTreeMap::new();
-    // Each overlapping pair once, whichever of the two exits first.
-    let mut seen: BTreeSet<(&str, &str)> = BTreeSet::new();
-    let mut found = Vec::new();
-    for (pos, &(entry, client, phase, token, shared)) in accepted.iter().enumerate() {
-        match phase {
-            Phase::Enter => {
-                open.insert(client, (pos, token));
-            }
-            Phase::Exit if open.get(client).is_some_and(|(_, held)| *held != token) => {
-                // An exit for a section whose enter was not accepted: nothing to pair it with.
-            }
-            Phase::Exit => {
-                let Some((start, held)) = open.remove(client) else {
-                    continue;
-                };
-                let enter = accepted[start].0;
-                for &(other, other_client, _, other_token, other_shared) in
-                    &accepted[start + 1..pos]
-                {
-                    let readers = shared && other_shared;
-                    let pair = (held.min(other_token), held.max(other_token));
-                    if other_client == client || readers || !seen.insert(pair) {
-                        continue;
-                    }
-                    found.push(Violation {
-                        kind: ViolationKind::MutualExclusion,
-                        clients: vec![client.to_string(), other_client.to_string()],
-                        tokens: vec![held.to_string(), other_token.to_string()],
-                        at_ns: entry.true_ns,
-                        entries: vec![enter.index, other.index, entry.index],
-                        story: format!(
-                            "{client} entered at {} and was still inside (exit at {}) when {other_client} \
-                             entered at {}: two holders at once",
-                            ms(enter.true_ns),
-                            ms(entry.true_ns),
-                            ms(other.true_ns),
-                        ),
-                    });
-                }
-            }
-        }
-    }
-    found
-}
-
-/// Deletions of a lock by a node other than its owner. The owner of a string lock is the node
-/// that wrote the deleted value (its token); the owner of a hash lock (reentrant locks) is the
-/// node that last wrote one of its fields, until the key goes away.
-pub fn foreign_releases(history: &[Entry]) -> Vec<Violation> {
-    let mut writer: BTreeMap<(&str, &str), &str> = BTreeMap::new();
-    let mut hash_owner: BTreeMap<&str, &str> = BTreeMap::new();
-    let mut found = Vec::new();
-    for e in history {
-        let Op::Key {
-            key,
-            change,
-            value,
-            by,
-            ..
-        } = &e.op
-        else {
-            continue;
-        };
-        let owner = match (change, value, by) {
-            (KeyChange::Set, Some(value), Some(by)) => {
-                writer.insert((key, value), by);
-                continue;
-            }
-            (KeyChange::FieldSet, _, Some(by)) => {
-                hash_owner.insert(key, by);
-                continue;
-            }
-            (KeyChange::Expired | KeyChange::Lost, _, _) => {
-                hash_owner.remove(key.as_str());
-                continue;
-            }
-            (KeyChange::Deleted, Some(value), Some(_)) => {
-                writer.get(&(key.as_str(), value.as_str())).copied()
-            }
-            (KeyChange::Deleted, None, Some(_)) => hash_owner.remove(key.as_str()),
-            _ => continue,
-        };
-        let (Some(owner), Some(by)) = (owner, by) else {
-            continue;
-        };
-        if owner != by {
-            found.push(Violation {
-                kind: ViolationKind::ForeignRelease,
-                clients: vec![owner.to_string(), by.clone()],
-                tokens: value.iter().cloned().collect(),
-                at_ns: e.true_ns,
-                entries: vec![e.index],
-                story: format!(
-                    "{by} deleted {key} at {} while it was {owner}'s lock",
-                    ms(e.true_ns)
-                ),
-            });
-        }
-    }
-    found
-}
-
-/// Whether the liveness probe failed to acquire. The story names the client that last took the
-/// lock without a release that certainly let it go (it crashed, its release got no answer, or
-/// it never released), when there is one: the likely holder.
-pub fn deadlock(history: &[Entry]) -> Vec<Violation> {
-    history
-        .iter()
-        .filter(|e| e.node == Topology::PROBE && e.kind == Kind::Fail)
-        .filter_map(|e| match &e.op {
-            Op::Acquire { error, .. } => {
-                let holder = last_holder(&history[..e.index]);
-                let mut clients = vec![Topology::PROBE.to_string()];
-                let held = match &holder {
-                    Some((client, since, how)) => {
-                        clients.push(client.to_string());
-                        format!("; last held by {client} since {} ({how})", ms(*since))
-                    }
-                    None => String::new(),
-                };
-                Some(Violation {
-                    kind: ViolationKind::Deadlock,
-                    clients,
-                    tokens: vec![],
-                    at_ns: e.true_ns,
-                    entries: vec![e.index],
-                    story: format!(
-                        "after every fault and client had stopped, the probe still could not acquire the lock at {} ({}){held}",
-                        ms(e.true_ns),
-                        error.as_deref().unwrap_or("no reason given")
-                    ),
-                })
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// The client that most recently acquired without a release known to have let go: who, since
-/// when (true ns), and what became of it.
-fn last_holder(history: &[Entry]) -> Option<(&str, u64, String)> {
-    // Per client: when it acquired, and what happened since.
-    let mut holding: BTreeMap<&str, (u64, String)> = BTreeMap::new();
-    for e in history {
-        match (&e.op, e.kind) {
-            (Op::Acquire { .. }, Kind::Ok) if e.node != Topology::PROBE => {
-                holding.insert(&e.node, (e.true_ns, "it never released it".to_string()));
-            }
-            (Op::Release { .. }, Kind::Ok | Kind::Fail) => {
-                holding.remove(e.node.as_str());
-            }
-            (Op::Release { error, .. }, Kind::Info) => {
-                if let Some((_, how)) = holding.get_mut(e.node.as_str()) {
-                    *how = format!(
-                        "its release at {} got no answer: {}",
-                        ms(e.true_ns),
-                        error.as_deref().unwrap_or("unknown")
-                    );
-                }
-            }
-            (
-                Op::Nemesis {
-                    kind,
-                    target: Some(target),
-                    ..
-                },
-                _,
-            ) if kind == nemesis::CRASH => {
-                if let Some((_, how)) = holding.get_mut(target.as_str()) {
-                    *how = format!("it crashed at {} while holding it", ms(e.true_ns));
-                }
-            }
-            _ => {}
-        }
-    }
-    holding
-        .into_iter()
-        .max_by_key(|(_, (since, _))| *since)
-        .map(|(client, (since, how))| (client, since, how))
-}
-
-/// A lock key deleted at its owner's request while the owner, by its own operations, still held
-/// that very lock: for a reentrant lock, an inner release must leave the lock held. What a key
-/// held is known from its value (a string lock: the token) or from the last owner field written
-/// into it on that server (a hash lock: the owner, which is the guard's token); a deletion of
-/// anything else (a stale key from an earlier attempt, landing late on a server that was paused
-/// or cut off) frees nothing the client holds.
-pub fn reentrancy(history: &[Entry]) -> Vec<Violation> {
-    // Per client, the tokens of the locks it holds, once per acquisition not yet released.
-    let mut held: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    // Lock keys, per server: what each holds now (a string's value, a hash's owner field).
-    // Queues and deadline sets are not locks, and a purge that empties them is no release.
-    let mut holding: BTreeMap<(&str, &str), &str> = BTreeMap::new();
-    let mut found = Vec::new();
-    for e in history {
-        match (&e.op, e.kind) {
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::Set,
-                    value: Some(value),
-                    ..
-                },
-                _,
-            ) => {
-                holding.insert((e.node.as_str(), key), value);
-            }
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::FieldSet,
-                    field: Some(owner),
-                    ..
-                },
-                _,
-            ) => {
-                holding.insert((e.node.as_str(), key), owner);
-            }
-            (
-                Op::Acquire {
-                    token: Some(token), ..
-                },
-                Kind::Ok,
-            ) => held.entry(&e.node).or_default().push(token),
-            (Op::Release { token, .. }, Kind::Invoke) => {
-                if let Some(tokens) = held.get_mut(e.node.as_str()) {
-                    if let Some(at) = tokens.iter().rposition(|t| t == token) {
-                        tokens.remove(at);
-                    }
-                }
-            }
-            // A crashed client is a new process when it restarts: it holds nothing.
-            (Op::Nemesis { kind, .. }, _) if kind == nemesis::CRASH => {
-                held.remove(e.node.as_str());
-            }
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::Deleted,
-                    value,
-                    by: Some(by),
-                    ..
-                },
-                _,
-            ) => {
-                let lock = value
-                    .as_deref()
-                    .or_else(|| holding.get(&(e.node.as_str(), key.as_str())).copied());
-                holding.remove(&(e.node.as_str(), key.as_str()));
-                let Some(lock) = lock else { continue };
-                let d = held
-                    .get(by.as_str())
-                    .map_or(0, |tokens| tokens.iter().filter(|t| **t == lock).count());
-                if d > 0 {
-                    found.push(Violation {
-                        kind: ViolationKind::FreedWhileHeld,
-                        clients: vec![by.clone()],
-                        tokens: vec![lock.to_string()],
-                        at_ns: e.true_ns,
-                        entries: vec![e.index],
-                        story: format!(
-                            "{by}'s release deleted {key} on {} at {} while it still held that \
-                             lock {d} level(s) deep",
-                            e.node,
-                            ms(e.true_ns)
-                        ),
-                    });
-                }
-            }
-            // Expired or lost with its server: no longer held by anyone there.
-            (
-                Op::Key {
-                    key,
-                    change: KeyChange::Expired | KeyChange::Deleted | KeyChange::Lost,
-                    ..
-                },
-                _,
-            ) => {
-                holding.remove(&(e.node.as_str(), key.as_str()));
-            }
-            _ => {}
-        }
-    }
-    found
 }
 
 /// Every check that applies to an algorithm promising `order` among its waiters, violations in
@@ -626,7 +330,7 @@ pub fn stale_accesses(history: &[Entry]) -> Vec<StaleAccess> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::History;
+    use crate::history::{History, Kind, Phase};
 
     fn access(h: &mut History, t: u64, client: &str, phase: Phase, token: &str, accepted: bool) {
         touch(h, t, client, phase, token, accepted, false);

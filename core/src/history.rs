@@ -130,9 +130,12 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         shared: bool,
     },
-    /// A server changed a key.
+    /// A server changed a key: whatever its backend stores a lock's state under, by its
+    /// backend's own name for it.
     Key {
-        /// The key.
+        /// The name the server stores it under: a Redis key, a znode's path, a lock row's
+        /// `resource_name`. The checkers compare keys only with keys of the same server, and
+        /// with the tokens its locks hand out (a ZooKeeper lock's token is its node's path).
         key: String,
         /// How.
         change: KeyChange,

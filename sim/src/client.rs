@@ -3,7 +3,7 @@
 
 use crate::env::SimEnv;
 use crate::mysql::store::SimMysql;
-use crate::net::{Request, Response, RpcClient};
+use crate::net::RpcClient;
 use crate::redis::SimRedis;
 use crate::world::World;
 use crate::zookeeper::store::SimZk;
@@ -130,15 +130,7 @@ impl ClientSide for Client {
 
     async fn touch(&self, access: AccessRequest) -> Option<bool> {
         let resource = self.world.topology.resource();
-        match self
-            .rpc
-            .call(resource, Request::Access(access), ACCESS_TIMEOUT)
-            .await
-        {
-            Ok(Response::Access(accepted)) => Some(accepted),
-            Ok(_) => Some(false),
-            Err(_) => None,
-        }
+        self.rpc.call(resource, access, ACCESS_TIMEOUT).await.ok()
     }
 
     /// The time left before the run ends, on this client's clock (a drifting clock measures true

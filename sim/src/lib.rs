@@ -10,10 +10,13 @@
 //! every algorithm × fault profile, and [`expectations`] checks searches against the verdicts
 //! they must reach.
 //!
-//! The simulated servers are in [`redis`], [`zookeeper`] and [`mysql`], the resource in
-//! [`resource`], the clients in [`client`]; messages travel through [`net`]. Per-node clocks and
-//! disks ([`disk`]) live outside the nodes, in the [`world`], as FoundationDB's simulator owns
-//! clocks and disks.
+//! The simulated servers are in [`redis`], [`zookeeper`] and [`mysql`]: each is a
+//! [`server::Server`] (a model behind the network), run by the one process in [`server`] that
+//! owns what every server shares (its disk across crashes, restarts, its timer, closed
+//! connections); [`backends`] says which one a backend runs. The resource is in [`resource`],
+//! the clients in [`client`]; messages, opaque to it, travel through [`net`]. Per-node clocks
+//! live in the [`world`], link state in [`links`], and disks ([`disk`]) on each server's
+//! [`server::Machine`]: outside the nodes, as FoundationDB's simulator owns clocks and disks.
 //!
 //! [madsim]: https://docs.rs/madsim
 
@@ -24,12 +27,14 @@ compile_error!(
      setting: unset them, or add `--cfg madsim` to them."
 );
 
+pub mod backends;
 pub mod cell;
 pub mod client;
 pub mod disk;
 pub mod env;
 pub mod expectations;
 pub mod explore;
+pub mod links;
 pub mod matrix;
 pub mod mysql;
 pub mod nemesis;
@@ -38,6 +43,7 @@ pub mod redis;
 pub mod regression;
 pub mod resource;
 pub mod runner;
+pub mod server;
 pub mod signal;
 pub mod timer;
 pub mod world;

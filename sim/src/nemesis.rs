@@ -81,21 +81,23 @@ fn apply(world: &World, action: Action, text: String) {
         // The network (crate::net) drops or holds messages on cut links when they are sent.
         Action::Cut(_, cut) => {
             for (a, b) in links_across(topology, &cut) {
-                world.cut(a, b, cut.hold);
+                world.links().cut(a, b, cut.hold);
             }
         }
         Action::Heal(_, cut) => {
             for (a, b) in links_across(topology, &cut) {
-                world.heal(a, b, cut.hold);
-                if !world.is_cut(a, b) {
+                world.links().heal(a, b, cut.hold);
+                if !world.links().is_cut(a, b) {
                     crate::net::release_held(world, a, b);
                 }
             }
         }
         Action::MessagesStart(n, fault, loss, delay) => {
-            world.set_message_fault(n, fault, Some((loss, delay)))
+            world
+                .links()
+                .set_message_fault(n, fault, Some((loss, delay)))
         }
-        Action::MessagesEnd(n, fault) => world.set_message_fault(n, fault, None),
+        Action::MessagesEnd(n, fault) => world.links().set_message_fault(n, fault, None),
     }
     world.record(
         target,

@@ -21,9 +21,7 @@
 //! This replaces madsim's endpoints, which format both addresses as strings and hash them for
 //! every message: a fifth of a Redlock run went there.
 
-use crate::redis::Snapshot;
 use crate::world::{Power, World};
-use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_algorithms::StoreError;
 use lockcheck_core::topology::Topology;
 use madsim::rand::Rng;
@@ -44,65 +42,53 @@ const REQUEST_TAG: u64 = 0;
 /// The tag of messages a server pushes to a client unasked (ZooKeeper watch events).
 const PUSH_TAG: u64 = u64::MAX;
 
-/// A request to a server or to the resource.
+/// What a server's port delivers to it: a request, or the notice that a client's connection
+/// closed. The network carries requests and replies as opaque payloads; each backend (and the
+/// resource) defines its own request and response types, and [`serve`] hands a server only the
+/// requests of its type.
 #[derive(Debug)]
-pub enum Request {
+pub enum Incoming<R> {
     /// Not a request: the client's connection closed (its process died). Servers with per-
-    /// connection state (a MySQL transaction) let it go; no reply is sent.
+    /// connection state (a MySQL transaction, a ZooKeeper session's watches) let it go; no
+    /// reply is sent.
     ConnectionClosed,
-    /// A Redis command.
-    Redis(Command),
-    /// An access to the protected resource.
-    Access(lockcheck_core::resource::AccessRequest),
-    /// A replica asks its primary for the data set (asynchronous replication, pulled).
-    Sync,
-    /// A ZooKeeper request, with the address the client receives pushed events on.
-    Zk(crate::zookeeper::node::ZkRequest, SocketAddr),
-    /// A MySQL client's request.
-    Mysql(crate::mysql::node::MysqlRequest),
-    /// A replica tells its primary it has applied everything up to `offset`.
-    Ack {
-        /// The primary's write offset the replica's data set reflects.
-        offset: u64,
-    },
+    /// A request.
+    Request(R),
 }
 
-/// A reply.
-#[derive(Debug)]
-pub enum Response {
-    /// A Redis reply.
-    Redis(Reply),
-    /// Whether the resource accepted the access.
-    Access(bool),
-    /// The primary's data set, as of its write `offset`.
-    Sync {
-        /// The data set.
-        snapshot: Snapshot,
-        /// How many writes it reflects.
-        offset: u64,
-    },
-    /// An acknowledgement.
-    Ack,
-    /// A ZooKeeper answer, with the last zxid the server had given out when it answered (the
-    /// reply header's zxid).
-    Zk(
-        crate::zookeeper::node::ZkResponse,
-        lockcheck_algorithms::zookeeper::Zxid,
-    ),
-    /// A MySQL server's answer.
-    Mysql(crate::mysql::node::MysqlResponse),
+/// A request as it travels: its content is known only to the server it is for.
+enum Message {
+    /// See [`Incoming::ConnectionClosed`].
+    ConnectionClosed,
+    /// A request of the server's own type.
+    Request(Payload),
 }
+
+/// A reply as it travels: a value of the response type of the server's backend.
+pub type Reply = Payload;
 
 /// How a server answers a request: at once, or later (a blocking command such as `WAIT`)
 /// without holding up the requests behind it; or not at all (a notice, such as
-/// [`Request::ConnectionClosed`]).
+/// [`Incoming::ConnectionClosed`]).
 pub enum Handled {
     /// No reply: the request was a notice.
     NoReply,
     /// The reply, now.
-    Now(Response),
+    Now(Reply),
     /// A reply that a task on the server's node will produce.
-    Later(Pin<Box<dyn Future<Output = Response>>>),
+    Later(Pin<Box<dyn Future<Output = Reply>>>),
+}
+
+impl Handled {
+    /// The reply `response`, now.
+    pub fn now<T: Any + Send + Sync>(response: T) -> Handled {
+        Handled::Now(Box::new(response))
+    }
+
+    /// A reply that `response` will produce, on a task of the server's node.
+    pub fn later<T: Any + Send + Sync>(response: impl Future<Output = T> + 'static) -> Handled {
+        Handled::Later(Box::pin(async move { Box::new(response.await) as Reply }))
+    }
 }
 
 /// What a dead process's kernel sends on each of its connections: the connection is gone.
@@ -112,7 +98,7 @@ struct Envelope {
     reply_tag: u64,
     /// Position in the sender's stream of requests to this server (see [`serve`]).
     seq: u64,
-    request: Request,
+    request: Message,
 }
 
 /// What the network does with a message from node `from` to node `to` sent now.
@@ -133,7 +119,7 @@ fn route(world: &World, from: usize, to: usize) -> Route {
     if let Some(cut) = cut(world, from, to) {
         return cut;
     }
-    let (loss, delay) = world.message_faults(from, to);
+    let (loss, delay) = world.links().message_faults(from, to);
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
     if loss > 0.0 && madsim::rand::random::<f64>() < loss {
         Route::Lose
@@ -190,7 +176,7 @@ fn send(
 pub fn release_held(world: &World, from: usize, to: usize) {
     let held = world.network().held.remove(&(from, to)).unwrap_or_default();
     let incarnation = world.power(to).incarnation;
-    let (_, delay) = world.message_faults(from, to);
+    let (_, delay) = world.links().message_faults(from, to);
     for letter in held.into_iter().filter(|l| l.incarnation == incarnation) {
         transmit(
             world,
@@ -479,7 +465,7 @@ pub fn reset_connections(world: &World, dead: usize) {
             let closed = Box::new(Envelope {
                 reply_tag: 0,
                 seq: u64::MAX,
-                request: Request::ConnectionClosed,
+                request: Message::ConnectionClosed,
             });
             let to = Topology::addr(server);
             send(world, route, client, client_addr, to, REQUEST_TAG, closed);
@@ -490,13 +476,14 @@ pub fn reset_connections(world: &World, dead: usize) {
 /// What a partition does to a message on `from → to` now, if one cuts the link.
 fn cut(world: &World, from: usize, to: usize) -> Option<Route> {
     world
+        .links()
         .cut_holds(from, to)
         .map(|holds| if holds { Route::Hold } else { Route::Lose })
 }
 
 /// How a message on `from → to` goes now, without drawing for `loss`.
 fn cut_route(world: &World, from: usize, to: usize) -> Route {
-    cut(world, from, to).unwrap_or_else(|| Route::Deliver(world.message_faults(from, to).1))
+    cut(world, from, to).unwrap_or_else(|| Route::Deliver(world.links().message_faults(from, to).1))
 }
 
 /// Whether `payload` is a connection reset from the server (see [`reset_connections`]).
@@ -527,10 +514,10 @@ pub fn bind_pusher(world: Arc<World>, node: usize) -> Port {
 }
 
 /// Sends a reply, unless it is lost.
-fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, response: Response) {
+fn reply(world: &World, port: &Port, from: usize, to: SocketAddr, tag: u64, response: Reply) {
     let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
     let route = route(world, from, to_node);
-    send(world, route, from, port.addr, to, tag, Box::new(response));
+    send(world, route, from, port.addr, to, tag, response);
 }
 
 /// The reply deadlines of one client's calls in flight, and the one madsim timer that wakes the
@@ -720,13 +707,14 @@ impl RpcClient {
         self.port.recv(PUSH_TAG).await.0
     }
 
-    /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock.
-    pub async fn call(
+    /// Sends `request` to node `to` and waits up to `timeout` of this node's monotonic clock
+    /// for its reply, of the response type `A` of that server's backend.
+    pub async fn call<Q: Any + Send + Sync, A: Any>(
         &self,
         to: usize,
-        request: Request,
+        request: Q,
         timeout: Duration,
-    ) -> Result<Response, StoreError> {
+    ) -> Result<A, StoreError> {
         let reply_tag = self.next_tag.get();
         self.next_tag.set(reply_tag + 1);
         let mut route = route(&self.world, self.me, to);
@@ -761,7 +749,7 @@ impl RpcClient {
             let envelope = Envelope {
                 reply_tag,
                 seq,
-                request,
+                request: Message::Request(Box::new(request)),
             };
             send(
                 &self.world,
@@ -788,20 +776,24 @@ impl RpcClient {
                     self.world.topology.name(to)
                 )))
             }
+            // Each backend's client and server are written together: a reply of another type is
+            // a bug in lockcheck, not something a run can bring about.
             Some((payload, _)) => Ok(*payload
-                .downcast::<Response>()
-                .expect("replies are Responses")),
+                .downcast::<A>()
+                .expect("a server answers with its backend's response type")),
             None => Err(StoreError::Timeout),
         }
     }
 }
 
-/// Serves requests on node `me` forever, one at a time (as a single-threaded server does):
-/// `handle(from, request)` computes each reply, or a future of it.
-pub async fn serve(
+/// Serves requests of type `R` on node `me` forever, one at a time (as a single-threaded server
+/// does): `handle(from, request)` computes each reply, or a future of it. A request of another
+/// type (sent to the wrong kind of server) is dropped unanswered, as a server drops bytes it
+/// cannot parse; its sender times out.
+pub async fn serve<R: Any>(
     world: Arc<World>,
     me: usize,
-    mut handle: impl FnMut(usize, Request) -> Handled,
+    mut handle: impl FnMut(usize, Incoming<R>) -> Handled,
 ) {
     let port = Rc::new(Port::bind(
         world.clone(),
@@ -822,11 +814,11 @@ pub async fn serve(
         let Some(from_node) = Topology::index_of_addr(from) else {
             continue;
         };
-        if let Request::ConnectionClosed = envelope.request {
+        if let Message::ConnectionClosed = envelope.request {
             // The client's process is gone: so is its connection and what was queued on it.
             next.remove(&from);
             early.retain(|(addr, _), _| *addr != from);
-            handle(from_node, Request::ConnectionClosed);
+            handle(from_node, Incoming::ConnectionClosed);
             continue;
         }
         let expected = *next.entry(from).or_insert(envelope.seq);
@@ -843,7 +835,17 @@ pub async fn serve(
             }
         }
         for envelope in ready {
-            match handle(from_node, envelope.request) {
+            let Message::Request(request) = envelope.request else {
+                continue; // a notice is handled on arrival, above
+            };
+            let Ok(request) = request.downcast::<R>() else {
+                tracing::warn!(
+                    server = world.topology.name(me),
+                    "dropped a request of another backend's type"
+                );
+                continue;
+            };
+            match handle(from_node, Incoming::Request(*request)) {
                 Handled::NoReply => {}
                 Handled::Now(response) => {
                     reply(&world, &port, me, from, envelope.reply_tag, response)
@@ -863,7 +865,6 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockcheck_algorithms::redis::Command;
     use lockcheck_core::scenario::{Algorithm, Scenario};
     use lockcheck_core::topology::Role;
     use madsim::runtime::Runtime;
@@ -877,21 +878,22 @@ mod tests {
             let world = Arc::new(World::new(Scenario::new(Algorithm::SingleRedis)));
             let client = world.topology.with_role(Role::Client)[0];
             let server = world.topology.with_role(Role::Server)[0];
-            // A server that answers a GET at once and never answers anything else.
+            // A server that answers "answer" at once and never answers anything else.
             madsim::task::spawn_local(serve(world.clone(), server, |_, request| match request {
-                Request::Redis(Command::Get { .. }) => Handled::Now(Response::Redis(Reply::Nil)),
+                Incoming::Request("answer") => Handled::now(()),
                 _ => Handled::NoReply,
             }));
             let rpc = RpcClient::bind(world.clone(), client).await;
             // Let the server bind its address.
             madsim::time::sleep(Duration::from_millis(1)).await;
-            let silent = || Request::Redis(Command::Incr { key: "k".into() });
+            let silent = || "ignore";
             let start = Instant::now();
-            let call = |request: Request, ms: u64| {
+            let call = |request: &'static str, ms: u64| {
                 let rpc = &rpc;
                 async move {
-                    let result = rpc.call(server, request, Duration::from_millis(ms)).await;
-                    (result.map(|_| ()), start.elapsed())
+                    let result: Result<(), _> =
+                        rpc.call(server, request, Duration::from_millis(ms)).await;
+                    (result, start.elapsed())
                 }
             };
             let within = |elapsed: Duration, ms: u64| {
@@ -901,7 +903,7 @@ mod tests {
             let (late, early, answered) = futures_util::join!(
                 call(silent(), 300),
                 call(silent(), 100),
-                call(Request::Redis(Command::Get { key: "k".into() }), 200),
+                call("answer", 200),
             );
             assert_eq!(late.0, Err(StoreError::Timeout));
             assert!(within(late.1, 300), "{:?}", late.1);

@@ -4,7 +4,7 @@
 //! It is the checker's eye. It runs on true time, so the order in which it sees accesses is the
 //! real one.
 
-use crate::net::{serve, Handled, Request, Response};
+use crate::net::{serve, Handled, Incoming};
 use crate::world::World;
 use lockcheck_core::history::Kind;
 use lockcheck_core::resource::Admission;
@@ -14,13 +14,14 @@ use std::sync::Arc;
 pub async fn run_resource(world: Arc<World>, me: usize) {
     let mut admission = Admission::new(world.scenario.params.fencing);
     let recorder = world.clone();
-    serve(world, me, move |from, request| {
-        let Request::Access(access) = request else {
-            return Handled::Now(Response::Access(false));
+    // It answers whether it accepted the access.
+    serve(world, me, move |from, incoming| {
+        let Incoming::Request(access) = incoming else {
+            return Handled::NoReply; // a client's connection closed: it keeps nothing per client
         };
         let (accepted, op) = admission.admit(recorder.topology.name(from), access);
         recorder.record(me, Kind::Observe, op);
-        Handled::Now(Response::Access(accepted))
+        Handled::now(accepted)
     })
     .await
 }

@@ -2,15 +2,13 @@
 //! probe liveness, check the history.
 
 use crate::client::{run_client, run_probe};
-use crate::disk::Disk;
 use crate::nemesis;
-use crate::redis::node::run_server;
 use crate::resource::run_resource;
 use crate::world::World;
 use lockcheck_core::history::{History, Kind, Op};
 use lockcheck_core::outcome::Outcome;
 use lockcheck_core::report::{Replay, Report};
-use lockcheck_core::scenario::{Backend, Scenario};
+use lockcheck_core::scenario::Scenario;
 use lockcheck_core::topology::{Role, Topology};
 use madsim::runtime::{Handle, Runtime};
 use std::sync::Arc;
@@ -36,7 +34,8 @@ pub fn replay(report: &Report) -> Replay {
     Replay::compare(report, run(&report.scenario))
 }
 
-fn start_node<F, Fut>(handle: &Handle, world: &Arc<World>, node: usize, body: F)
+/// Creates node `node` of `world`, running `body` (again on a restart).
+pub(crate) fn start_node<F, Fut>(handle: &Handle, world: &Arc<World>, node: usize, body: F)
 where
     F: Fn(Arc<World>) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
@@ -63,41 +62,7 @@ async fn simulate(scenario: Scenario) -> History {
     let params = world.scenario.params.clone();
 
     for server in topology.with_role(Role::Server) {
-        match world.scenario.algorithm.backend() {
-            Backend::Mysql => {
-                // The model decides what a crash keeps (its flush policy); the disk keeps that.
-                let flush = lockcheck_core::scenario::FlushPolicy::of(
-                    params.persistence_of(world.scenario.algorithm, topology.name(server)),
-                );
-                let config = crate::mysql::node::config_of(&world, flush);
-                let disk = Arc::new(Disk::new(lockcheck_core::scenario::Persistence::Always));
-                let witness = Arc::new(crate::mysql::node::Witness::default());
-                start_node(&handle, &world, server, move |w| {
-                    crate::mysql::node::run_mysql_server(
-                        w,
-                        server,
-                        disk.clone(),
-                        witness.clone(),
-                        config,
-                    )
-                });
-            }
-            Backend::ZooKeeper => {
-                // ZooKeeper logs every transaction to disk before it answers.
-                let disk = Arc::new(Disk::new(lockcheck_core::scenario::Persistence::Always));
-                start_node(&handle, &world, server, move |w| {
-                    crate::zookeeper::node::run_zk_server(w, server, disk.clone())
-                });
-            }
-            Backend::Redis => {
-                let disk = Arc::new(Disk::new(
-                    params.persistence_of(world.scenario.algorithm, topology.name(server)),
-                ));
-                start_node(&handle, &world, server, move |w| {
-                    run_server(w, server, disk.clone())
-                });
-            }
-        }
+        crate::backends::start_server(&handle, &world, server);
     }
     let resource = topology.resource();
     start_node(&handle, &world, resource, move |w| {

@@ -1,16 +1,15 @@
-//! The state of one run that lives outside every node: clocks, disks, network faults and the
-//! history. The simulator owns these, as FoundationDB's simulator owns the network, clocks and
+//! The state of one run that lives outside every node: clocks, power, links (in [`Links`]) and
+//! the history. The simulator owns these, as FoundationDB's simulator owns the network, clocks and
 //! disks; nodes reach them only through their own [`crate::env::SimEnv`], store and server glue.
 
+use crate::links::Links;
 use crate::signal::Signal;
 use lockcheck_algorithms::describe::Servers;
 use lockcheck_core::clock::{NodeClock, WALL_ORIGIN_NS};
 use lockcheck_core::history::{History, Kind, Op};
-use lockcheck_core::message_faults::MessageFaults;
 use lockcheck_core::scenario::{CrashScope, Scenario};
 use lockcheck_core::topology::Topology;
 use madsim::task::NodeId;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -35,7 +34,8 @@ pub struct World {
     start: Duration,
     clocks: Mutex<Vec<NodeClock>>,
     history: Mutex<History>,
-    messages: Mutex<MessageFaults>,
+    /// Partitions and message faults (see [`Links`]).
+    links: Mutex<Links>,
     node_ids: Mutex<Vec<Option<NodeId>>>,
     /// Per node: whether it is up, and what its crashes were.
     power: Mutex<Vec<Power>>,
@@ -45,8 +45,6 @@ pub struct World {
     finished: Mutex<Vec<bool>>,
     /// The server clients send to, for single-server algorithms (changed by `failover`).
     primary: Mutex<usize>,
-    /// Directed links currently cut, with how many partitions cut each (they may overlap).
-    cuts: Mutex<BTreeMap<(usize, usize), Cuts>>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
     /// What the run's main task waits for instead of polling: a node crashed or restarted, a
@@ -78,13 +76,6 @@ impl Power {
     }
 }
 
-/// The partitions cutting one link, by what they do to its messages.
-#[derive(Default)]
-struct Cuts {
-    losing: u32,
-    holding: u32,
-}
-
 impl Drop for World {
     fn drop(&mut self) {
         LIVE.fetch_sub(1, Ordering::Relaxed);
@@ -105,13 +96,12 @@ impl World {
             start: madsim::time::TimeHandle::current().elapsed(),
             clocks: Mutex::new(vec![NodeClock::default(); n]),
             history: Mutex::new(History::default()),
-            messages: Mutex::new(MessageFaults::new(n)),
+            links: Mutex::new(Links::new(n)),
             node_ids: Mutex::new(vec![None; n]),
             power: Mutex::new(vec![Power::default(); n]),
             remaining: Mutex::new(vec![per_client; clients]),
             finished: Mutex::new(vec![false; clients]),
             primary: Mutex::new(clients),
-            cuts: Mutex::new(BTreeMap::new()),
             network: Mutex::new(crate::net::Network::default()),
             progress: Signal::default(),
             clocks_and_roles: Signal::default(),
@@ -218,14 +208,9 @@ impl World {
         self.power(node).down
     }
 
-    /// Starts (`Some`) or ends (`None`) message fault `id` on node `node`.
-    pub fn set_message_fault(&self, node: usize, id: usize, fault: Option<(f64, Duration)>) {
-        self.messages.lock().unwrap().set(node, id, fault);
-    }
-
-    /// Drop probability and added latency for a message from `from` to `to`.
-    pub fn message_faults(&self, from: usize, to: usize) -> (f64, Duration) {
-        self.messages.lock().unwrap().between(from, to)
+    /// The links between nodes: partitions and message faults (see [`Links`]).
+    pub fn links(&self) -> std::sync::MutexGuard<'_, Links> {
+        self.links.lock().unwrap()
     }
 
     /// The current primary server.
@@ -250,59 +235,13 @@ impl World {
         }
     }
 
-    /// Counts one more partition cutting the link `from → to` (partitions may overlap); `hold`:
-    /// it holds messages rather than losing them.
-    pub fn cut(&self, from: usize, to: usize, hold: bool) {
-        let mut cuts = self.cuts.lock().unwrap();
-        let link = cuts.entry((from, to)).or_default();
-        if hold {
-            link.holding += 1;
-        } else {
-            link.losing += 1;
-        }
-    }
-
-    /// Counts one partition fewer on `from → to`; the link is back when none is left.
-    pub fn heal(&self, from: usize, to: usize, hold: bool) {
-        let mut cuts = self.cuts.lock().unwrap();
-        if let Some(link) = cuts.get_mut(&(from, to)) {
-            let count = if hold {
-                &mut link.holding
-            } else {
-                &mut link.losing
-            };
-            *count = count.saturating_sub(1);
-            if link.holding == 0 && link.losing == 0 {
-                cuts.remove(&(from, to));
-            }
-        }
-    }
-
-    /// What a partition does right now to a message on the link `from → to`: `None` when no
-    /// partition cuts it, `Some(true)` when it is held, `Some(false)` when it is lost (a losing
-    /// partition wins over a holding one).
-    pub fn cut_holds(&self, from: usize, to: usize) -> Option<bool> {
-        self.cuts
-            .lock()
-            .unwrap()
-            .get(&(from, to))
-            .map(|link| link.losing == 0)
-    }
-
-    /// Whether a partition cuts the link `from → to` right now.
-    pub fn is_cut(&self, from: usize, to: usize) -> bool {
-        self.cuts.lock().unwrap().contains_key(&(from, to))
-    }
-
     /// How many of `servers` node `node` cannot reach right now: crashed, or cut off in either
     /// direction.
     pub fn unreachable(&self, node: usize, servers: &[usize]) -> usize {
-        let cuts = self.cuts.lock().unwrap();
+        let links = self.links();
         servers
             .iter()
-            .filter(|&&s| {
-                self.is_down(s) || cuts.contains_key(&(node, s)) || cuts.contains_key(&(s, node))
-            })
+            .filter(|&&s| self.is_down(s) || links.is_cut(node, s) || links.is_cut(s, node))
             .count()
     }
 

@@ -213,6 +213,9 @@ fn polling_throughout(
 /// Sequential-node locks (ZooKeeper): the lock passes in the order the server created the nodes.
 /// At each grant (a client's acquisition of a node path as its token), no node created before it
 /// may still exist ungranted. Nodes deleted or expired without a grant are out of the race.
+///
+/// It reads every key the history sets as a node path: `checker::check` applies it only to the
+/// algorithms whose description promises `Order::Sequence`, whose server is a ZooKeeper.
 pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
     // Nodes (ZooKeeper paths) alive and not yet granted, with their creation position.
     let mut waiting: BTreeMap<&str, usize> = BTreeMap::new();
@@ -226,7 +229,7 @@ pub fn sequence_order(history: &[Entry]) -> Vec<Violation> {
                     ..
                 },
                 _,
-            ) if key.contains('/') => {
+            ) => {
                 waiting.insert(key, e.index);
             }
             (

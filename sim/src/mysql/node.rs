@@ -1,20 +1,20 @@
-//! A simulated MariaDB server as a madsim node: the [`MysqlModel`] behind the network. Its
+//! A simulated MariaDB server: the [`MysqlModel`] behind the network as a [`Server`]. Its
 //! `NOW()` is the node's own wall clock, its timeouts (`innodb_lock_wait_timeout`,
 //! `wait_timeout`) run on the node's monotonic clock, a statement that waits for a row lock is
 //! answered when the lock comes (without holding up other connections), and what survives a
 //! crash is what the model's flush policy made durable.
 
 use super::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot};
-use crate::disk::Disk;
-use crate::net::{serve, Handled, Request, Response};
-use crate::signal::Due;
+use crate::net::Handled;
+use crate::server::{KeyEvent, Node, Server};
 use crate::world::World;
 use lockcheck_algorithms::mysql::{Reply, Row, Statement};
-use lockcheck_core::history::{KeyChange, Kind, Op};
+use lockcheck_core::history::KeyChange;
+use lockcheck_core::scenario::{FlushPolicy, Persistence};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
@@ -73,11 +73,9 @@ struct Slot {
     waker: Option<Waker>,
 }
 
-struct Server {
-    world: Arc<World>,
-    me: usize,
-    disk: Arc<Disk<Snapshot>>,
-    witness: Arc<Witness>,
+/// One MariaDB server process, shared by the tasks of its node.
+pub struct MysqlServer {
+    node: Node<MysqlServer>,
     model: RefCell<MysqlModel>,
     /// Statements waiting for a row lock, by connection.
     waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
@@ -88,34 +86,125 @@ struct Server {
     attempts: RefCell<BTreeMap<(usize, u64), ConnId>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
-    /// The timer's wake-up: every request offers the model's next deadline, as it may have set
-    /// one earlier than the one the timer sleeps towards (a lock wait that began).
-    due: Due,
     /// The model's generation at the last diff and sync; `None` before the first.
     settled: Cell<Option<u64>>,
 }
 
-impl Server {
+impl Server for MysqlServer {
+    type Request = MysqlRequest;
+    type Durable = Snapshot;
+    type Kept = Witness;
+
+    /// The model decides what a crash keeps (its flush policy); the disk keeps that.
+    fn persistence(_: &World, _: usize) -> Persistence {
+        Persistence::Always
+    }
+
+    /// It recovers from the disk (committed rows and counters; no connections, nothing locked),
+    /// and records as lost the committed lock rows the crash took.
+    fn start(node: Node<Self>, recovered: Option<Snapshot>) -> Self {
+        let mono = node.mono_ms();
+        let model = match recovered {
+            Some(snapshot) => MysqlModel::restart(snapshot, mono),
+            None => MysqlModel::new(config_of(&node.world, node.me), mono),
+        };
+        // What the crash lost: committed rows the recovered server does not have as they were.
+        {
+            let mut seen = node.kept.rows.lock().unwrap();
+            let recovered = model.snapshot();
+            let lost: Vec<Row> = seen
+                .values()
+                .filter(|row| recovered.row(&row.resource_name) != Some(*row))
+                .cloned()
+                .collect();
+            for row in lost {
+                let value = Some(row.locker.clone());
+                node.record(KeyEvent::new(
+                    &row.resource_name,
+                    KeyChange::Lost,
+                    value,
+                    None,
+                ));
+                seen.remove(&row.resource_name);
+            }
+        }
+        let server = MysqlServer {
+            node,
+            model: RefCell::new(model),
+            waiting: RefCell::new(BTreeMap::new()),
+            owners: RefCell::new(BTreeMap::new()),
+            attempts: RefCell::new(BTreeMap::new()),
+            lockers: RefCell::new(BTreeMap::new()),
+            settled: Cell::new(None),
+        };
+        server.settle(Vec::new(), None);
+        server
+    }
+
+    fn node(&self) -> &Node<Self> {
+        &self.node
+    }
+
+    fn handle(self: &Rc<Self>, from: usize, request: MysqlRequest) -> Handled {
+        let handled = self.execute(from, request);
+        // The timer is woken only by a deadline earlier than the one it sleeps towards (a lock
+        // wait that began). One that moved later (an idle connection's, renewed by every
+        // statement) lets it wake at the old one, find nothing due and sleep again: cheaper than
+        // waking it for every request.
+        self.node.due.offer(self.model.borrow().next_deadline_ms());
+        handled
+    }
+
+    /// It ends each of the client's connections as if the client had disconnected (rolling back
+    /// what they held), at once rather than after `wait_timeout`.
+    fn connection_closed(&self, from: usize) {
+        let now = self.now();
+        let mut notices = Vec::new();
+        let conns: Vec<ConnId> = self
+            .owners
+            .borrow()
+            .iter()
+            .filter(|(_, owner)| **owner == from)
+            .map(|(conn, _)| *conn)
+            .collect();
+        self.attempts
+            .borrow_mut()
+            .retain(|(client, _), _| *client != from);
+        for conn in conns {
+            self.owners.borrow_mut().remove(&conn);
+            self.model.borrow_mut().disconnect(conn, now, &mut notices);
+        }
+        self.settle(notices, None);
+        self.node.due.offer(self.model.borrow().next_deadline_ms());
+    }
+
+    /// The model's next deadline: a lock wait's timeout, an idle connection's, a flush.
+    fn next_due(&self) -> Option<(u64, Duration)> {
+        let now = self.now();
+        self.model.borrow().next_deadline_ms().map(|at| {
+            let left = Duration::from_millis(at.saturating_sub(now.mono_ms));
+            (at, left.max(Duration::from_millis(1)))
+        })
+    }
+
+    fn on_due(&self) {
+        let mut notices = Vec::new();
+        self.model.borrow_mut().tick(self.now(), &mut notices);
+        self.settle(notices, None);
+    }
+}
+
+impl MysqlServer {
     fn now(&self) -> ServerTime {
         ServerTime {
-            wall_ms: (self.world.wall_ns(self.me).max(0) / 1_000_000) as u64,
-            mono_ms: self.world.mono_ns(self.me) / 1_000_000,
+            wall_ms: self.node.wall_ms(),
+            mono_ms: self.node.mono_ms(),
         }
     }
 
     fn record(&self, key: &str, change: KeyChange, locker: &str, by: Option<usize>) {
-        self.world.record(
-            self.me,
-            Kind::Observe,
-            Op::Key {
-                key: key.to_string(),
-                change,
-                field: None,
-                value: Some(locker.to_string()),
-                by: by.map(|n| self.world.topology.name(n).to_string()),
-                expires_local_ns: None,
-            },
-        );
+        let value = Some(locker.to_string());
+        self.node.record(KeyEvent::new(key, change, value, by));
     }
 
     /// Hands late replies to their waiting statements, records what the commits changed (by
@@ -139,7 +228,7 @@ impl Server {
             return;
         }
         let committed = self.model.borrow().snapshot();
-        let mut seen = self.witness.rows.lock().unwrap();
+        let mut seen = self.node.kept.rows.lock().unwrap();
         let before = std::mem::take(&mut *seen);
         for (name, row) in &before {
             if committed.row(name).is_none() {
@@ -157,34 +246,11 @@ impl Server {
         drop(seen);
         // Every commit's log record reaches the OS at once (it survives a process crash);
         // the flush policy decides what is fsynced (what survives a machine crash).
-        self.disk.write(committed);
-        self.disk.fsync(self.model.borrow().durable().clone());
+        self.node.disk.write(committed);
+        self.node.disk.fsync(self.model.borrow().durable().clone());
     }
 
-    /// Client node `from`'s process died: its kernel closed its sockets, and the server ends
-    /// each of its connections as if the client had disconnected (rolling back what they held),
-    /// at once rather than after `wait_timeout`.
-    fn connection_closed(&self, from: usize) {
-        let now = self.now();
-        let mut notices = Vec::new();
-        let conns: Vec<ConnId> = self
-            .owners
-            .borrow()
-            .iter()
-            .filter(|(_, owner)| **owner == from)
-            .map(|(conn, _)| *conn)
-            .collect();
-        self.attempts
-            .borrow_mut()
-            .retain(|(client, _), _| *client != from);
-        for conn in conns {
-            self.owners.borrow_mut().remove(&conn);
-            self.model.borrow_mut().disconnect(conn, now, &mut notices);
-        }
-        self.settle(notices, None);
-    }
-
-    fn handle(&self, from: usize, request: MysqlRequest) -> Handled {
+    fn execute(&self, from: usize, request: MysqlRequest) -> Handled {
         let now = self.now();
         let mut notices = Vec::new();
         let response = match request {
@@ -225,7 +291,7 @@ impl Server {
                         let slot = Rc::new(RefCell::new(Slot::default()));
                         self.waiting.borrow_mut().insert(conn, slot.clone());
                         self.settle(notices, Some(from));
-                        return Handled::Later(Box::pin(async move {
+                        return Handled::later(async move {
                             let reply = std::future::poll_fn(|cx| {
                                 let mut slot = slot.borrow_mut();
                                 match slot.reply.take() {
@@ -237,14 +303,14 @@ impl Server {
                                 }
                             })
                             .await;
-                            Response::Mysql(MysqlResponse::Reply(reply))
-                        }));
+                            MysqlResponse::Reply(reply)
+                        });
                     }
                 }
             }
         };
         self.settle(notices, Some(from));
-        Handled::Now(Response::Mysql(response))
+        Handled::now(response)
     }
 }
 
@@ -259,107 +325,14 @@ fn locker_of(statement: &Statement) -> Option<&str> {
     }
 }
 
-/// The server settings of `world`'s scenario.
-pub fn config_of(world: &World, flush: lockcheck_core::scenario::FlushPolicy) -> MysqlConfig {
-    let p = &world.scenario.params;
+/// The settings of server node `node` in `world`'s scenario.
+pub fn config_of(world: &World, node: usize) -> MysqlConfig {
+    let scenario = &world.scenario;
+    let p = &scenario.params;
+    let persistence = p.persistence_of(scenario.algorithm, world.topology.name(node));
     MysqlConfig {
         lock_wait_timeout_ms: p.mysql.lock_wait_timeout_ms(),
         wait_timeout_ms: p.mysql.wait_timeout_ms(),
-        flush,
+        flush: FlushPolicy::of(persistence),
     }
-}
-
-/// Runs a MariaDB server on node `me` until the node is killed; on (re)start it recovers from
-/// `disk` (committed rows and counters; no connections, nothing locked), and records as lost the
-/// committed lock rows the crash took.
-pub async fn run_mysql_server(
-    world: Arc<World>,
-    me: usize,
-    disk: Arc<Disk<Snapshot>>,
-    witness: Arc<Witness>,
-    config: MysqlConfig,
-) {
-    let mono = world.mono_ns(me) / 1_000_000;
-    let model = match disk.load(world.power(me).last_crash) {
-        Some(snapshot) => MysqlModel::restart(snapshot, mono),
-        None => MysqlModel::new(config, mono),
-    };
-    // What the crash lost: committed rows the recovered server does not have as they were.
-    {
-        let mut seen = witness.rows.lock().unwrap();
-        let recovered = model.snapshot();
-        let lost: Vec<Row> = seen
-            .values()
-            .filter(|row| recovered.row(&row.resource_name) != Some(*row))
-            .cloned()
-            .collect();
-        for row in lost {
-            world.record(
-                me,
-                Kind::Observe,
-                Op::Key {
-                    key: row.resource_name.clone(),
-                    change: KeyChange::Lost,
-                    field: None,
-                    value: Some(row.locker.clone()),
-                    by: None,
-                    expires_local_ns: None,
-                },
-            );
-            seen.remove(&row.resource_name);
-        }
-    }
-    let server = Rc::new(Server {
-        world: world.clone(),
-        me,
-        disk,
-        witness,
-        model: RefCell::new(model),
-        waiting: RefCell::new(BTreeMap::new()),
-        owners: RefCell::new(BTreeMap::new()),
-        attempts: RefCell::new(BTreeMap::new()),
-        lockers: RefCell::new(BTreeMap::new()),
-        due: Due::default(),
-        settled: Cell::new(None),
-    });
-    server.settle(Vec::new(), None);
-
-    // The timer: sleeps until the model's next deadline (a lock wait's timeout, an idle
-    // connection's, a flush), or until a request may have set an earlier one.
-    let ticker = server.clone();
-    madsim::task::spawn_local(async move {
-        loop {
-            let now = ticker.now();
-            let due = ticker.model.borrow().next_deadline_ms().map(|at| {
-                let left = Duration::from_millis(at.saturating_sub(now.mono_ms));
-                (at, left.max(Duration::from_millis(1)))
-            });
-            if !ticker.due.sleep(&ticker.world, me, due).await {
-                continue;
-            }
-            let mut notices = Vec::new();
-            ticker.model.borrow_mut().tick(ticker.now(), &mut notices);
-            ticker.settle(notices, None);
-        }
-    });
-
-    serve(world, me, move |from, request| {
-        let request = match request {
-            Request::Mysql(request) => request,
-            Request::ConnectionClosed => {
-                server.connection_closed(from);
-                server.due.offer(server.model.borrow().next_deadline_ms());
-                return Handled::NoReply;
-            }
-            _ => return Handled::Now(Response::Mysql(MysqlResponse::Disconnected)),
-        };
-        let handled = server.handle(from, request);
-        // The timer is woken only by a deadline earlier than the one it sleeps towards (a lock
-        // wait that began). One that moved later (an idle connection's, renewed by every
-        // statement) lets it wake at the old one, find nothing due and sleep again: cheaper than
-        // waking it for every request.
-        server.due.offer(server.model.borrow().next_deadline_ms());
-        handled
-    })
-    .await
 }

@@ -10,7 +10,7 @@
 
 use super::model::ConnId;
 use super::node::{MysqlRequest, MysqlResponse};
-use crate::net::{Request, Response, RpcClient};
+use crate::net::RpcClient;
 use lockcheck_algorithms::mysql::{Reply, SqlStore, Statement};
 use lockcheck_algorithms::StoreError;
 use std::cell::Cell;
@@ -54,16 +54,7 @@ impl SimMysql {
         request: MysqlRequest,
         timeout: Duration,
     ) -> Result<MysqlResponse, StoreError> {
-        match self
-            .rpc
-            .call(self.server, Request::Mysql(request), timeout)
-            .await?
-        {
-            Response::Mysql(response) => Ok(response),
-            other => Err(StoreError::Unreachable(format!(
-                "not a MySQL server: answered {other:?}"
-            ))),
-        }
+        self.rpc.call(self.server, request, timeout).await
     }
 
     /// The open connection, or a new one.
@@ -105,7 +96,7 @@ impl SimMysql {
         let rpc = self.rpc.clone();
         let (server, timeout) = (self.server, self.request_timeout);
         madsim::task::spawn_local(async move {
-            let _ = rpc.call(server, Request::Mysql(request), timeout).await;
+            let _: Result<MysqlResponse, _> = rpc.call(server, request, timeout).await;
         });
     }
 }

@@ -1,6 +1,7 @@
 //! [`RedisStore`] for a simulated client: commands travel as messages to a simulated server.
 
-use crate::net::{Request, Response, RpcClient};
+use super::node::{RedisRequest, RedisResponse};
+use crate::net::RpcClient;
 use crate::world::World;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
@@ -49,14 +50,11 @@ impl RedisStore for SimRedis {
             Target::Node(n) => *n,
             Target::Primary(world) => world.primary(),
         };
-        match self
-            .rpc
-            .call(server, Request::Redis(command), self.timeout)
-            .await?
-        {
-            Response::Redis(reply) => Ok(reply),
+        let request = RedisRequest::Command(command);
+        match self.rpc.call(server, request, self.timeout).await? {
+            RedisResponse::Reply(reply) => Ok(reply),
             other => Err(StoreError::Unreachable(format!(
-                "not a Redis server: answered {other:?}"
+                "not a command's reply: {other:?}"
             ))),
         }
     }

@@ -1,4 +1,4 @@
-//! A simulated standalone ZooKeeper server as a madsim node: the [`ZkModel`] behind the network,
+//! A simulated standalone ZooKeeper server: the [`ZkModel`] behind the network as a [`Server`],
 //! sessions expiring by the server's monotonic clock, watch events pushed to the session's
 //! client, and the tree and sessions on disk (ZooKeeper logs every transaction before it
 //! answers, so a restart keeps both).
@@ -6,18 +6,37 @@
 use super::model::{
     EventType, Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkError, ZkModel,
 };
-use crate::disk::Disk;
-use crate::net::{push, serve, Handled, Request, Response};
-use crate::signal::Due;
+use crate::net::{push, Handled};
+use crate::server::{KeyEvent, Node, Server};
 use crate::world::World;
 use lockcheck_algorithms::zookeeper::Zxid;
 use lockcheck_core::history::{KeyChange, Kind, Op as HistoryOp};
+use lockcheck_core::scenario::Persistence;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
+
+/// What a ZooKeeper client sends: a request, and where the server pushes the session's watch
+/// events.
+#[derive(Debug)]
+pub struct ZkMessage {
+    /// The request.
+    pub request: ZkRequest,
+    /// The client's address for pushed events.
+    pub push_to: SocketAddr,
+}
+
+/// What a ZooKeeper server answers: the response, with the last zxid the server had given out
+/// when it answered (the reply header's zxid).
+#[derive(Debug)]
+pub struct ZkReply {
+    /// The response.
+    pub response: ZkResponse,
+    /// The reply header's zxid.
+    pub zxid: Zxid,
+}
 
 /// A request of a ZooKeeper client.
 #[derive(Clone, Debug)]
@@ -76,20 +95,17 @@ pub enum ZkResponse {
 #[derive(Clone, Debug)]
 pub struct ZkPush(pub WatchEvent);
 
-struct Server {
-    world: Arc<World>,
-    me: usize,
+/// One ZooKeeper server process, shared by the tasks of its node.
+pub struct ZkServer {
+    node: Node<ZkServer>,
     /// The endpoint watch events leave from.
     pusher: crate::net::Port,
-    disk: Arc<Disk<Snapshot>>,
     model: RefCell<ZkModel>,
     /// Where each session's client is, for pushing its watch events.
     clients: RefCell<BTreeMap<SessionId, (usize, SocketAddr)>>,
     /// Each session's ephemeral nodes, so their deletion by expiry shows in the history (taken
     /// from the tree on a restart: the nodes are on disk, and so is who owns them).
     ephemerals: RefCell<BTreeMap<SessionId, BTreeSet<String>>>,
-    /// The session expirer's wake-up (session deadlines in monotonic ms).
-    expiry: Due,
     /// The zxid of the snapshot last written to disk (`None`: nothing written by this process).
     /// Only transactions change what a snapshot holds, and each takes a zxid, so a request that
     /// leaves the zxid alone (a read, a ping) has nothing to write: writing the whole tree after
@@ -97,27 +113,109 @@ struct Server {
     persisted: std::cell::Cell<Option<Zxid>>,
 }
 
-impl Server {
+impl Server for ZkServer {
+    type Request = ZkMessage;
+    type Durable = Snapshot;
+    type Kept = ();
+
+    /// ZooKeeper logs every transaction to disk before it answers.
+    fn persistence(_: &World, _: usize) -> Persistence {
+        Persistence::Always
+    }
+
+    /// Sessions restored from disk get a fresh timeout, as on a real restart.
+    fn start(node: Node<Self>, recovered: Option<Snapshot>) -> Self {
+        let mono = node.mono_ms();
+        // A restored tree is what the disk holds; a fresh one is written by the first request.
+        let (model, persisted) = match recovered {
+            Some(snapshot) => {
+                let model = ZkModel::restore(snapshot, mono);
+                let zxid = model.last_zxid();
+                (model, Some(zxid))
+            }
+            None => (ZkModel::new(), None),
+        };
+        let pusher = crate::net::bind_pusher(node.world.clone(), node.me);
+        let ephemerals = model.ephemerals();
+        ZkServer {
+            node,
+            pusher,
+            model: RefCell::new(model),
+            clients: RefCell::new(BTreeMap::new()),
+            ephemerals: RefCell::new(ephemerals),
+            persisted: std::cell::Cell::new(persisted),
+        }
+    }
+
+    fn node(&self) -> &Node<Self> {
+        &self.node
+    }
+
+    fn handle(self: &Rc<Self>, from: usize, message: ZkMessage) -> Handled {
+        let (response, events) = self.apply(from, message.push_to, message.request);
+        let zxid = self.model.borrow().last_zxid();
+        let server = self.clone();
+        // The events and the reply leave from a task of their own, as they always have: sending
+        // them from here would be the same messages one scheduling step earlier, and would give
+        // every ZooKeeper seed a new history for nothing.
+        Handled::later(async move {
+            server.deliver(events);
+            ZkReply { response, zxid }
+        })
+    }
+
+    /// Its sessions stay until they expire (a killed client sends no `closeSession`), but the
+    /// connection's watches go.
+    fn connection_closed(&self, from: usize) {
+        let sessions: Vec<SessionId> = self
+            .clients
+            .borrow()
+            .iter()
+            .filter(|(_, (node, _))| *node == from)
+            .map(|(session, _)| *session)
+            .collect();
+        for session in sessions {
+            self.clients.borrow_mut().remove(&session);
+            self.model.borrow_mut().drop_watches(session);
+        }
+    }
+
+    /// The session expirer. ZooKeeper's `SessionTrackerImpl` sleeps until the next expiry bucket
+    /// (deadlines are rounded to ticks) and ends the sessions in it; so does this one: it wakes
+    /// at the earliest deadline, or when a request sets an earlier one or the server's clock is
+    /// changed. A session renewed in between is simply not due yet, and the expirer sleeps again.
+    fn next_due(&self) -> Option<(u64, Duration)> {
+        let mono = self.node.mono_ms();
+        self.model.borrow().next_expiry_ms().map(|deadline| {
+            (
+                deadline,
+                Duration::from_millis(deadline.saturating_sub(mono)),
+            )
+        })
+    }
+
+    fn on_due(&self) {
+        let mono = self.node.mono_ms();
+        let mut events = Vec::new();
+        let expired = self.model.borrow_mut().expire_due(mono, &mut events);
+        if !expired.is_empty() {
+            self.expire(&expired);
+            self.note_watches(&events);
+            self.persist();
+        }
+        self.deliver(events);
+    }
+}
+
+impl ZkServer {
     fn now(&self) -> (u64, u64) {
-        let mono = self.world.mono_ns(self.me) / 1_000_000;
-        let wall = (self.world.wall_ns(self.me).max(0) / 1_000_000) as u64;
-        (mono, wall)
+        (self.node.mono_ms(), self.node.wall_ms())
     }
 
     fn record(&self, path: &str, change: KeyChange, by: Option<usize>) {
-        self.world.record(
-            self.me,
-            Kind::Observe,
-            HistoryOp::Key {
-                key: path.to_string(),
-                change,
-                field: None,
-                // The node's path is its identity, as a Redis lock's token is.
-                value: Some(path.to_string()),
-                by: by.map(|n| self.world.topology.name(n).to_string()),
-                expires_local_ns: None,
-            },
-        );
+        // The node's path is its identity, as a Redis lock's token is.
+        let value = Some(path.to_string());
+        self.node.record(KeyEvent::new(path, change, value, by));
     }
 
     /// Records the watches that fired, right after the change that fired them (so each
@@ -127,13 +225,14 @@ impl Server {
             let Some(&(client, _)) = self.clients.borrow().get(&event.session) else {
                 continue; // nobody to tell: not a wake-up
             };
-            self.world.record(
-                self.me,
+            let world = &self.node.world;
+            world.record(
+                self.node.me,
                 Kind::Observe,
                 HistoryOp::Watch {
                     path: event.path.clone(),
                     event: event_name(event.kind).to_string(),
-                    to: self.world.topology.name(client).to_string(),
+                    to: world.topology.name(client).to_string(),
                 },
             );
         }
@@ -144,7 +243,7 @@ impl Server {
         let model = self.model.borrow();
         let zxid = model.last_zxid();
         if self.persisted.replace(Some(zxid)) != Some(zxid) {
-            self.disk.sync(model.snapshot());
+            self.node.disk.sync(model.snapshot());
         }
     }
 
@@ -153,9 +252,9 @@ impl Server {
             let target = self.clients.borrow().get(&event.session).copied();
             if let Some((_, addr)) = target {
                 push(
-                    &self.world,
+                    &self.node.world,
                     &self.pusher,
-                    self.me,
+                    self.node.me,
                     addr,
                     Box::new(ZkPush(event)),
                 );
@@ -173,23 +272,9 @@ impl Server {
         }
     }
 
-    /// Client node `from`'s connection closed (its process died): its sessions stay until they
-    /// expire (a killed client sends no `closeSession`), but the connection's watches go.
-    fn connection_closed(&self, from: usize) {
-        let sessions: Vec<SessionId> = self
-            .clients
-            .borrow()
-            .iter()
-            .filter(|(_, (node, _))| *node == from)
-            .map(|(session, _)| *session)
-            .collect();
-        for session in sessions {
-            self.clients.borrow_mut().remove(&session);
-            self.model.borrow_mut().drop_watches(session);
-        }
-    }
-
-    fn handle(
+    /// Applies `request` from client node `from` (pushed events go to `addr`): the response, and
+    /// the watch events to push.
+    fn apply(
         &self,
         from: usize,
         addr: SocketAddr,
@@ -254,40 +339,11 @@ impl Server {
                 }
             }
         };
-        self.expiry.offer(model.next_expiry_ms());
+        self.node.due.offer(model.next_expiry_ms());
         drop(model);
         self.note_watches(&events[fired_by_expiry..]);
         self.persist();
         (response, events)
-    }
-
-    /// The session expirer. ZooKeeper's `SessionTrackerImpl` sleeps until the next expiry bucket
-    /// (deadlines are rounded to ticks) and ends the sessions in it; so does this one: it wakes
-    /// at the earliest deadline, or when a request sets an earlier one or the server's clock is
-    /// changed. A session renewed in between is simply not due yet, and the expirer sleeps again.
-    async fn expire_sessions(self: Rc<Self>) {
-        let (world, me) = (self.world.clone(), self.me);
-        loop {
-            let (mono, _) = self.now();
-            let due = self.model.borrow().next_expiry_ms().map(|deadline| {
-                (
-                    deadline,
-                    Duration::from_millis(deadline.saturating_sub(mono)),
-                )
-            });
-            if !self.expiry.sleep(&world, me, due).await {
-                continue;
-            }
-            let (mono, _) = self.now();
-            let mut events = Vec::new();
-            let expired = self.model.borrow_mut().expire_due(mono, &mut events);
-            if !expired.is_empty() {
-                self.expire(&expired);
-                self.note_watches(&events);
-                self.persist();
-            }
-            self.deliver(events);
-        }
     }
 }
 
@@ -299,62 +355,4 @@ fn event_name(kind: EventType) -> &'static str {
         EventType::NodeDataChanged => "node_data_changed",
         EventType::NodeChildrenChanged => "node_children_changed",
     }
-}
-
-/// Runs a ZooKeeper server on node `me` until the node is killed; on (re)start it loads the tree
-/// and the sessions from `disk` (sessions get a fresh timeout, as on a real restart).
-pub async fn run_zk_server(world: Arc<World>, me: usize, disk: Arc<Disk<Snapshot>>) {
-    let mono = world.mono_ns(me) / 1_000_000;
-    // A restored tree is what the disk holds; a fresh one is written by the first request.
-    let (model, persisted) = match disk.load(world.power(me).last_crash) {
-        Some(snapshot) => {
-            let model = ZkModel::restore(snapshot, mono);
-            let zxid = model.last_zxid();
-            (model, Some(zxid))
-        }
-        None => (ZkModel::new(), None),
-    };
-    let pusher = crate::net::bind_pusher(world.clone(), me);
-    let ephemerals = model.ephemerals();
-    let server = Rc::new(Server {
-        world: world.clone(),
-        me,
-        pusher,
-        disk,
-        model: RefCell::new(model),
-        clients: RefCell::new(BTreeMap::new()),
-        ephemerals: RefCell::new(ephemerals),
-        expiry: Due::default(),
-        persisted: std::cell::Cell::new(persisted),
-    });
-
-    madsim::task::spawn_local(server.clone().expire_sessions());
-
-    serve(world, me, move |from, request| {
-        let zxid = || server.model.borrow().last_zxid();
-        let (request, addr) = match request {
-            Request::Zk(request, addr) => (request, addr),
-            Request::ConnectionClosed => {
-                server.connection_closed(from);
-                return Handled::NoReply;
-            }
-            _ => {
-                return Handled::Now(Response::Zk(
-                    ZkResponse::Result(OpResult::Error(ZkError::BadArguments), None),
-                    zxid(),
-                ))
-            }
-        };
-        let (response, events) = server.handle(from, addr, request);
-        let zxid = zxid();
-        let server = server.clone();
-        // The events and the reply leave from a task of their own, as they always have: sending
-        // them from here would be the same messages one scheduling step earlier, and would give
-        // every ZooKeeper seed a new history for nothing.
-        Handled::Later(Box::pin(async move {
-            server.deliver(events);
-            Response::Zk(response, zxid)
-        }))
-    })
-    .await
 }

@@ -15,8 +15,8 @@
 //!   the server answers or the session is gone.
 
 use super::model::{self, SetWatches};
-use super::node::{ZkPush, ZkRequest, ZkResponse};
-use crate::net::{Request, Response, RpcClient};
+use super::node::{ZkMessage, ZkPush, ZkReply, ZkRequest, ZkResponse};
+use crate::net::RpcClient;
 use futures_util::future::{select, Either};
 use lockcheck_algorithms::zookeeper::{
     CreateMode, SessionState, Stat, WatchEvent, ZkError, ZkNotice, ZkStore, Zxid,
@@ -276,21 +276,21 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     async fn send(&self, request: ZkRequest) -> Result<ZkResponse, StoreError> {
-        let request = Request::Zk(request, self.rpc.local_addr());
+        let message = ZkMessage {
+            request,
+            push_to: self.rpc.local_addr(),
+        };
         match self
             .rpc
-            .call(self.server, request, self.request_timeout)
+            .call(self.server, message, self.request_timeout)
             .await
         {
-            Ok(Response::Zk(response, zxid)) => {
+            Ok(ZkReply { response, zxid }) => {
                 let mut s = self.session.borrow_mut();
                 s.last_heard = self.env.mono_now();
                 s.last_zxid = s.last_zxid.max(zxid);
                 Ok(response)
             }
-            Ok(other) => Err(StoreError::Unreachable(format!(
-                "not a ZooKeeper server: answered {other:?}"
-            ))),
             Err(e) => {
                 // A reset or a refusal: the socket is gone, whatever the session's fate.
                 if !matches!(e, StoreError::Timeout) {

@@ -1,0 +1,21 @@
+//! Which simulated [`Server`](crate::server::Server) each backend runs: the one place a
+//! backend's simulation is registered. (Its client side is its store in [`crate::client`]'s
+//! `SimStores`.)
+
+use crate::mysql::node::MysqlServer;
+use crate::redis::node::RedisServer;
+use crate::server;
+use crate::world::World;
+use crate::zookeeper::node::ZkServer;
+use lockcheck_core::scenario::Backend;
+use madsim::runtime::Handle;
+use std::sync::Arc;
+
+/// Creates server node `node` of `world`, running its algorithm's backend.
+pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
+    match world.scenario.algorithm.backend() {
+        Backend::Redis => server::start::<RedisServer>(handle, world, node),
+        Backend::ZooKeeper => server::start::<ZkServer>(handle, world, node),
+        Backend::Mysql => server::start::<MysqlServer>(handle, world, node),
+    }
+}
