@@ -56,6 +56,17 @@ pub enum Incoming<R> {
     Request(R),
 }
 
+/// Who a request or notice comes from: the client's node, and the address of its connection
+/// (its process's port: a restarted process has a new one, so the notice that an earlier
+/// process's connection closed, arriving late, is not taken for the new process's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// The client's node.
+    pub node: usize,
+    /// Its connection's address.
+    pub addr: SocketAddr,
+}
+
 /// A request as it travels: its content is known only to the server it is for.
 enum Message {
     /// See [`Incoming::ConnectionClosed`].
@@ -793,7 +804,7 @@ impl RpcClient {
 pub async fn serve<R: Any>(
     world: Arc<World>,
     me: usize,
-    mut handle: impl FnMut(usize, Incoming<R>) -> Handled,
+    mut handle: impl FnMut(Peer, Incoming<R>) -> Handled,
 ) {
     let port = Rc::new(Port::bind(
         world.clone(),
@@ -818,7 +829,11 @@ pub async fn serve<R: Any>(
             // The client's process is gone: so is its connection and what was queued on it.
             next.remove(&from);
             early.retain(|(addr, _), _| *addr != from);
-            handle(from_node, Incoming::ConnectionClosed);
+            let peer = Peer {
+                node: from_node,
+                addr: from,
+            };
+            handle(peer, Incoming::ConnectionClosed);
             continue;
         }
         let expected = *next.entry(from).or_insert(envelope.seq);
@@ -845,7 +860,11 @@ pub async fn serve<R: Any>(
                 );
                 continue;
             };
-            match handle(from_node, Incoming::Request(*request)) {
+            let peer = Peer {
+                node: from_node,
+                addr: from,
+            };
+            match handle(peer, Incoming::Request(*request)) {
                 Handled::NoReply => {}
                 Handled::Now(response) => {
                     reply(&world, &port, me, from, envelope.reply_tag, response)

@@ -19,7 +19,7 @@ pub async fn run_resource(world: Arc<World>, me: usize) {
         let Incoming::Request(access) = incoming else {
             return Handled::NoReply; // a client's connection closed: it keeps nothing per client
         };
-        let (accepted, op) = admission.admit(recorder.topology.name(from), access);
+        let (accepted, op) = admission.admit(recorder.topology.name(from.node), access);
         recorder.record(me, Kind::Observe, op);
         Handled::now(accepted)
     })

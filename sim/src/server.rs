@@ -12,7 +12,7 @@
 //! as real mode's launcher starts a `ServerKind`.
 
 use crate::disk::Disk;
-use crate::net::{serve, Handled, Incoming};
+use crate::net::{serve, Handled, Incoming, Peer};
 use crate::signal::Due;
 use crate::world::World;
 use lockcheck_core::clock::WALL_ORIGIN_NS;
@@ -45,12 +45,13 @@ pub trait Server: Sized + 'static {
     /// The node it runs on.
     fn node(&self) -> &Node<Self>;
 
-    /// Answers a request from client node `from`: now, later, or not at all.
-    fn handle(self: &Rc<Self>, from: usize, request: Self::Request) -> Handled;
+    /// Answers a request from `from`: now, later, or not at all.
+    fn handle(self: &Rc<Self>, from: Peer, request: Self::Request) -> Handled;
 
-    /// Client node `from`'s process died: its kernel closed its connections. Servers that keep
-    /// per-connection state (a transaction, a session's watches) let it go.
-    fn connection_closed(&self, from: usize) {
+    /// The process behind connection `from` died: its kernel closed the connection. Servers
+    /// that keep per-connection state (a transaction, a session's watches) let it go: that
+    /// connection's, not those of a newer process on the same node.
+    fn connection_closed(&self, from: Peer) {
         let _ = from;
     }
 

@@ -5,7 +5,7 @@
 //! crash is what the model's flush policy made durable.
 
 use super::model::{Applied, ConnId, MysqlConfig, MysqlModel, Notice, ServerTime, Snapshot};
-use crate::net::Handled;
+use crate::net::{Handled, Peer};
 use crate::server::{KeyEvent, Node, Server};
 use crate::world::World;
 use lockcheck_algorithms::mysql::{Reply, Row, Statement};
@@ -13,6 +13,7 @@ use lockcheck_core::history::KeyChange;
 use lockcheck_core::scenario::{FlushPolicy, Persistence};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::task::{Poll, Waker};
@@ -79,11 +80,13 @@ pub struct MysqlServer {
     model: RefCell<MysqlModel>,
     /// Statements waiting for a row lock, by connection.
     waiting: RefCell<BTreeMap<ConnId, Rc<RefCell<Slot>>>>,
-    /// The client node of each open connection: a client process's death closes them all.
-    owners: RefCell<BTreeMap<ConnId, usize>>,
-    /// The connection each client's connect opened, until the client uses it or abandons it
-    /// (its abandon may arrive after its next connect: it is sent by a task of its own).
-    attempts: RefCell<BTreeMap<(usize, u64), ConnId>>,
+    /// The client process (its connection's address) of each open connection: its death closes
+    /// them all.
+    owners: RefCell<BTreeMap<ConnId, SocketAddr>>,
+    /// The connection each client process's connect opened, until the client uses it or
+    /// abandons it (its abandon may arrive after its next connect: it is sent by a task of its
+    /// own).
+    attempts: RefCell<BTreeMap<(SocketAddr, u64), ConnId>>,
     /// The client node that wrote each `locker` value (a lock's owner identity).
     lockers: RefCell<BTreeMap<String, usize>>,
     /// The model's generation at the last diff and sync; `None` before the first.
@@ -145,7 +148,7 @@ impl Server for MysqlServer {
         &self.node
     }
 
-    fn handle(self: &Rc<Self>, from: usize, request: MysqlRequest) -> Handled {
+    fn handle(self: &Rc<Self>, from: Peer, request: MysqlRequest) -> Handled {
         let handled = self.execute(from, request);
         // The timer is woken only by a deadline earlier than the one it sleeps towards (a lock
         // wait that began). One that moved later (an idle connection's, renewed by every
@@ -157,19 +160,19 @@ impl Server for MysqlServer {
 
     /// It ends each of the client's connections as if the client had disconnected (rolling back
     /// what they held), at once rather than after `wait_timeout`.
-    fn connection_closed(&self, from: usize) {
+    fn connection_closed(&self, from: Peer) {
         let now = self.now();
         let mut notices = Vec::new();
         let conns: Vec<ConnId> = self
             .owners
             .borrow()
             .iter()
-            .filter(|(_, owner)| **owner == from)
+            .filter(|(_, owner)| **owner == from.addr)
             .map(|(conn, _)| *conn)
             .collect();
         self.attempts
             .borrow_mut()
-            .retain(|(client, _), _| *client != from);
+            .retain(|(client, _), _| *client != from.addr);
         for conn in conns {
             self.owners.borrow_mut().remove(&conn);
             self.model.borrow_mut().disconnect(conn, now, &mut notices);
@@ -250,18 +253,21 @@ impl MysqlServer {
         self.node.disk.fsync(self.model.borrow().durable().clone());
     }
 
-    fn execute(&self, from: usize, request: MysqlRequest) -> Handled {
+    fn execute(&self, peer: Peer, request: MysqlRequest) -> Handled {
+        let from = peer.node;
         let now = self.now();
         let mut notices = Vec::new();
         let response = match request {
             MysqlRequest::Connect { attempt } => {
                 let conn = self.model.borrow_mut().connect(now);
-                self.owners.borrow_mut().insert(conn, from);
-                self.attempts.borrow_mut().insert((from, attempt), conn);
+                self.owners.borrow_mut().insert(conn, peer.addr);
+                self.attempts
+                    .borrow_mut()
+                    .insert((peer.addr, attempt), conn);
                 MysqlResponse::Connected(conn)
             }
             MysqlRequest::AbandonConnect { attempt } => {
-                let opened = self.attempts.borrow_mut().remove(&(from, attempt));
+                let opened = self.attempts.borrow_mut().remove(&(peer.addr, attempt));
                 if let Some(conn) = opened {
                     self.owners.borrow_mut().remove(&conn);
                     self.model.borrow_mut().disconnect(conn, now, &mut notices);
@@ -277,7 +283,7 @@ impl MysqlServer {
                 // A connection in use was not abandoned.
                 self.attempts
                     .borrow_mut()
-                    .retain(|(client, _), c| *client != from || *c != conn);
+                    .retain(|(client, _), c| *client != peer.addr || *c != conn);
                 if let Some(locker) = locker_of(&statement) {
                     self.lockers.borrow_mut().insert(locker.to_string(), from);
                 }

@@ -3,7 +3,7 @@
 //! asynchronous replication.
 
 use super::model::{KeyEffect, RedisModel, Snapshot};
-use crate::net::{Handled, RpcClient};
+use crate::net::{Handled, Peer, RpcClient};
 use crate::server::{KeyEvent, Node, Server};
 use crate::signal::Signal;
 use crate::world::World;
@@ -191,7 +191,8 @@ impl Server for RedisServer {
         &self.node
     }
 
-    fn handle(self: &Rc<Self>, from: usize, request: RedisRequest) -> Handled {
+    fn handle(self: &Rc<Self>, from: Peer, request: RedisRequest) -> Handled {
+        let from = from.node;
         match request {
             RedisRequest::Command(Command::Wait {
                 replicas,

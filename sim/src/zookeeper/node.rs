@@ -6,7 +6,7 @@
 use super::model::{
     EventType, Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkError, ZkModel,
 };
-use crate::net::{push, Handled};
+use crate::net::{push, Handled, Peer};
 use crate::server::{KeyEvent, Node, Server};
 use crate::world::World;
 use lockcheck_algorithms::zookeeper::Zxid;
@@ -151,8 +151,8 @@ impl Server for ZkServer {
         &self.node
     }
 
-    fn handle(self: &Rc<Self>, from: usize, message: ZkMessage) -> Handled {
-        let (response, events) = self.apply(from, message.push_to, message.request);
+    fn handle(self: &Rc<Self>, from: Peer, message: ZkMessage) -> Handled {
+        let (response, events) = self.apply(from.node, message.push_to, message.request);
         let zxid = self.model.borrow().last_zxid();
         let server = self.clone();
         // The events and the reply leave from a task of their own, as they always have: sending
@@ -166,12 +166,12 @@ impl Server for ZkServer {
 
     /// Its sessions stay until they expire (a killed client sends no `closeSession`), but the
     /// connection's watches go.
-    fn connection_closed(&self, from: usize) {
+    fn connection_closed(&self, from: Peer) {
         let sessions: Vec<SessionId> = self
             .clients
             .borrow()
             .iter()
-            .filter(|(_, (node, _))| *node == from)
+            .filter(|(_, (_, addr))| *addr == from.addr)
             .map(|(session, _)| *session)
             .collect();
         for session in sessions {
