@@ -23,6 +23,8 @@ pub enum Backend {
     ZooKeeper,
     /// A MySQL/MariaDB server (InnoDB).
     Mysql,
+    /// An etcd member (v3 API).
+    Etcd,
 }
 
 impl Backend {
@@ -32,6 +34,7 @@ impl Backend {
             Backend::Redis => "redis",
             Backend::ZooKeeper => "zk",
             Backend::Mysql => "mysql",
+            Backend::Etcd => "etcd",
         }
     }
 
@@ -41,6 +44,7 @@ impl Backend {
             Backend::Redis => "redis",
             Backend::ZooKeeper => "zookeeper",
             Backend::Mysql => "mysql",
+            Backend::Etcd => "etcd",
         }
     }
 }
@@ -72,7 +76,8 @@ pub enum Lease {
         /// Whether the TTL may be left out.
         optional: bool,
     },
-    /// The holder's session (`session_timeout_ms`): the lock ends when the server expires it.
+    /// The holder's session (ZooKeeper's `session_timeout_ms`, etcd's session lease
+    /// `lease_ttl_s`): the lock ends when the server expires it.
     Session,
     /// The server's `wait_timeout`: it closes an idle connection and rolls back the
     /// transaction that holds the lock.

@@ -16,6 +16,7 @@
 pub mod describe;
 pub mod env;
 pub mod error;
+pub mod etcd;
 pub mod guard;
 pub mod lock;
 pub mod mysql;

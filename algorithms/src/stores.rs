@@ -4,6 +4,7 @@
 //! ones; an algorithm asks for the stores it needs, once, when it is built
 //! ([`crate::describe::Registered::build`]). A new backend adds its store trait here.
 
+use crate::etcd::store::EtcdStore;
 use crate::mysql::store::SqlStore;
 use crate::redis::store::RedisStore;
 use crate::zookeeper::store::ZkStore;
@@ -16,6 +17,8 @@ pub trait Stores {
     type Zk: ZkStore;
     /// A MySQL connection.
     type Sql: SqlStore;
+    /// A connection to an etcd member, with its session lease.
+    type Etcd: EtcdStore;
 
     /// The Redis server a one-server algorithm talks to (the primary; after a failover, whoever
     /// the clients take for the primary).
@@ -26,4 +29,6 @@ pub trait Stores {
     fn zookeeper(&self) -> Self::Zk;
     /// A connection to the MySQL server.
     fn mysql(&self) -> Self::Sql;
+    /// A connection to the etcd member, with a session of its own.
+    fn etcd(&self) -> Self::Etcd;
 }

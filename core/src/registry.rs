@@ -154,7 +154,10 @@ impl Algorithm {
     /// it.
     pub fn lease_ms(self, params: &Params) -> u64 {
         match self.lease() {
-            Lease::Session => params.zookeeper.session_timeout_ms(),
+            Lease::Session => match self.backend() {
+                Backend::Etcd => params.etcd.lease_ttl_s() * 1_000,
+                _ => params.zookeeper.session_timeout_ms(),
+            },
             Lease::IdleConnection => params.mysql.wait_timeout_ms(),
             Lease::Ttl { .. } | Lease::None => params
                 .ttl_ms_for(self)
@@ -283,6 +286,8 @@ registry! { S;
     MysqlUnique: mysql::unique, lockcheck_algorithms::mysql::MysqlUnique<S::Sql>;
     /// The row lock of an open transaction is the lock; it ends at commit.
     MysqlForUpdateHeld: mysql::for_update_held, lockcheck_algorithms::mysql::MysqlForUpdateHeld<S::Sql>;
+    /// etcd's concurrency.Mutex: keys under a prefix, the lowest create revision holds.
+    EtcdMutex: etcd::mutex, lockcheck_algorithms::etcd::EtcdMutex<S::Etcd>;
 }
 
 #[cfg(test)]

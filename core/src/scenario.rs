@@ -75,8 +75,8 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
 
 /// Algorithm parameters. Those every algorithm reads (or every one whose description says so)
 /// sit at the top; each backend's own settings sit in its group (`redis`, `zookeeper`,
-/// `mysql`), which only an algorithm on that backend accepts. Files written before the groups
-/// existed (the same names, flat) are still read ([`ParamsFile`]).
+/// `mysql`, `etcd`), which only an algorithm on that backend accepts. Files written before the
+/// groups existed (the same names, flat) are still read (through the private `ParamsFile`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, try_from = "ParamsFile")]
 pub struct Params {
@@ -130,6 +130,9 @@ pub struct Params {
     /// MySQL's own settings (the MySQL locks only).
     #[serde(default, skip_serializing_if = "MysqlParams::is_unset")]
     pub mysql: MysqlParams,
+    /// etcd's own settings (the etcd locks only).
+    #[serde(default, skip_serializing_if = "EtcdParams::is_unset")]
+    pub etcd: EtcdParams,
 }
 
 /// `params.redis`: settings of the Redis servers and of the Redis locks' clients.
@@ -238,6 +241,36 @@ impl MysqlParams {
     }
 }
 
+/// `params.etcd`: settings of the etcd sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdParams {
+    /// The TTL of a client's session lease in seconds, etcd's unit (`concurrency.WithTTL`;
+    /// default 10, where the Go client's is 60, so that faults are measured on the scale of the
+    /// other locks' leases). The lock dies with the lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ttl_s: Option<u64>,
+}
+
+impl EtcdParams {
+    fn is_unset(&self) -> bool {
+        *self == EtcdParams::default()
+    }
+
+    /// The session lease's TTL in seconds, or its default.
+    pub fn lease_ttl_s(&self) -> u64 {
+        self.lease_ttl_s.unwrap_or(DEFAULT_ETCD_LEASE_TTL_S)
+    }
+}
+
+/// The session lease of an etcd lock when a scenario gives none, in seconds.
+pub const DEFAULT_ETCD_LEASE_TTL_S: u64 = 10;
+/// The shortest session lease a scenario may ask of etcd: what etcd grants at least with its
+/// default timing (1.5 × the 1 s election timeout, rounded up).
+pub const MIN_ETCD_LEASE_TTL_S: u64 = 2;
+/// The longest session lease a scenario may ask of etcd: an hour.
+pub const MAX_ETCD_LEASE_TTL_S: u64 = 3_600;
+
 /// The settings a group gives (those it writes: a setting at its "not given" value is left
 /// out), by name, for the message that refuses them.
 fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
@@ -287,6 +320,8 @@ struct ParamsFile {
     zookeeper: Option<ZooKeeperParams>,
     #[serde(default)]
     mysql: Option<MysqlParams>,
+    #[serde(default)]
+    etcd: Option<EtcdParams>,
     // The flat names of before the groups.
     #[serde(default)]
     replicas: Option<u32>,
@@ -414,6 +449,7 @@ impl TryFrom<ParamsFile> for Params {
             redis,
             zookeeper,
             mysql,
+            etcd: f.etcd.unwrap_or_default(),
         })
     }
 }
@@ -449,11 +485,11 @@ impl Params {
 
     /// The persistence of server `node` of `algorithm`.
     pub fn persistence_of(&self, algorithm: Algorithm, node: &str) -> Persistence {
-        // Redis keeps its data set in memory unless told otherwise; InnoDB and ZooKeeper log
-        // every change before they answer.
+        // Redis keeps its data set in memory unless told otherwise; InnoDB, ZooKeeper and etcd
+        // log every change before they answer.
         let default = match algorithm.backend() {
             Backend::Redis => Persistence::None,
-            Backend::ZooKeeper | Backend::Mysql => Persistence::Always,
+            Backend::ZooKeeper | Backend::Mysql | Backend::Etcd => Persistence::Always,
         };
         self.per_node
             .get(node)
@@ -877,6 +913,7 @@ impl Scenario {
             (Backend::Redis, !p.redis.is_unset()),
             (Backend::ZooKeeper, !p.zookeeper.is_unset()),
             (Backend::Mysql, !p.mysql.is_unset()),
+            (Backend::Etcd, !p.etcd.is_unset()),
         ]
         .into_iter()
         .find(|&(on, given)| given && on != backend);
@@ -885,6 +922,7 @@ impl Scenario {
                 Backend::Redis => given_fields(&p.redis),
                 Backend::ZooKeeper => given_fields(&p.zookeeper),
                 Backend::Mysql => given_fields(&p.mysql),
+                Backend::Etcd => given_fields(&p.etcd),
             };
             return bad(format!(
                 "params.{} ({}): {name} does not run on {}; its settings are params.{}",
@@ -934,6 +972,10 @@ impl Scenario {
                         Backend::ZooKeeper => format!(
                             "params.nodes: {name} runs against one standalone ZooKeeper server, \
                              got {n} (ensembles are not modelled yet)"
+                        ),
+                        Backend::Etcd => format!(
+                            "params.nodes: {name} runs against one etcd member, got {n} \
+                             (clusters are not modelled yet)"
                         ),
                     });
                 }
@@ -1015,6 +1057,25 @@ impl Scenario {
                 return bad(format!(
                     "params.per_node: '{}' is not a server of this scenario",
                     input::clip(node)
+                ));
+            }
+        }
+        if backend == Backend::Etcd {
+            if p.persistence
+                .is_some_and(|policy| policy != Persistence::Always)
+            {
+                return bad(
+                    "params.persistence: etcd fsyncs its write-ahead log before it answers; only \
+                     always applies"
+                        .into(),
+                );
+            }
+            let ttl = p.etcd.lease_ttl_s();
+            if !(MIN_ETCD_LEASE_TTL_S..=MAX_ETCD_LEASE_TTL_S).contains(&ttl) {
+                return bad(format!(
+                    "params.etcd.lease_ttl_s must be within {MIN_ETCD_LEASE_TTL_S}..={MAX_ETCD_LEASE_TTL_S} \
+                     (etcd grants at least {MIN_ETCD_LEASE_TTL_S} s with its default timing, and \
+                     would silently raise a shorter TTL), got {ttl}"
                 ));
             }
         }

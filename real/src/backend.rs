@@ -16,6 +16,11 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
         Backend::Redis => Box::new(Redis {
             persistence: scenario.params.persistence_of(algorithm, name),
         }),
+        Backend::Etcd => {
+            return Err(RealError::Unsupported(
+                "etcd: real mode starts no etcd server yet (the simulation has one)".into(),
+            ))
+        }
     })
 }
 
@@ -25,5 +30,6 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
 pub fn supports(backend: Backend) -> bool {
     match backend {
         Backend::Redis | Backend::ZooKeeper | Backend::Mysql => true,
+        Backend::Etcd => false,
     }
 }

@@ -38,6 +38,8 @@ impl Stores for RealStores {
     type Redis = RealRedis;
     type Zk = RealZk;
     type Sql = RealMysql;
+    /// Real mode refuses etcd scenarios before any lock is built (`backend::supports`).
+    type Etcd = lockcheck_algorithms::etcd::Absent;
 
     fn redis_primary(&self) -> RealRedis {
         RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
@@ -66,6 +68,12 @@ impl Stores for RealStores {
             self.lock_wait,
             self.gate.clone(),
         )
+    }
+
+    fn etcd(&self) -> lockcheck_algorithms::etcd::Absent {
+        lockcheck_algorithms::etcd::Absent {
+            why: "real mode has no etcd client yet",
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! backend's simulation is registered. (Its client side is its store in [`crate::client`]'s
 //! `SimStores`.)
 
+use crate::etcd::node::EtcdServer;
 use crate::mysql::node::MysqlServer;
 use crate::redis::node::RedisServer;
 use crate::server;
@@ -17,5 +18,6 @@ pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
         Backend::Redis => server::start::<RedisServer>(handle, world, node),
         Backend::ZooKeeper => server::start::<ZkServer>(handle, world, node),
         Backend::Mysql => server::start::<MysqlServer>(handle, world, node),
+        Backend::Etcd => server::start::<EtcdServer>(handle, world, node),
     }
 }

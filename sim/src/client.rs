@@ -2,6 +2,7 @@
 //! stores, on a madsim node, giving the [`lockcheck_core::workload`] what it needs from this world.
 
 use crate::env::SimEnv;
+use crate::etcd::SimEtcd;
 use crate::mysql::store::SimMysql;
 use crate::net::RpcClient;
 use crate::redis::SimRedis;
@@ -29,6 +30,7 @@ impl Stores for SimStores {
     type Redis = SimRedis;
     type Zk = SimZk<SimEnv>;
     type Sql = SimMysql;
+    type Etcd = SimEtcd<SimEnv>;
 
     fn redis_primary(&self) -> SimRedis {
         SimRedis::to_primary(self.rpc.clone(), self.world.clone(), self.timeout())
@@ -59,6 +61,17 @@ impl Stores for SimStores {
             self.servers()[0],
             self.timeout(),
             Duration::from_millis(self.world.scenario.params.mysql.lock_wait_timeout_ms()),
+        )
+    }
+
+    fn etcd(&self) -> SimEtcd<SimEnv> {
+        let ttl = Duration::from_secs(self.world.scenario.params.etcd.lease_ttl_s());
+        SimEtcd::new(
+            self.rpc.clone(),
+            self.env.clone(),
+            self.servers()[0],
+            ttl,
+            self.timeout(),
         )
     }
 }

@@ -32,6 +32,7 @@ pub mod cell;
 pub mod client;
 pub mod disk;
 pub mod env;
+pub mod etcd;
 pub mod expectations;
 pub mod explore;
 pub mod links;

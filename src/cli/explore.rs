@@ -72,6 +72,9 @@ pub struct ExploreArgs {
     /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
     #[arg(long)]
     suspended_is_lost: bool,
+    /// etcd: the TTL of each client's session lease in seconds (2 to 3600; default 10).
+    #[arg(long, value_name = "S")]
+    lease_ttl_s: Option<u64>,
     /// MySQL: the server's wait_timeout in ms (idle connections are closed and their
     /// transactions rolled back; default 8 hours). Redis: WAIT's timeout (default 50).
     #[arg(long, value_name = "MS")]
@@ -120,6 +123,7 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         max_partition_ms,
         session_timeout_ms,
         suspended_is_lost,
+        lease_ttl_s,
         wait_timeout_ms,
         lock_wait_timeout_ms,
         safety_only,
@@ -155,17 +159,18 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
     params.zookeeper.session_timeout_ms = session_timeout_ms;
     params.zookeeper.suspended_is_lost = suspended_is_lost;
     params.mysql.lock_wait_timeout_ms = lock_wait_timeout_ms;
+    params.etcd.lease_ttl_s = lease_ttl_s;
     match algorithm.backend() {
         Backend::Redis => params.redis.wait_timeout_ms = wait_timeout_ms,
         Backend::Mysql => params.mysql.wait_timeout_ms = wait_timeout_ms,
-        Backend::ZooKeeper if wait_timeout_ms.is_some() => {
+        Backend::ZooKeeper | Backend::Etcd if wait_timeout_ms.is_some() => {
             return Err(usage(format!(
                 "--wait-timeout-ms: {} has none (it is Redis's WAIT timeout or MySQL's \
                  wait_timeout)",
                 algorithm.name()
             )))
         }
-        Backend::ZooKeeper => {}
+        Backend::ZooKeeper | Backend::Etcd => {}
     }
     let shard = match shard {
         Some(text) => Shard::parse(&text).map_err(usage)?,
