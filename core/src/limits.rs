@@ -94,6 +94,16 @@ pub fn rows() -> Vec<(&'static str, String, &'static str)> {
             "4000..=40000 ms".into(),
             "what a ZooKeeper server with the default tickTime grants",
         ),
+        (
+            "`params.etcd.lease_ttl_s`",
+            format!(
+                "{}..={} s",
+                crate::scenario::MIN_ETCD_LEASE_TTL_S,
+                crate::scenario::MAX_ETCD_LEASE_TTL_S
+            ),
+            "etcd grants at least 2 s with its default timing (1.5 × the 1 s election timeout, \
+             rounded up) and would raise a shorter TTL silently",
+        ),
         ("`params.request_timeout_ms`", ms(1), ""),
         (
             "`workload.acquisitions_per_client`",

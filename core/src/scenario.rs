@@ -1459,6 +1459,8 @@ mod tests {
                 Backend::Mysql
             } else if name.contains("redis") || name == "redlock" {
                 Backend::Redis
+            } else if name.starts_with("etcd-") {
+                Backend::Etcd
             } else {
                 panic!("{name}: its name says no backend; name it after its server");
             };

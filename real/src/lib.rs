@@ -70,6 +70,8 @@ pub mod backend;
 pub mod client;
 pub mod env;
 pub mod error;
+pub mod etcd_gateway;
+pub mod etcd_store;
 pub mod gate;
 pub mod launcher;
 pub mod mysql_store;

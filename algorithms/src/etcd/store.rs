@@ -212,6 +212,9 @@ pub enum EtcdError {
     /// A put names a lease the server does not have (expired, revoked, or never granted).
     #[error("etcdserver: requested lease not found")]
     LeaseNotFound,
+    /// A branch of a transaction puts one key twice, or puts a key it also deletes.
+    #[error("etcdserver: duplicate key given in txn request")]
+    DuplicateKey,
 }
 
 /// One connection to an etcd server with its session lease, as the Go client and its

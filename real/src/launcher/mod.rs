@@ -4,8 +4,8 @@
 //! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
 //! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
 //! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
-//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`], [`zookeeper::ZooKeeper`] and
-//! [`mariadb::MariaDb`].
+//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`], [`zookeeper::ZooKeeper`],
+//! [`mariadb::MariaDb`] and [`etcd::Etcd`].
 //!
 //! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
 //! binary again on the same port and directory (so what the server persisted is read back), a
@@ -16,6 +16,7 @@
 //! As a last resort, each server is started with `PR_SET_PDEATHSIG = SIGKILL`, so the kernel kills
 //! it if the thread that started it dies without stopping it (lockcheck killed by a signal).
 
+pub mod etcd;
 pub mod ledger;
 pub mod mariadb;
 pub mod redis;
@@ -34,6 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+pub use self::etcd::{Etcd, ETCD, ETCD_INSTALL};
 pub use self::mariadb::{MariaDb, MARIADBD, MARIADB_INSTALL};
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
 pub use self::zookeeper::{ZooKeeper, JAVA, ZOOKEEPER_INSTALL, ZOOKEEPER_JAR};

@@ -268,6 +268,10 @@ impl EtcdModel {
 
     /// A transaction.
     pub fn txn(&mut self, txn: &Txn, effects: &mut Vec<KeyEffect>) -> Result<TxnResult, EtcdError> {
+        // Both branches are checked before the compare is (etcd's `checkIntervals`).
+        if overlaps(&txn.success) || overlaps(&txn.failure) {
+            return Err(EtcdError::DuplicateKey);
+        }
         let succeeded = txn.compare.iter().all(|c| self.holds(c));
         let ops = if succeeded {
             &txn.success
@@ -379,6 +383,23 @@ impl EtcdModel {
     }
 }
 
+/// Whether `ops` put one key twice, or put a key they also delete (deleting one twice is
+/// allowed).
+fn overlaps(ops: &[Op]) -> bool {
+    let deleted: BTreeSet<&str> = ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Delete { key } => Some(key.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut put = BTreeSet::new();
+    ops.iter().any(|op| match op {
+        Op::Put { key, .. } => deleted.contains(key.as_str()) || !put.insert(key.as_str()),
+        _ => false,
+    })
+}
+
 /// The keys `range` reads from `keys`.
 fn read(keys: &BTreeMap<String, KeyValue>, range: &Range) -> Vec<KeyValue> {
     let mut found: Vec<KeyValue> = if range.prefix {
@@ -476,6 +497,27 @@ mod tests {
         assert_eq!(revs, [("/l/a", 3), ("/l/c", 3), ("/l/b", 2)]);
         let last = m.range(&Range::last_created_up_to("/l/", 2));
         assert_eq!(last[0].key, "/l/b");
+    }
+
+    #[test]
+    fn a_branch_that_writes_a_key_twice_is_refused_whichever_branch_runs() {
+        let mut m = EtcdModel::new();
+        let twice = Txn {
+            compare: vec![],
+            success: vec![],
+            failure: vec![put("/l/x", 0), Op::Delete { key: "/l/x".into() }],
+        };
+        assert_eq!(m.txn(&twice, &mut Vec::new()), Err(EtcdError::DuplicateKey));
+        let deletes = Txn {
+            compare: vec![],
+            success: vec![
+                Op::Delete { key: "/l/x".into() },
+                Op::Delete { key: "/l/x".into() },
+            ],
+            failure: vec![put("/l/x", 0), put("/l/y", 0)],
+        };
+        assert!(m.txn(&deletes, &mut Vec::new()).is_ok());
+        assert_eq!(m.revision(), 1);
     }
 
     #[test]

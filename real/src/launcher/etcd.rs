@@ -1,0 +1,89 @@
+//! A single-member etcd from Debian's `etcd-server` package, ready once its client port answers
+//! `GET /health` with `{"health":"true"}`.
+
+use super::ServerKind;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::process::Command;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The server binary.
+pub const ETCD: &str = "etcd";
+/// How to install it.
+pub const ETCD_INSTALL: &str = "apt-get install etcd-server";
+/// The server's log, in its directory.
+const LOG_FILE: &str = "etcd.log";
+
+/// One etcd member, a cluster of its own.
+///
+/// Its peer URL is a unix socket in its directory (`unix://localhost:2380`, which etcd creates
+/// as the file `localhost:2380` in its working directory), so it takes no second TCP port. It
+/// keeps its data in `data/` of its directory: a crash and a restart there keep every write it
+/// acknowledged (etcd fsyncs its write-ahead log first) and its leases, each renewed for a full
+/// TTL when the restarted member becomes leader again.
+pub struct Etcd;
+
+impl ServerKind for Etcd {
+    fn binary(&self) -> &'static str {
+        ETCD
+    }
+
+    fn install(&self) -> &'static str {
+        ETCD_INSTALL
+    }
+
+    fn command(&self, dir: &Path, port: u16) -> Command {
+        let client = format!("http://127.0.0.1:{port}");
+        let peer = "unix://localhost:2380";
+        let mut command = Command::new(ETCD);
+        command
+            .current_dir(dir)
+            .arg("--name")
+            .arg("member")
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen-client-urls")
+            .arg(&client)
+            .arg("--advertise-client-urls")
+            .arg(&client)
+            .arg("--listen-peer-urls")
+            .arg(peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(peer)
+            .arg("--initial-cluster")
+            .arg(format!("member={peer}"))
+            .arg("--log-outputs")
+            .arg(dir.join(LOG_FILE))
+            .arg("--logger")
+            .arg("zap");
+        command
+    }
+
+    fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
+        Box::pin(healthy(addr))
+    }
+
+    fn logs(&self) -> &'static [&'static str] {
+        &[LOG_FILE]
+    }
+}
+
+/// Whether the member at `addr` says it is healthy (it has a leader: itself).
+pub async fn healthy(addr: SocketAddr) -> bool {
+    let exchange = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await?;
+        stream
+            .write_all(b"GET /health HTTP/1.1\r\nHost: etcd\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await?;
+        Ok::<bool, std::io::Error>(String::from_utf8_lossy(&reply).contains(r#""health":"true""#))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_millis(500), exchange).await,
+        Ok(Ok(true))
+    )
+}
