@@ -1,7 +1,7 @@
 //! Which real server each algorithm runs against.
 
 use crate::error::RealError;
-use crate::launcher::{MariaDb, Redis, ServerKind, ZooKeeper};
+use crate::launcher::{Etcd, MariaDb, Redis, ServerKind, ZooKeeper};
 use lockcheck_core::scenario::{Backend, Scenario};
 
 /// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
@@ -16,11 +16,7 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
         Backend::Redis => Box::new(Redis {
             persistence: scenario.params.persistence_of(algorithm, name),
         }),
-        Backend::Etcd => {
-            return Err(RealError::Unsupported(
-                "etcd: real mode starts no etcd server yet (the simulation has one)".into(),
-            ))
-        }
+        Backend::Etcd => Box::new(Etcd),
     })
 }
 
@@ -29,7 +25,6 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
 /// here, and [`server_kind`] refuses it.)
 pub fn supports(backend: Backend) -> bool {
     match backend {
-        Backend::Redis | Backend::ZooKeeper | Backend::Mysql => true,
-        Backend::Etcd => false,
+        Backend::Redis | Backend::ZooKeeper | Backend::Mysql | Backend::Etcd => true,
     }
 }

@@ -3,6 +3,7 @@
 //! from this world, so that a verdict means the same thing in both.
 
 use crate::env::RealEnv;
+use crate::etcd_store::RealEtcd;
 use crate::gate::PauseGate;
 use crate::mysql_store::RealMysql;
 use crate::redis_store::RealRedis;
@@ -28,6 +29,8 @@ pub struct RealStores {
     servers: Vec<SocketAddr>,
     timeout: Duration,
     session_timeout: Duration,
+    /// etcd: the TTL of each session's lease.
+    etcd_ttl: Duration,
     /// MySQL: how long a statement may wait on the server for a row lock
     /// (`innodb_lock_wait_timeout`), on top of `timeout`.
     lock_wait: Duration,
@@ -38,8 +41,7 @@ impl Stores for RealStores {
     type Redis = RealRedis;
     type Zk = RealZk;
     type Sql = RealMysql;
-    /// Real mode refuses etcd scenarios before any lock is built (`backend::supports`).
-    type Etcd = lockcheck_algorithms::etcd::Absent;
+    type Etcd = RealEtcd;
 
     fn redis_primary(&self) -> RealRedis {
         RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
@@ -70,10 +72,13 @@ impl Stores for RealStores {
         )
     }
 
-    fn etcd(&self) -> lockcheck_algorithms::etcd::Absent {
-        lockcheck_algorithms::etcd::Absent {
-            why: "real mode has no etcd client yet",
-        }
+    fn etcd(&self) -> RealEtcd {
+        RealEtcd::new(
+            self.servers[0],
+            self.etcd_ttl,
+            self.timeout,
+            self.gate.clone(),
+        )
     }
 }
 
@@ -128,6 +133,7 @@ impl Client {
             servers: world.servers_for(me),
             timeout: Duration::from_millis(params.request_timeout_ms),
             session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
+            etcd_ttl: Duration::from_secs(params.etcd.lease_ttl_s()),
             lock_wait: Duration::from_millis(params.mysql.lock_wait_timeout_ms()),
             gate: gate.clone(),
         };

@@ -1,8 +1,9 @@
 //! Ready-made scenarios for `lockcheck real --faults F`: a fault profile as one concrete story,
 //! timed from the lease so that its verdict does not hang on the machine's timing.
 //!
-//! The lease (TTL below) is the TTL of a Redis lock and the session timeout of a ZooKeeper lock
-//! (which has no TTL: its node lives as long as the holder's session).
+//! The lease (TTL below) is the TTL of a Redis lock, the session timeout of a ZooKeeper lock
+//! (which has no TTL: its node lives as long as the holder's session) and the session lease's TTL
+//! of the etcd lock (whole seconds).
 //!
 //! A real run cannot search fault schedules the way `explore` does (each case takes real seconds),
 //! so each profile is the one schedule that tells its story:
@@ -21,7 +22,9 @@
 //!   paused from TTL/5 until `free + TTL/4`, where `free = TTL/5 + TTL + tick` is the latest the
 //!   lock can come free, and everyone works for as long as it takes the next holder (in from TTL
 //!   on) to still be inside when `client-0` wakes: `free + TTL/4 − TTL + TTL/4`.
-//! - `partition` (ZooKeeper locks): the holder is cut off from everything (its server and the
+//!   etcd: the same, with `free = TTL/5 + TTL + 500 ms`: the member counts the lease from the
+//!   last keep-alive it answered (at TTL/5 at the latest) and its lessor looks every 500 ms.
+//! - `partition` (ZooKeeper and etcd locks): the holder is cut off from everything (its server and the
 //!   resource) at TTL/5 until `free + TTL/4`, and keeps working without knowing: it works TTL/4
 //!   past the heal, so its last access reaches the resource after the heal, while the next
 //!   holder, in since the session expired, is still inside. A Redis lock has no such story: its
@@ -139,13 +142,18 @@ impl Shape {
     }
 }
 
+/// How late after its deadline etcd's lessor may find a lease expired: it looks every 500 ms.
+const ETCD_EXPIRY_CHECK_MS: u64 = 500;
+
 /// The latest time after the start at which the lock of a holder that went silent at TTL/5
-/// comes free (before the next holder enters), in ms.
+/// comes free (before the next holder enters), in ms. A session lock's server counts from the
+/// last it heard of the holder (at TTL/5 at the latest) and ends the session at its next check
+/// (ZooKeeper's tick, etcd's lessor loop); a lease counts from the acquisition.
 fn free_by(algorithm: Algorithm, lease: u64, retry_delay: u64) -> u64 {
-    if algorithm.backend() == Backend::ZooKeeper {
-        lease / 5 + lease + DEFAULT_TICK_TIME_MS
-    } else {
-        lease + retry_delay
+    match algorithm.backend() {
+        Backend::ZooKeeper => lease / 5 + lease + DEFAULT_TICK_TIME_MS,
+        Backend::Etcd => lease / 5 + lease + ETCD_EXPIRY_CHECK_MS,
+        Backend::Redis | Backend::Mysql => lease + retry_delay,
     }
 }
 
@@ -178,12 +186,16 @@ fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioEr
 }
 
 /// Sets what ends a silent holder's lock in `scenario` to `ms`: the lease (`ttl_ms`) of the Redis
-/// locks and of `mysql-row`, the session timeout of the ZooKeeper locks, the server's
-/// `wait_timeout` for `mysql-for-update-held`. `mysql-unique` has none, and is left alone.
-/// (What `--ttl-ms` means, for a profile and for a scenario file alike.)
+/// locks and of `mysql-row`, the session timeout of the ZooKeeper locks, the session lease of
+/// the etcd lock (in whole seconds, rounded up: what etcd takes), the server's `wait_timeout`
+/// for `mysql-for-update-held`. `mysql-unique` has none, and is left alone. (What `--ttl-ms`
+/// means, for a profile and for a scenario file alike.)
 pub fn set_lease(scenario: &mut Scenario, ms: u64) {
     let p = &mut scenario.params;
     match scenario.algorithm.lease() {
+        Lease::Session if scenario.algorithm.backend() == Backend::Etcd => {
+            p.etcd.lease_ttl_s = Some(ms.div_ceil(1_000))
+        }
         Lease::Session => p.zookeeper.session_timeout_ms = Some(ms),
         Lease::IdleConnection => p.mysql.wait_timeout_ms = Some(ms),
         Lease::None => {}
@@ -203,6 +215,12 @@ pub fn scenario(
     limits::positive_ms("--ttl-ms", shape.ttl_ms).map_err(invalid)?;
     limits::positive_ms("--duration-ms", shape.duration_ms).map_err(invalid)?;
     let ttl = shape.ttl_ms;
+    if algorithm.backend() == Backend::Etcd && !ttl.is_multiple_of(1_000) {
+        return Err(ScenarioError::Invalid(format!(
+            "--ttl-ms: etcd grants leases in whole seconds; {ttl} ms is not (give a multiple of \
+             1000)"
+        )));
+    }
     let mut s = Scenario::new(algorithm);
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;
@@ -221,7 +239,7 @@ pub fn scenario(
             };
         }
         Profile::Pause => {
-            let (wake, hold) = if algorithm.backend() == Backend::ZooKeeper {
+            let (wake, hold) = if algorithm.lease() == Lease::Session {
                 let wake = free + ttl / 4;
                 (wake, wake - ttl + ttl / 4)
             } else {
@@ -236,11 +254,11 @@ pub fn scenario(
             });
         }
         Profile::Partition => {
-            if algorithm.backend() != Backend::ZooKeeper {
+            if algorithm.lease() != Lease::Session {
                 return Err(ScenarioError::Invalid(format!(
-                    "the partition story is told for the ZooKeeper locks: a {} holder works \
-                     within its TTL, so nothing of its would reach the resource after a \
-                     partition longer than its lease",
+                    "the partition story is told for the session locks (ZooKeeper, etcd): a {} \
+                     holder works within its TTL, so nothing of its would reach the resource \
+                     after a partition longer than its lease",
                     algorithm.name()
                 )));
             }

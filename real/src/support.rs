@@ -62,6 +62,18 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             Fault::Partition { .. } | Fault::Loss { .. } | Fault::Delay { .. } => true,
             Fault::Failover { .. } => false,
         };
+        let on_server = roles.contains(&Role::Server);
+        if on_server
+            && scenario.algorithm.backend() == lockcheck_core::scenario::Backend::Etcd
+            && matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
+        {
+            return Err(RealError::Unsupported(format!(
+                "faults[{i}] ({}): etcd is a Go program, which reads its clocks through the \
+                 kernel's vDSO and not through libc, so the time-shift library real mode moves \
+                 a server's clock with does not reach it; the simulation runs this fault",
+                fault.describe()
+            )));
+        }
         if let Fault::Crash {
             scope: lockcheck_core::scenario::CrashScope::Machine,
             ..

@@ -11,7 +11,6 @@ pub mod mutex;
 pub mod store;
 
 pub use mutex::EtcdMutex;
-pub use store::Absent;
 pub use store::{
     Compare, CompareOp, CompareTarget, EtcdError, EtcdStore, KeyValue, LeaseId, Op, OpResult,
     Range, Revision, SortOrder, Txn, TxnResult,

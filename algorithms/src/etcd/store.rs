@@ -253,37 +253,3 @@ pub trait EtcdStore {
     /// watch after a lost connection, from where it left off.
     fn wait_deleted(&self, key: &str, from: Revision) -> impl Future<Output = ()>;
 }
-
-/// The etcd store of a world that has no etcd (real mode, until it has an etcd client): every
-/// request fails as unreachable, saying why. Such a world refuses etcd scenarios before it
-/// builds a lock, so no run reaches it; it exists so that the world's `Stores` is complete.
-pub struct Absent {
-    /// Why there is no etcd.
-    pub why: &'static str,
-}
-
-impl EtcdStore for Absent {
-    async fn session(&self) -> Result<LeaseId, StoreError> {
-        Err(StoreError::Unreachable(self.why.into()))
-    }
-
-    fn session_done(&self) -> bool {
-        true
-    }
-
-    async fn session_ended(&self) {}
-
-    async fn txn(&self, _: Txn) -> Result<Result<TxnResult, EtcdError>, StoreError> {
-        Err(StoreError::Unreachable(self.why.into()))
-    }
-
-    async fn range(&self, _: Range) -> Result<(Vec<KeyValue>, Revision), StoreError> {
-        Err(StoreError::Unreachable(self.why.into()))
-    }
-
-    async fn delete(&self, _: &str) -> Result<i64, StoreError> {
-        Err(StoreError::Unreachable(self.why.into()))
-    }
-
-    async fn wait_deleted(&self, _: &str, _: Revision) {}
-}
