@@ -375,7 +375,7 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "partition"],
-            "ZooKeeper locks",
+            "session locks (ZooKeeper, etcd)",
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
@@ -423,6 +423,14 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         (
             vec!["--algorithm", "redlock", "--nodes", "4"],
             "params.nodes",
+        ),
+        (
+            vec!["--algorithm", "etcd-mutex", "--faults", "clock-jump"],
+            "vDSO",
+        ),
+        (
+            vec!["--algorithm", "etcd-mutex", "--ttl-ms", "2500"],
+            "whole seconds",
         ),
     ] {
         let o = lockcheck_real(&args, &[]);
