@@ -1060,16 +1060,25 @@ impl Scenario {
                 ));
             }
         }
-        if backend == Backend::Etcd {
-            if p.persistence
-                .is_some_and(|policy| policy != Persistence::Always)
+        // A server that logs every change before it answers keeps all of it: only `always`
+        // applies, to the whole scenario and to each server alike.
+        let logs_first = match backend {
+            Backend::ZooKeeper => Some("a ZooKeeper server logs every transaction"),
+            Backend::Etcd => Some("etcd fsyncs its write-ahead log"),
+            Backend::Redis | Backend::Mysql => None,
+        };
+        if let Some(why) = logs_first {
+            let policies = p.per_node.values().filter_map(|n| n.persistence);
+            if policies
+                .chain(p.persistence)
+                .any(|policy| policy != Persistence::Always)
             {
-                return bad(
-                    "params.persistence: etcd fsyncs its write-ahead log before it answers; only \
-                     always applies"
-                        .into(),
-                );
+                return bad(format!(
+                    "params.persistence: {why} before it answers; only always applies"
+                ));
             }
+        }
+        if backend == Backend::Etcd {
             let ttl = p.etcd.lease_ttl_s();
             if !(MIN_ETCD_LEASE_TTL_S..=MAX_ETCD_LEASE_TTL_S).contains(&ttl) {
                 return bad(format!(
@@ -1080,15 +1089,6 @@ impl Scenario {
             }
         }
         if backend == Backend::ZooKeeper {
-            if p.persistence
-                .is_some_and(|policy| policy != Persistence::Always)
-            {
-                return bad(
-                    "params.persistence: a ZooKeeper server logs every transaction before it \
-                     answers; only always applies"
-                        .into(),
-                );
-            }
             let session = p.zookeeper.session_timeout_ms();
             if !(4_000..=40_000).contains(&session) {
                 return bad(format!(

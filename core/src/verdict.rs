@@ -37,22 +37,6 @@ impl<F> Verdict<F> {
             Verdict::NotFound(_) => VerdictKind::NotFound,
         }
     }
-
-    /// The evidence of a finding, if one was made.
-    pub fn found(&self) -> Option<&F> {
-        match self {
-            Verdict::Found(f) => Some(f),
-            Verdict::NotFound(_) => None,
-        }
-    }
-
-    /// The same conclusion with the evidence turned into what another level keeps.
-    pub fn map<G>(self, f: impl FnOnce(F) -> G) -> Verdict<G> {
-        match self {
-            Verdict::Found(found) => Verdict::Found(f(found)),
-            Verdict::NotFound(coverage) => Verdict::NotFound(coverage),
-        }
-    }
 }
 
 /// The conclusion without its evidence. Written in a report as `violation` / `no_violation`

@@ -24,8 +24,8 @@
 //!   on) to still be inside when `client-0` wakes: `free + TTL/4 − TTL + TTL/4`.
 //!   etcd: the same, with `free = TTL/5 + TTL + 500 ms`: the member counts the lease from the
 //!   last keep-alive it answered (at TTL/5 at the latest) and its lessor looks every 500 ms.
-//! - `partition` (ZooKeeper and etcd locks): the holder is cut off from everything (its server and the
-//!   resource) at TTL/5 until `free + TTL/4`, and keeps working without knowing: it works TTL/4
+//! - `partition` (ZooKeeper and etcd locks): the holder is cut off from everything (its server
+//!   and the resource) at TTL/5 until `free + TTL/4`, and keeps working without knowing: it works TTL/4
 //!   past the heal, so its last access reaches the resource after the heal, while the next
 //!   holder, in since the session expired, is still inside. A Redis lock has no such story: its
 //!   holder must finish within its TTL, so a holder cut off past its lease has no access left
@@ -38,7 +38,8 @@
 //!   and the next client's quorum is `redis-1` + `redis-2`. For the other locks, the one
 //!   server's wall clock jumps forward by two leases at 3 TTL/10, while `client-0` is inside:
 //!   `mysql-row`'s lease is judged by the database's clock (UNSAFE), a ZooKeeper session and
-//!   MariaDB's `wait_timeout` by monotonic clocks (safe).
+//!   MariaDB's `wait_timeout` by monotonic clocks (safe). An etcd member's clock cannot be moved
+//!   in real mode (`support::check` refuses it).
 //! - `restart` (Redis locks, no persistence): a server that holds `client-0`'s key is killed and
 //!   started again at once, empty, at 3 TTL/10. For Redlock (3 masters) this is seed 002's
 //!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its

@@ -127,10 +127,10 @@ enum Route {
 /// How a message from node `from` to node `to` goes. Decided before a request is numbered, so a
 /// lost request leaves no gap in its connection's sequence (a held one is numbered: it arrives).
 fn route(world: &World, from: usize, to: usize) -> Route {
-    if let Some(cut) = cut(world, from, to) {
-        return cut;
-    }
-    let (loss, delay) = world.links().message_faults(from, to);
+    let (loss, delay) = match link(world, from, to) {
+        Ok(faults) => faults,
+        Err(cut) => return cut,
+    };
     // madsim's seeded generator: the draw is part of the run's replayable randomness.
     if loss > 0.0 && madsim::rand::random::<f64>() < loss {
         Route::Lose
@@ -484,17 +484,20 @@ pub fn reset_connections(world: &World, dead: usize) {
     }
 }
 
-/// What a partition does to a message on `from → to` now, if one cuts the link.
-fn cut(world: &World, from: usize, to: usize) -> Option<Route> {
-    world
-        .links()
-        .cut_holds(from, to)
-        .map(|holds| if holds { Route::Hold } else { Route::Lose })
+/// The link `from → to` now, read at once: the route a partition that cuts it gives a message
+/// (`Err`), or the `loss` and `delay` of the message faults in force on it.
+fn link(world: &World, from: usize, to: usize) -> Result<(f64, Duration), Route> {
+    let links = world.links();
+    match links.cut_holds(from, to) {
+        Some(true) => Err(Route::Hold),
+        Some(false) => Err(Route::Lose),
+        None => Ok(links.message_faults(from, to)),
+    }
 }
 
 /// How a message on `from → to` goes now, without drawing for `loss`.
 fn cut_route(world: &World, from: usize, to: usize) -> Route {
-    cut(world, from, to).unwrap_or_else(|| Route::Deliver(world.links().message_faults(from, to).1))
+    link(world, from, to).map_or_else(|cut| cut, |(_, delay)| Route::Deliver(delay))
 }
 
 /// Whether `payload` is a connection reset from the server (see [`reset_connections`]).

@@ -252,6 +252,22 @@ fn etcd_mutex_refuses_settings_it_cannot_honour() {
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("write-ahead log"), "{e}");
     s.params.persistence = None;
+    // Per server too (it was not checked for the servers that log first: ZooKeeper's neither).
+    for (algorithm, server) in [
+        (Algorithm::EtcdMutex, "etcd-0"),
+        (Algorithm::ZkSequential, "zk-0"),
+    ] {
+        let mut one = Scenario::new(algorithm);
+        one.params.per_node =
+            serde_json::from_str(&format!(r#"{{"{server}": {{"persistence": "everysec"}}}}"#))
+                .unwrap();
+        let e = one.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("only always applies"),
+            "{}: {e}",
+            algorithm.name()
+        );
+    }
     s.params.zookeeper.session_timeout_ms = Some(8_000);
     let e = s.validate().unwrap_err().to_string();
     assert!(

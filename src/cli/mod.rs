@@ -182,9 +182,9 @@ Optional: seed, max_drift, max_partition_ms, safety_only (default true), violati
     ///
     /// Every algorithm runs: the Redis locks against redis-server, the ZooKeeper locks against
     /// ZooKeeper, the MySQL locks against MariaDB, etcd-mutex against etcd (whose clocks real
-    /// mode cannot move: clock faults on it are refused). Faults: pauses, crashes and restarts of clients
-    /// and servers, partitions, clock jumps and drifts of clients and servers, message delay and
-    /// loss (a loss on a TCP link is a retransmission's stall). A real run is not byte-replayable
+    /// mode cannot move: clock faults on it are refused). Faults: pauses, crashes and restarts
+    /// of clients and servers, partitions, clock jumps and drifts of clients and servers,
+    /// message delay and loss (a loss on a TCP link is a retransmission's stall). A real run is not byte-replayable
     /// (the machine decides the interleaving); its scenario is, here and in the simulation
     /// (`lockcheck run FILE`).
     #[command(after_help = "Examples:\n  \

@@ -26,9 +26,10 @@ pub struct RealArgs {
     /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
     /// first holder is paused inside its critical section until its lease has surely ended,
     /// while the others wait); `partition` (the session locks, ZooKeeper and etcd: the first
-    /// holder is cut off as long, and keeps working); `clock-jump` (a server holding the first holder's key jumps
-    /// 2 × TTL forward; Redlock: Kleppmann's story on 3 masters); `restart` (that server is
-    /// killed and restarted empty at once; Redlock: seed 002's story).
+    /// holder is cut off as long, and keeps working); `clock-jump` (a server holding the first
+    /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters; refused for
+    /// etcd, whose clocks real mode cannot move); `restart` (that server is killed and
+    /// restarted empty at once; Redlock: seed 002's story).
     #[arg(
         long,
         value_name = "F",

@@ -371,16 +371,6 @@ impl EtcdModel {
             .find(|(_, k)| k == key)
             .map(|(rev, _)| *rev)
     }
-
-    /// How many keys exist.
-    pub fn len(&self) -> usize {
-        self.keys.len()
-    }
-
-    /// Whether no key exists.
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
-    }
 }
 
 /// Whether `ops` put one key twice, or put a key they also delete (deleting one twice is
@@ -529,7 +519,7 @@ mod tests {
             failure: vec![],
         };
         assert_eq!(m.txn(&txn, &mut Vec::new()), Err(EtcdError::LeaseNotFound));
-        assert!(m.is_empty());
+        assert!(m.range(&Range::first_created("/")).is_empty());
         assert_eq!(m.revision(), 1);
     }
 

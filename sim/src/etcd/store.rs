@@ -31,25 +31,38 @@ struct Session {
     done: bool,
 }
 
-/// One client's connection to the simulated etcd member, with its session.
-pub struct SimEtcd<E: Env> {
+/// One client's connection to the simulated etcd member, with its session: a handle the
+/// keep-alive task shares.
+#[derive(Clone)]
+pub struct SimEtcd<E: Env>(Rc<Shared<E>>);
+
+/// What a [`SimEtcd`] and its keep-alive task share.
+pub struct Shared<E: Env> {
     rpc: Rc<RpcClient>,
     env: E,
     server: usize,
     request_timeout: Duration,
     /// The TTL the session's lease is asked for.
     ttl: Duration,
-    session: Rc<RefCell<Session>>,
+    session: RefCell<Session>,
     /// Counts the ends of sessions: what `session_ended` waits for.
-    ended: Rc<Signal>,
+    ended: Signal,
     /// Counts lost connections: a watch is registered again after one.
-    reconnects: Rc<Signal>,
+    reconnects: Signal,
     /// Whether the last request on the connection went unanswered (timed out). TCP retransmits
     /// unacknowledged data until it is acknowledged or reset, so such a connection learns that
     /// its member restarted soon after the member is back; see `wait_deleted`.
-    unanswered: Rc<std::cell::Cell<bool>>,
+    unanswered: std::cell::Cell<bool>,
     /// Counts the requests that went unanswered.
-    timeouts: Rc<Signal>,
+    timeouts: Signal,
+}
+
+impl<E: Env> std::ops::Deref for SimEtcd<E> {
+    type Target = Shared<E>;
+
+    fn deref(&self) -> &Shared<E> {
+        &self.0
+    }
 }
 
 impl<E: Env + Clone + 'static> SimEtcd<E> {
@@ -61,18 +74,18 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
         ttl: Duration,
         request_timeout: Duration,
     ) -> Self {
-        SimEtcd {
+        SimEtcd(Rc::new(Shared {
             rpc,
             env,
             server,
             request_timeout,
             ttl,
-            session: Rc::default(),
-            ended: Rc::default(),
-            reconnects: Rc::default(),
-            unanswered: Rc::default(),
-            timeouts: Rc::default(),
-        }
+            session: RefCell::default(),
+            ended: Signal::default(),
+            reconnects: Signal::default(),
+            unanswered: std::cell::Cell::default(),
+            timeouts: Signal::default(),
+        }))
     }
 
     async fn call(&self, request: EtcdRequest) -> Result<EtcdResponse, StoreError> {
@@ -110,18 +123,7 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
 
     /// Keeps `lease` alive until it is done, on the client's node.
     fn spawn_keep_alive(&self, lease: LeaseId) {
-        let this = SimEtcd {
-            rpc: self.rpc.clone(),
-            env: self.env.clone(),
-            server: self.server,
-            request_timeout: self.request_timeout,
-            ttl: self.ttl,
-            session: self.session.clone(),
-            ended: self.ended.clone(),
-            reconnects: self.reconnects.clone(),
-            unanswered: self.unanswered.clone(),
-            timeouts: self.timeouts.clone(),
-        };
+        let this = self.clone();
         madsim::task::spawn_local(async move {
             loop {
                 let (deadline, current) = {
