@@ -8,8 +8,8 @@
 use crate::input;
 pub use crate::registry::Algorithm;
 use crate::topology::Topology;
-pub use lockcheck_algorithms::describe::Backend;
-use lockcheck_algorithms::describe::{Fencing, Lease, Order, Servers};
+pub use lockcheck_algorithms::describe::{Backend, Lease};
+use lockcheck_algorithms::describe::{Fencing, Order, Servers};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;

@@ -1,12 +1,13 @@
 //! `lockcheck explore`: one search, its minimal counterexample and its report.
 
+use super::params::ParamArgs;
 use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
 use lockcheck_core::checker::Severity;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
-use lockcheck_core::scenario::{Backend, Params, Persistence};
+use lockcheck_core::scenario::Params;
 use lockcheck_core::verdict::Coverage;
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
 use lockcheck_sim::explore::{check_options, ExploreOptions, Shard};
@@ -39,25 +40,9 @@ pub struct ExploreArgs {
     /// Lease length in ms (Redis locks: default 10000; mysql-row: no lease unless given).
     #[arg(long, value_name = "MS")]
     ttl_ms: Option<u64>,
-    /// Use fencing tokens, checked by the resource.
-    #[arg(long)]
-    fencing: bool,
-    /// Server persistence: none, everysec, always (Redis default none; MySQL default always,
-    /// i.e. innodb_flush_log_at_trx_commit=1, everysec for =2).
-    #[arg(long, value_name = "P")]
-    persistence: Option<String>,
-    /// Asynchronous replicas of a single-server lock (the failover profile needs one).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    replicas: u32,
-    /// After acquiring, WAIT for this many replicas (Redisson's WAIT).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    wait_replicas: u32,
     /// Number of servers (redlock: an odd number, default 5).
     #[arg(long, value_name = "N")]
     nodes: Option<u32>,
-    /// Crashed servers stay down at least this long (crash-delayed-restart raises it to the TTL).
-    #[arg(long, value_name = "MS", default_value_t = 0)]
-    restart_delay_ms: u64,
     /// Largest clock drift clock-drift draws, as a fraction: 0.005 keeps every clock within
     /// half of Redlock's default drift factor.
     #[arg(long, value_name = "FRACTION", default_value_t = lockcheck_core::profile::DEFAULT_MAX_DRIFT)]
@@ -66,22 +51,9 @@ pub struct ExploreArgs {
     /// session timeout). A ZooKeeper session outlives only partitions well inside its timeout.
     #[arg(long, value_name = "MS")]
     max_partition_ms: Option<u64>,
-    /// ZooKeeper session timeout in ms (4000 to 40000; default 10000).
-    #[arg(long, value_name = "MS")]
-    session_timeout_ms: Option<u64>,
-    /// ZooKeeper: treat a disconnected session as a lost lock (instead of suspended).
-    #[arg(long)]
-    suspended_is_lost: bool,
-    /// etcd: the TTL of each client's session lease in seconds (2 to 3600; default 10).
-    #[arg(long, value_name = "S")]
-    lease_ttl_s: Option<u64>,
-    /// MySQL: the server's wait_timeout in ms (idle connections are closed and their
-    /// transactions rolled back; default 8 hours). Redis: WAIT's timeout (default 50).
-    #[arg(long, value_name = "MS")]
-    wait_timeout_ms: Option<u64>,
-    /// MySQL: innodb_lock_wait_timeout in ms (default 50000).
-    #[arg(long, value_name = "MS")]
-    lock_wait_timeout_ms: Option<u64>,
+    /// The scenario parameters (fencing, persistence, each backend's settings).
+    #[command(flatten)]
+    params: ParamArgs,
     /// Count only safety violations (two holders, a lock freed under its holder), not
     /// deadlocks or order: search for what breaks mutual exclusion.
     #[arg(long)]
@@ -113,65 +85,24 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         seed,
         out,
         ttl_ms,
-        fencing,
-        persistence,
         nodes,
-        restart_delay_ms,
         max_drift,
-        replicas,
-        wait_replicas,
         max_partition_ms,
-        session_timeout_ms,
-        suspended_is_lost,
-        lease_ttl_s,
-        wait_timeout_ms,
-        lock_wait_timeout_ms,
+        params: flags,
         safety_only,
         jobs,
         shard,
     } = args;
     let algorithm = parse_algorithm(&algorithm)?;
     let profiles = FaultProfile::parse_list(&faults).map_err(usage)?;
-    let persistence = match persistence.as_deref() {
-        None => None,
-        Some("none") => Some(Persistence::None),
-        Some("everysec") => Some(Persistence::Everysec),
-        Some("always") => Some(Persistence::Always),
-        Some(other) => {
-            return Err(usage(format!(
-                "unknown persistence '{}' (known: none, everysec, always)",
-                lockcheck_core::input::clip(other)
-            )))
-        }
-    };
     // The flags are flat; each backend's settings go to its group of the scenario's params,
     // where a lock on another backend refuses them by name.
     let mut params = Params {
         ttl_ms,
-        fencing,
-        persistence,
         nodes,
-        restart_delay_ms,
         ..Params::default()
     };
-    params.redis.replicas = replicas;
-    params.redis.wait_replicas = wait_replicas;
-    params.zookeeper.session_timeout_ms = session_timeout_ms;
-    params.zookeeper.suspended_is_lost = suspended_is_lost;
-    params.mysql.lock_wait_timeout_ms = lock_wait_timeout_ms;
-    params.etcd.lease_ttl_s = lease_ttl_s;
-    match algorithm.backend() {
-        Backend::Redis => params.redis.wait_timeout_ms = wait_timeout_ms,
-        Backend::Mysql => params.mysql.wait_timeout_ms = wait_timeout_ms,
-        Backend::ZooKeeper | Backend::Etcd if wait_timeout_ms.is_some() => {
-            return Err(usage(format!(
-                "--wait-timeout-ms: {} has none (it is Redis's WAIT timeout or MySQL's \
-                 wait_timeout)",
-                algorithm.name()
-            )))
-        }
-        Backend::ZooKeeper | Backend::Etcd => {}
-    }
+    flags.apply(algorithm, &mut params)?;
     let shard = match shard {
         Some(text) => Shard::parse(&text).map_err(usage)?,
         None => Shard::default(),

@@ -20,6 +20,7 @@ macro_rules! say {
 pub mod check;
 pub mod explore;
 pub mod matrix;
+pub mod params;
 pub mod progress;
 pub mod real;
 pub mod run;
