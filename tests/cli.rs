@@ -374,8 +374,23 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "replication and failover",
         ),
         (
-            vec!["--algorithm", "single-redis", "--faults", "partition"],
-            "session locks (ZooKeeper, etcd)",
+            vec![
+                "--algorithm",
+                "zk-sequential",
+                "--ttl-ms",
+                "4000",
+                "--session-timeout-ms",
+                "6000",
+            ],
+            "--ttl-ms 4000 contradicts the lease the other flags give zk-sequential (6000 ms)",
+        ),
+        (
+            vec!["--algorithm", "zk-sequential", "--wait-timeout-ms", "100"],
+            "--wait-timeout-ms: zk-sequential has none",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--persistence", "sometimes"],
+            "unknown persistence 'sometimes'",
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
@@ -500,6 +515,36 @@ fn real_pause_finds_the_violation_and_reports_it_as_not_byte_replayable() {
     let scenario = report.with_extension("scenario.json");
     let o = lockcheck(&["run", scenario.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+}
+
+#[test]
+fn real_takes_explores_parameter_flags_into_its_story() {
+    // `--fencing` on the pause story: the same question `explore --fencing` asks, for real.
+    if !redis_installed() {
+        return;
+    }
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--faults",
+            "pause",
+            "--clients",
+            "2",
+            "--fencing",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let scenario = stdout(&o)
+        .lines()
+        .find_map(|l| {
+            l.split_once("its scenario is): ")
+                .map(|(_, json)| json.to_string())
+        })
+        .expect("the scenario is printed");
+    let json: serde_json::Value = serde_json::from_str(&scenario).unwrap();
+    assert_eq!(json["params"]["fencing"], true, "{scenario}");
 }
 
 /// A redis-server on a free port, killed by PID when dropped: a server the user runs.

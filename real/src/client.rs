@@ -170,17 +170,18 @@ impl ClientSide for Client {
     /// A paused client touches nothing: it passes its gate before and after. The way to the
     /// in-process resource is the simulation's network: a request or reply lost to a partition or
     /// a `loss` fault leaves the client waiting out the simulation's access timeout (a lost reply,
-    /// after the resource took the access), and a `delay` fault delays both; a request delayed
-    /// past the timeout still reaches the resource later, unless the run has ended by then.
+    /// after the resource took the access), a `delay` fault delays both, and a partition that
+    /// holds messages keeps them until it heals; a request delayed or held past the timeout still
+    /// reaches the resource later, unless the run has ended by then.
     async fn touch(&self, access: AccessRequest) -> Option<bool> {
         self.gate.pass().await;
         let world = &self.world;
         let (me, resource) = (self.me, world.topology().resource());
         let (_, there) = world.message_faults(me, resource);
-        let sent = !world.is_cut_from_resource(me) && !world.resource_message_lost(me, resource);
+        let sent = !world.resource_message_lost(me, resource);
         let reply: Pin<Box<dyn Future<Output = Option<bool>>>> = if !sent {
             Box::pin(std::future::ready(None))
-        } else if there.is_zero() {
+        } else if there.is_zero() && !world.is_cut_from_resource(me) {
             // Taken at once (on the first poll below), as the local call it is.
             Box::pin(deliver(world.clone(), me, access, there))
         } else {
@@ -229,8 +230,8 @@ impl ClientSide for Client {
     }
 }
 
-/// Carries client `me`'s access to the resource after `there`, and its reply back: the reply, or
-/// `None` when it is lost.
+/// Carries client `me`'s access to the resource after `there` and across the partitions in
+/// force, and its reply back: the reply, or `None` when it is lost.
 async fn deliver(
     world: Rc<RealWorld>,
     me: usize,
@@ -240,9 +241,12 @@ async fn deliver(
     if !there.is_zero() {
         tokio::time::sleep(there).await;
     }
+    if !world.cross_to_resource(me).await {
+        return None;
+    }
     let accepted = world.resource.access(me, access);
     let resource = world.topology().resource();
-    if world.is_cut_from_resource(me) || world.resource_message_lost(resource, me) {
+    if world.resource_message_lost(resource, me) || !world.cross_to_resource(me).await {
         return None;
     }
     let (_, back) = world.message_faults(resource, me);

@@ -18,8 +18,10 @@
 //! - partition (cut / heal of a group): every link that crosses the group's border is cut or
 //!   healed, counted per link as the simulation counts them. A link between a client and a server
 //!   is that client's proxy to that server (a blackhole while cut: TCP holds the bytes, where the
-//!   simulation loses its messages); a link between a client and the resource makes the client's
-//!   accesses go unanswered, as lost messages do in the simulation. Nothing flows in real mode
+//!   simulation loses its messages); a link between a client and the resource loses the client's
+//!   accesses and their replies, as lost messages do in the simulation, or, for a partition that
+//!   holds messages, keeps them in flight until the heal and then delivers them, late, as the
+//!   simulation does. Nothing flows in real mode
 //!   between two servers, two clients, or a server and the resource, so cutting those changes
 //!   nothing, as in the simulation of independent servers;
 //! - loss / delay on a node: every proxy of that node (a client's to each server, or each
@@ -132,8 +134,9 @@ impl Nemesis {
             | Action::ClockDrift(n, _)
             | Action::MessagesSettled(n)
             | Action::Skipped(n) => *n,
-            // Whether the scenario's partition holds messages or not, a real one holds them: the
-            // proxies blackhole the link and TCP delivers what it held after the heal.
+            // Whether the scenario's partition holds messages or not, a real one holds them on
+            // the way to a server: the proxies blackhole the link and TCP delivers what it held
+            // after the heal. The way to the in-process resource follows the scenario.
             Action::Cut(_, links) | Action::Heal(_, links) => {
                 let cut = matches!(action, Action::Cut(..));
                 tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
@@ -236,7 +239,7 @@ impl Nemesis {
                 }
             }
             if partition.cuts(client, resource) {
-                world.cut_from_resource(client, cut);
+                world.cut_from_resource(client, cut, partition.hold);
             }
         }
     }

@@ -22,6 +22,15 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+/// The partitions in force between one client and the resource.
+#[derive(Clone, Copy, Debug, Default)]
+struct ResourceCuts {
+    /// Partitions that lose what crosses them.
+    losing: u32,
+    /// Partitions that hold what crosses them until they heal.
+    holding: u32,
+}
+
 /// A run's shared state. One per run, shared by the client tasks, the nemesis and the runner
 /// (all on one thread).
 pub struct RealWorld {
@@ -41,7 +50,10 @@ pub struct RealWorld {
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
     /// Per client: partitions in force between it and the resource.
-    resource_cuts: RefCell<Vec<u32>>,
+    resource_cuts: RefCell<Vec<ResourceCuts>>,
+    /// Woken whenever a partition between a client and the resource heals, for the accesses a
+    /// holding partition keeps in flight.
+    resource_healed: tokio::sync::Notify,
     /// The `loss` and `delay` faults in force, by node.
     messages: RefCell<MessageFaults>,
     /// Draws which accesses to the resource a `loss` fault drops (seeded by the scenario).
@@ -96,7 +108,8 @@ impl RealWorld {
             gates,
             routes,
             links,
-            resource_cuts: RefCell::new(vec![0; clients]),
+            resource_cuts: RefCell::new(vec![ResourceCuts::default(); clients]),
+            resource_healed: tokio::sync::Notify::new(),
             messages: RefCell::new(MessageFaults::new(topology.len())),
             resource_losses: RefCell::new(StdRng::seed_from_u64(scenario.seed)),
             clocks: (0..clients).map(|_| Rc::default()).collect(),
@@ -166,14 +179,42 @@ impl RealWorld {
             .unwrap_or_else(|| self.servers.clone())
     }
 
-    /// Counts one partition more (`cut`) or fewer between client `client` and the resource.
-    pub fn cut_from_resource(&self, client: usize, cut: bool) {
-        if let Some(count) = self.resource_cuts.borrow_mut().get_mut(client) {
+    /// Counts one partition more (`cut`) or fewer between client `client` and the resource; a
+    /// `hold`ing one keeps what crosses it in flight until it heals, the others lose it.
+    pub fn cut_from_resource(&self, client: usize, cut: bool, hold: bool) {
+        if let Some(cuts) = self.resource_cuts.borrow_mut().get_mut(client) {
+            let count = if hold {
+                &mut cuts.holding
+            } else {
+                &mut cuts.losing
+            };
             *count = if cut {
                 *count + 1
             } else {
                 count.saturating_sub(1)
             };
+        }
+        if !cut {
+            self.resource_healed.notify_waiters();
+        }
+    }
+
+    /// Carries a message between client `client` and the resource across the partitions in
+    /// force, as the simulated network does: lost (false) when a partition that loses messages
+    /// separates them, now or when the holding ones have healed; otherwise it waits until no
+    /// holding partition separates them (a TCP connection retransmitting), and true.
+    pub async fn cross_to_resource(&self, client: usize) -> bool {
+        loop {
+            let healed = self.resource_healed.notified();
+            let cuts = self.resource_cuts.borrow().get(client).copied();
+            let cuts = cuts.unwrap_or_default();
+            if cuts.losing > 0 {
+                return false;
+            }
+            if cuts.holding == 0 {
+                return true;
+            }
+            healed.await;
         }
     }
 
@@ -208,12 +249,12 @@ impl RealWorld {
         loss > 0.0 && self.resource_losses.borrow_mut().gen::<f64>() < loss
     }
 
-    /// Whether a partition separates client `client` from the resource now.
+    /// Whether a partition separates client `client` from the resource now (holding or not).
     pub fn is_cut_from_resource(&self, client: usize) -> bool {
         self.resource_cuts
             .borrow()
             .get(client)
-            .is_some_and(|count| *count > 0)
+            .is_some_and(|c| c.losing + c.holding > 0)
     }
 
     /// Takes one critical section from client `client`'s allowance; false when none is left.

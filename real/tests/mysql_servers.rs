@@ -64,6 +64,23 @@ fn three_clients_without_faults(algorithm: Algorithm) {
     );
 }
 
+/// The `partition` story on a real MariaDB: `mysql-row`'s lease ends at the TTL while the network
+/// holds its holder's exit write, which then lands inside the next holder's section; the
+/// database's fence turns it away.
+#[test]
+fn a_write_a_partition_held_past_the_lease_breaks_mysql_row_and_the_fence_turns_it_away() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = profile::scenario(Algorithm::MysqlRow, Profile::Partition, &shape(3)).unwrap();
+    let real = run_real(&s);
+    assert_two_holders_including(&real, "client-0");
+    s.params.fencing = true;
+    let real = run_real(&s);
+    assert_safe(&real);
+}
+
 #[test]
 fn three_clients_without_faults_never_share_mysql_row() {
     three_clients_without_faults(Algorithm::MysqlRow);

@@ -400,6 +400,32 @@ fn a_write_delayed_past_the_lease_lands_inside_the_next_holders_section() {
     assert_two_holders_including(&real, "client-0");
 }
 
+/// The `partition` story of a TTL lock: the network holds `client-0`'s exit write (sent inside
+/// its lease) until the heal at 1.25 × TTL, inside the next holder's section. The real resource
+/// path holds it as the simulated network does (a partition with `"hold": true`).
+#[test]
+fn a_write_a_partition_held_past_the_lease_breaks_single_redis_and_fencing_turns_it_away() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s =
+        profile::scenario(Algorithm::SingleRedis, Profile::Partition, &shape(3, 2_000)).unwrap();
+    let real = run_real(&s);
+    assert_two_holders_including(&real, "client-0");
+    s.params.fencing = true;
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert!(
+        real.outcome
+            .stale_accesses
+            .iter()
+            .any(|a| a.client == "client-0"),
+        "the held write was turned away: {:?}",
+        real.outcome.stale_accesses
+    );
+}
+
 #[test]
 fn message_loss_on_the_server_stalls_single_redis_but_never_breaks_it() {
     // 30 % of the transmissions to and from redis-0 are lost for 5 s: TCP retransmits each after

@@ -1,10 +1,11 @@
 //! `lockcheck real`: the same algorithm code against real servers, with real faults.
 
+use super::params::ParamArgs;
 use super::run::{print_outcome, read_scenario};
 use super::{parse_algorithm, usage};
 use clap::Args;
 use lockcheck_core::report::Report;
-use lockcheck_core::Scenario;
+use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{RealError, Servers};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -25,8 +26,9 @@ pub struct RealArgs {
     algorithm: Option<String>,
     /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
     /// first holder is paused inside its critical section until its lease has surely ended,
-    /// while the others wait); `partition` (the session locks, ZooKeeper and etcd: the first
-    /// holder is cut off as long, and keeps working); `clock-jump` (a server holding the first
+    /// while the others wait); `partition` (the first holder is cut off as long: a session
+    /// lock's holder, ZooKeeper or etcd, keeps working past the heal; any other's last access,
+    /// sent inside its lease, is held by the network and arrives late); `clock-jump` (a server holding the first
     /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters; refused for
     /// etcd, whose clocks real mode cannot move); `restart` (that server is killed and
     /// restarted empty at once; Redlock: seed 002's story).
@@ -65,6 +67,12 @@ pub struct RealArgs {
     /// beside it) into this directory.
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
+    /// The scenario parameters, as `explore` takes them; they change a profile's story or a
+    /// scenario file's params (e.g. `--fencing`, `--persistence always`). The setting that ends
+    /// a silent holder's lock (`--session-timeout-ms`, `--lease-ttl-s`, `mysql-for-update-held`'s
+    /// `--wait-timeout-ms`) is the story's TTL, as `--ttl-ms` is.
+    #[command(flatten)]
+    params: ParamArgs,
 }
 
 /// Runs `lockcheck real`.
@@ -79,6 +87,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         nodes,
         endpoints,
         report,
+        params: flags,
     } = args;
     let servers = match endpoints {
         None => Servers::Launched,
@@ -100,10 +109,11 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             }
             s.duration_ms = duration_ms.unwrap_or(s.duration_ms);
             s.clients = clients.unwrap_or(s.clients);
-            if let Some(ms) = ttl_ms {
+            if let Some(ms) = lease(s.algorithm, ttl_ms, &flags)? {
                 lockcheck_real::profile::set_lease(&mut s, ms);
             }
             s.params.nodes = nodes.or(s.params.nodes);
+            flags.apply(s.algorithm, &mut s.params)?;
             s.validate().map_err(|e| usage(e.to_string()))?;
             s
         }
@@ -122,16 +132,37 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             let defaults = Shape::for_algorithm(algorithm);
             let shape = Shape {
                 clients: clients.unwrap_or(defaults.clients),
-                ttl_ms: ttl_ms.unwrap_or(defaults.ttl_ms),
+                ttl_ms: lease(algorithm, ttl_ms, &flags)?.unwrap_or(defaults.ttl_ms),
                 duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
                 nodes,
                 ..defaults
             };
-            lockcheck_real::profile::scenario(algorithm, profile, &shape)
-                .map_err(|e| usage(e.to_string()))?
+            let mut s = lockcheck_real::profile::scenario(algorithm, profile, &shape)
+                .map_err(|e| usage(e.to_string()))?;
+            // The user's settings win over the story's (a restart story with `--persistence
+            // always` asks whether the lock survives a restart that keeps its data).
+            flags.apply(algorithm, &mut s.params)?;
+            s.validate().map_err(|e| usage(e.to_string()))?;
+            s
         }
     };
     run(&scenario, &servers, report.as_deref())
+}
+
+/// The lease of the run in ms: `--ttl-ms`, or the flag that is `algorithm`'s lease
+/// (`--session-timeout-ms`, …); both given, they must agree.
+fn lease(
+    algorithm: Algorithm,
+    ttl_ms: Option<u64>,
+    flags: &ParamArgs,
+) -> anyhow::Result<Option<u64>> {
+    match (ttl_ms, flags.lease_ms(algorithm)) {
+        (Some(a), Some(b)) if a != b => Err(usage(format!(
+            "--ttl-ms {a} contradicts the lease the other flags give {} ({b} ms); give one of them",
+            algorithm.name()
+        ))),
+        (a, b) => Ok(a.or(b)),
+    }
 }
 
 /// `HOST:PORT` as one socket address (a name is resolved; its first address is taken).
