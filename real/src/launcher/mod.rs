@@ -1,6 +1,8 @@
 //! Starts and stops real servers (Jepsen's "db"): server processes on loopback ports.
 //!
-//! What is common to every server lives here: a port picked by binding port 0 on `127.0.0.1`, a
+//! What is common to every server lives here: a free port on `127.0.0.1` (drawn below the kernel's
+//! ephemeral range, so that no connection's or proxy's port can take it between the draw and the
+//! server's bind; a first start that still finds it taken moves to another), a
 //! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
 //! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
 //! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
@@ -60,6 +62,12 @@ pub trait ServerKind {
     /// Makes server directory `dir` ready for the first start on `port` (a config file, an
     /// initialised data dir). Runs once, before the first start, not before restarts.
     fn prepare(&self, _dir: &Path, _port: u16) -> Result<(), String> {
+        Ok(())
+    }
+    /// Rewrites what [`ServerKind::prepare`] wrote that names the port, after the first start
+    /// failed because another process had taken the port and the launcher moved the server to
+    /// `port`. By default nothing: the port is on the command line.
+    fn port_moved(&self, _dir: &Path, _port: u16) -> Result<(), String> {
         Ok(())
     }
     /// The command that starts (and restarts) the server on `port`, with everything it keeps in
@@ -177,19 +185,31 @@ impl Launcher {
     }
 
     /// Waits until server `index` is ready ([`ServerKind::ready`]), failing early, with its log,
-    /// if it exits. No borrow of the launcher is held across a wait, so other tasks may use it
-    /// meanwhile.
+    /// if it exits. A first start that exits because its port was taken (another program bound
+    /// it after the launcher drew it) is moved to another port and started again, up to
+    /// [`PORT_TRIES`] times: a busy machine never fails a run that way. No borrow of the
+    /// launcher is held across a wait, so other tasks may use it meanwhile.
     pub async fn until_ready(launcher: &RefCell<Launcher>, index: usize) -> Result<(), RealError> {
-        let (addr, within) = {
-            let l = launcher.borrow();
-            (l.addr(index), l.servers[index].kind.ready_within())
-        };
-        let deadline = tokio::time::Instant::now() + within;
+        let within = launcher.borrow().servers[index].kind.ready_within();
+        let mut deadline = tokio::time::Instant::now() + within;
+        let mut moves = 0;
         loop {
-            if let Some(e) = launcher.borrow_mut().exited(index) {
-                return Err(e);
+            let exited = launcher.borrow_mut().exited(index);
+            if let Some((e, port_taken)) = exited {
+                let first_start = launcher.borrow().servers[index].pids.len() == moves + 1;
+                if !(port_taken && first_start && moves + 1 < PORT_TRIES) {
+                    return Err(e);
+                }
+                moves += 1;
+                launcher.borrow_mut().move_port(index)?;
+                deadline = tokio::time::Instant::now() + within;
+                continue;
             }
-            let probe = launcher.borrow().servers[index].kind.ready(addr);
+            let (addr, probe) = {
+                let l = launcher.borrow();
+                let addr = l.addr(index);
+                (addr, l.servers[index].kind.ready(addr))
+            };
             let ready = probe.await;
             if ready {
                 return Ok(());
@@ -203,6 +223,21 @@ impl Launcher {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+    }
+
+    /// Gives server `index`, whose first start found its port taken, another port, and starts
+    /// it there.
+    fn move_port(&mut self, index: usize) -> Result<(), RealError> {
+        let name = self.servers[index].name.clone();
+        let port = free_port().map_err(|e| self.fail(&name, format!("no free port: {e}")))?;
+        let server = &mut self.servers[index];
+        tracing::info!(server = %name, from = server.port, to = port, "port taken; moving");
+        server.port = port;
+        server
+            .kind
+            .port_moved(&server.dir, port)
+            .map_err(|reason| self.fail(&name, reason))?;
+        self.spawn(index)
     }
 
     /// The run's temp dir (each server's directory is in it); removed when the launcher drops.
@@ -278,29 +313,38 @@ impl Launcher {
         Ok(())
     }
 
-    /// If server `index`'s process has exited, why (with the end of its log).
-    fn exited(&mut self, index: usize) -> Option<RealError> {
+    /// If server `index`'s process has exited, why (with the end of its log), and whether its
+    /// log says its port was taken.
+    fn exited(&mut self, index: usize) -> Option<(RealError, bool)> {
         let server = &mut self.servers[index];
         let status = server.child.as_mut()?.try_wait().ok()??;
         server.child = None;
-        let log = |file: &str| {
-            let text = std::fs::read_to_string(server.dir.join(file)).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().collect();
-            lines[lines.len().saturating_sub(5)..].join("\n  ")
-        };
-        let logs: Vec<String> = ["stderr.log"]
+        let texts: Vec<String> = ["stderr.log"]
             .iter()
             .chain(server.kind.logs())
-            .map(|file| log(file))
+            .map(|file| std::fs::read_to_string(server.dir.join(file)).unwrap_or_default())
+            .collect();
+        // Every server says it in these words (redis-server, mariadbd, the JVM's
+        // BindException, Go's net package).
+        let port_taken = texts
+            .iter()
+            .any(|t| t.to_ascii_lowercase().contains("address already in use"));
+        let logs: Vec<String> = texts
+            .iter()
+            .map(|text| {
+                let lines: Vec<&str> = text.lines().collect();
+                lines[lines.len().saturating_sub(5)..].join("\n  ")
+            })
             .collect();
         let (name, binary) = (server.name.clone(), server.kind.binary());
-        Some(self.fail(
+        let error = self.fail(
             &name,
             format!(
                 "{binary} exited ({status}) before it was ready:\n  {}",
                 logs.join("\n  ")
             ),
-        ))
+        );
+        Some((error, port_taken))
     }
 
     /// Kills server `index` with `SIGKILL` (a crash) and reaps it. Its directory stays.
@@ -375,7 +419,110 @@ impl Drop for Launcher {
     }
 }
 
-/// A port nobody listens on now (the kernel's pick for port 0).
+/// How many ports a server's first start tries before its failure stands.
+pub const PORT_TRIES: usize = 5;
+
+/// The lowest port drawn for a server.
+const LOWEST_PORT: u16 = 10_000;
+
+/// A port nobody listens on now, drawn below the kernel's ephemeral range
+/// (`net.ipv4.ip_local_port_range`): the kernel hands ports from that range to every `bind` to
+/// port 0 (the proxies') and to every outgoing connection, so a port drawn there could be taken
+/// between this check and the server's own bind; below it, only another program choosing the
+/// same number can. When the range leaves too little room below it, the kernel's pick.
 fn free_port() -> std::io::Result<u16> {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32_768);
+    if ephemeral_low > LOWEST_PORT + 1_000 {
+        let span = u64::from(ephemeral_low - LOWEST_PORT);
+        for _ in 0..64 {
+            let port = LOWEST_PORT + (draw() % span) as u16;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A number that differs between draws, processes and runs (splitmix64 over the time, the PID
+/// and a counter): which free port a server gets decides nothing in a run.
+fn draw() -> u64 {
+    static DRAWS: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut z = nanos
+        ^ (u64::from(std::process::id()) << 32)
+        ^ DRAWS
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_free_port_is_drawn_below_the_ephemeral_range_and_is_free() {
+        let port = free_port().unwrap();
+        TcpListener::bind(("127.0.0.1", port)).expect("it is free");
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32_768);
+        if low > LOWEST_PORT + 1_000 {
+            assert!((LOWEST_PORT..low).contains(&port), "{port}");
+        }
+    }
+
+    #[test]
+    fn a_first_start_whose_port_was_taken_moves_to_another_port() {
+        let kind = Redis {
+            persistence: lockcheck_core::scenario::Persistence::None,
+        };
+        if !kind.installed() {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "redis-server is not installed under CI=true"
+            );
+            return;
+        }
+        // Another program holds the port the launcher drew, as on a busy machine.
+        let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = taken.local_addr().unwrap().port();
+        let mut launcher = Launcher::new().unwrap();
+        let dir = launcher.root.join("redis-0");
+        std::fs::create_dir_all(&dir).unwrap();
+        launcher.servers.push(Server {
+            name: "redis-0".into(),
+            kind: Box::new(kind),
+            port,
+            dir,
+            env: Vec::new(),
+            child: None,
+            pids: Vec::new(),
+        });
+        launcher.spawn(0).unwrap();
+        let launcher = RefCell::new(launcher);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(Launcher::until_ready(&launcher, 0))
+            .expect("ready on another port");
+        let launcher = launcher.into_inner();
+        assert_ne!(launcher.addr(0).port(), port);
+        assert_eq!(
+            launcher.started_pids().len(),
+            2,
+            "one failed start, one moved"
+        );
+    }
 }

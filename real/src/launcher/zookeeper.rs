@@ -132,6 +132,11 @@ impl ServerKind for ZooKeeper {
         write(&dir.join("log4j.properties"), &logging)
     }
 
+    /// `zoo.cfg` names the port: written again (the rest of what `prepare` writes is the same).
+    fn port_moved(&self, dir: &Path, port: u16) -> Result<(), String> {
+        self.prepare(dir, port)
+    }
+
     fn command(&self, dir: &Path, _port: u16) -> Command {
         let mut command = Command::new(JAVA);
         command
