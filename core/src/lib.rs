@@ -25,6 +25,7 @@ pub mod message_faults;
 pub mod outcome;
 pub mod output;
 pub mod profile;
+pub mod randomness;
 pub mod registry;
 pub mod report;
 pub mod resource;

@@ -6,6 +6,7 @@
 //! the same thing in both. Every operation is recorded as invoke and ok / fail / info.
 
 use crate::history::{Kind, Op, Phase};
+use crate::randomness;
 use crate::registry::AnyLock;
 use crate::resource::AccessRequest;
 use crate::scenario::{Scenario, DEFAULT_READ_FRACTION};
@@ -36,6 +37,10 @@ pub trait ClientSide {
 
     /// The scenario being run.
     fn scenario(&self) -> &Scenario;
+
+    /// The client's node (its index in the scenario's topology): its random choices are its
+    /// own, whichever world runs it.
+    fn node(&self) -> usize;
 
     /// Appends an entry to the history as this client.
     fn record(&self, kind: Kind, op: Op);
@@ -219,8 +224,10 @@ async fn hold<C: ClientSide>(c: &C, guard: &RefCell<Guard>, shared: bool) {
     }
 }
 
-/// Whether the next section only reads (read/write locks; drawn from the client's seeded
-/// randomness, and only for them, so other algorithms' random streams are untouched).
+/// Whether the next section only reads (read/write locks only). The role of a client's k-th
+/// section is a function of the scenario's seed, the client and k alone
+/// ([`randomness::section_choice`]): not a draw from the client's stream, whose position depends
+/// on how many retries the interleaving cost it, so both worlds give every section the same role.
 fn draw_shared<C: ClientSide>(c: &C) -> bool {
     let scenario = c.scenario();
     if !scenario.algorithm.has_readers() {
@@ -230,7 +237,12 @@ fn draw_shared<C: ClientSide>(c: &C) -> bool {
         .workload
         .read_fraction
         .unwrap_or(DEFAULT_READ_FRACTION);
-    (c.env().random_u64() as f64 / u64::MAX as f64) < fraction
+    let section = scenario
+        .workload
+        .acquisitions_per_client
+        .saturating_sub(c.remaining());
+    let draw = randomness::section_choice(scenario.seed, c.node(), u64::from(section));
+    (draw as f64 / u64::MAX as f64) < fraction
 }
 
 /// An acquire entry without a grant: the invocation, or a failure with its reason.

@@ -120,11 +120,9 @@ impl Client {
             })
         };
         // A restarted client is a new process: new randomness, so new tokens and owner ids.
-        let seed = match world.incarnation_of(me) {
-            0 | 1 => world.scenario.seed,
-            n => world.scenario.seed ^ n.wrapping_mul(0xd1b5_4a32_d192_ed03),
-        };
-        let mut env = RealEnv::new(seed, me, gate.clone()).with_observer(observer);
+        let restarts = world.incarnation_of(me).saturating_sub(1);
+        let mut env =
+            RealEnv::new(world.scenario.seed, me, restarts, gate.clone()).with_observer(observer);
         if let Some(clock) = world.clocks.get(me) {
             env = env.with_clock(clock.clone());
         }
@@ -157,6 +155,10 @@ impl ClientSide for Client {
 
     fn scenario(&self) -> &Scenario {
         &self.world.scenario
+    }
+
+    fn node(&self) -> usize {
+        self.me
     }
 
     fn record(&self, kind: Kind, op: Op) {

@@ -4,8 +4,7 @@
 use crate::gate::PauseGate;
 use crate::timeshift::ClockShift;
 use lockcheck_algorithms::{Env, LockEvent};
-use rand::rngs::StdRng;
-use rand::{RngCore, SeedableRng};
+use lockcheck_core::randomness::ClientRng;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::OnceLock;
@@ -24,10 +23,12 @@ pub type Observer = Rc<dyn Fn(LockEvent)>;
 ///   before and after: a paused client is frozen at its next await point, and a sleep that ends
 ///   during the pause goes on only when the pause is over (as a timer that fires in a stopped
 ///   process is acted upon after `SIGCONT`).
-/// - `random_u64` draws from a [`StdRng`] seeded from the scenario's seed and the client's index,
-///   so tokens and retry jitter are the same from run to run (the interleaving is not).
+/// - `random_u64` draws from the client's [`ClientRng`], seeded from the scenario's seed, the
+///   client's node and its restarts exactly as the simulated client's is, so tokens, jitter and
+///   roles are the same from run to run and the same as in the simulation of the scenario (the
+///   interleaving is not).
 pub struct RealEnv {
-    rng: RefCell<StdRng>,
+    rng: RefCell<ClientRng>,
     gate: PauseGate,
     clock: Rc<RefCell<ClockShift>>,
     observer: Option<Observer>,
@@ -41,12 +42,11 @@ fn mono_origin_ns() -> i64 {
 }
 
 impl RealEnv {
-    /// The env of the client with index `client` in a run with seed `seed`, frozen by `gate`.
-    pub fn new(seed: u64, client: usize, gate: PauseGate) -> RealEnv {
-        // Different clients must draw different tokens from the same scenario seed.
-        let stream = seed ^ (client as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    /// The env of the client at node `client` after `restarts` restarts, in a run with seed
+    /// `seed`, frozen by `gate`.
+    pub fn new(seed: u64, client: usize, restarts: u64, gate: PauseGate) -> RealEnv {
         RealEnv {
-            rng: RefCell::new(StdRng::seed_from_u64(stream)),
+            rng: RefCell::new(ClientRng::for_client(seed, client, restarts)),
             gate,
             clock: Rc::default(),
             observer: None,
@@ -102,9 +102,9 @@ mod tests {
 
     #[test]
     fn clients_of_one_seed_draw_different_tokens_and_the_same_ones_every_run() {
-        let a = RealEnv::new(7, 0, PauseGate::new());
-        let b = RealEnv::new(7, 1, PauseGate::new());
-        let again = RealEnv::new(7, 0, PauseGate::new());
+        let a = RealEnv::new(7, 0, 0, PauseGate::new());
+        let b = RealEnv::new(7, 1, 0, PauseGate::new());
+        let again = RealEnv::new(7, 0, 0, PauseGate::new());
         let token = a.new_token();
         assert_ne!(token, b.new_token());
         assert_eq!(token, again.new_token());
@@ -113,7 +113,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_fast_clock_sleeps_shorter_and_a_jump_moves_wall_time_only() {
         let clock = Rc::new(RefCell::new(ClockShift::default()));
-        let env = RealEnv::new(0, 0, PauseGate::new()).with_clock(clock.clone());
+        let env = RealEnv::new(0, 0, 0, PauseGate::new()).with_clock(clock.clone());
         let (wall, mono) = (env.wall_now(), env.mono_now());
         clock.borrow_mut().jump(3_600_000_000_000);
         assert!(env.wall_now() >= wall + Duration::from_secs(3_599));
@@ -129,7 +129,7 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn a_sleep_that_ends_during_a_pause_waits_for_the_resume() {
         let gate = PauseGate::new();
-        let env = RealEnv::new(0, 0, gate.clone());
+        let env = RealEnv::new(0, 0, 0, gate.clone());
         gate.close();
         let opener = gate.clone();
         let started = Instant::now();

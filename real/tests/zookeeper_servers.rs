@@ -81,6 +81,55 @@ fn three_clients_without_faults_never_share_zk_rwlock() {
     three_clients_without_faults(Algorithm::ZkRwLock);
 }
 
+/// Per client, the role (`true`: reader) of each section it was granted, in order.
+fn roles(
+    history: &lockcheck_core::history::History,
+) -> std::collections::BTreeMap<String, Vec<bool>> {
+    let mut roles = std::collections::BTreeMap::<String, Vec<bool>>::new();
+    for e in &history.entries {
+        if let (lockcheck_core::history::Kind::Ok, Op::Acquire { shared, .. }) = (e.kind, &e.op) {
+            roles.entry(e.node.clone()).or_default().push(*shared);
+        }
+    }
+    roles
+}
+
+/// zk-rwlock's readers and writers are drawn per section from the scenario, not from the
+/// network's randomness, so the real run and the simulation of one scenario give every section
+/// the same role and tell the same story under a pause: here a paused writer whose session
+/// expires while another writer waits (UNSAFE in both worlds: `run_real` compares the verdicts).
+#[test]
+fn zk_rwlock_draws_the_same_readers_and_writers_in_both_worlds() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let algorithm = Algorithm::ZkRwLock;
+    // The first seed whose client-0 and client-1 both write their one section (a pure function
+    // of the seed, so this picks the same seed every time).
+    let writes = |seed: u64, node: usize| {
+        let draw = lockcheck_core::randomness::section_choice(seed, node, 0);
+        (draw as f64 / u64::MAX as f64) >= lockcheck_core::scenario::DEFAULT_READ_FRACTION
+    };
+    let seed = (0..).find(|&s| writes(s, 0) && writes(s, 1)).unwrap();
+    let shape = Shape {
+        seed,
+        ..shape(algorithm, 3)
+    };
+    let s = profile::scenario(algorithm, Profile::Pause, &shape).unwrap();
+    let real = run_real(&s);
+    assert_two_holders_including(&real, "client-0");
+    let simulated = lockcheck_sim::run(&s);
+    let (real_roles, simulated_roles) = (roles(&real.outcome.history), roles(&simulated.history));
+    for client in ["client-0", "client-1", "client-2"] {
+        let (r, m) = (&real_roles[client], &simulated_roles[client]);
+        let common = r.len().min(m.len());
+        assert!(common > 0, "{client} was granted no section: {r:?} {m:?}");
+        assert_eq!(r[..common], m[..common], "{client}'s roles");
+    }
+    assert!(!real_roles["client-0"][0], "client-0 writes");
+}
+
 #[test]
 fn a_holder_paused_longer_than_its_session_breaks_zk_sequential_as_in_the_simulation() {
     if !zookeeper_installed() {

@@ -133,6 +133,10 @@ impl ClientSide for Client {
         &self.world.scenario
     }
 
+    fn node(&self) -> usize {
+        self.me
+    }
+
     fn record(&self, kind: Kind, op: Op) {
         self.world.record(self.me, kind, op);
     }

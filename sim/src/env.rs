@@ -1,8 +1,11 @@
-//! [`Env`] for a simulated node: its own drifting, jumping clocks and madsim's seeded randomness.
+//! [`Env`] for a simulated node: its own drifting, jumping clocks and its own random stream.
 
 use crate::world::World;
 use lockcheck_algorithms::{Env, LockEvent};
 use lockcheck_core::history::{Kind, Op};
+use lockcheck_core::randomness::ClientRng;
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,12 +14,22 @@ use std::time::Duration;
 pub struct SimEnv {
     world: Arc<World>,
     node: usize,
+    /// The node's process's stream ([`ClientRng`], as a real client's): what it draws does not
+    /// hang on what other nodes drew, nor on the network's draws from madsim's generator.
+    rng: Rc<RefCell<ClientRng>>,
 }
 
 impl SimEnv {
-    /// The environment of node `node`.
+    /// The environment of node `node`'s current process (its stream is that of its
+    /// incarnation: a restarted client draws new tokens).
     pub fn new(world: Arc<World>, node: usize) -> SimEnv {
-        SimEnv { world, node }
+        let restarts = world.power(node).incarnation;
+        let rng = ClientRng::for_client(world.scenario.seed, node, restarts);
+        SimEnv {
+            world,
+            node,
+            rng: Rc::new(RefCell::new(rng)),
+        }
     }
 }
 
@@ -35,8 +48,7 @@ impl Env for SimEnv {
     }
 
     fn random_u64(&self) -> u64 {
-        // madsim's seeded generator, never the host's.
-        madsim::rand::random::<u64>()
+        self.rng.borrow_mut().next_u64()
     }
 
     fn observe(&self, event: LockEvent) {
