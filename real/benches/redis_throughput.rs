@@ -62,7 +62,7 @@ fn ours(addr: SocketAddr, clients: usize, time: Duration) -> f64 {
     on_local_tasks(clients, |i| {
         let pairs = pairs.clone();
         async move {
-            let env = RealEnv::new(7, i, PauseGate::new());
+            let env = RealEnv::new(7, i, 0, PauseGate::new());
             let lock = SingleRedis::new(
                 RealRedis::new(addr, Duration::from_secs(5), PauseGate::new()),
                 SingleRedisConfig {
