@@ -231,12 +231,23 @@ impl Report {
                     source,
                 }
             })?;
-        let report: Report =
+        let mut report: Report =
             crate::input::parse_json(&text).map_err(|e| ReportError::Malformed {
                 path: path.to_path_buf(),
                 at: e.path,
                 message: e.message,
             })?;
+        // A report written before scenarios said where their randomness came from drew it from
+        // the simulation's one shared generator: it replays with that.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        if value["scenario"].get("randomness").is_none() {
+            report.scenario.randomness = crate::scenario::Randomness::Shared;
+        }
+        if let Some(search) = &mut report.search {
+            if value["search"]["original"].get("randomness").is_none() {
+                search.original.randomness = crate::scenario::Randomness::Shared;
+            }
+        }
         let scenario = |source| ReportError::Scenario {
             path: path.to_path_buf(),
             source,

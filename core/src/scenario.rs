@@ -843,6 +843,27 @@ pub struct Scenario {
     /// The fault schedule.
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Where the clients' random choices come from (default `per_client`). Always written, so
+    /// that a report written before the field existed (whose clients drew from one shared
+    /// stream) is told apart when it is read: see [`Randomness`].
+    #[serde(default)]
+    pub randomness: Randomness,
+}
+
+/// Where a simulated client's random choices (tokens, retry jitter, reader or writer) come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Randomness {
+    /// Each client process draws from its own stream, seeded from the scenario's seed, its node
+    /// and its restarts, and each read/write section's role is fixed by the seed, the client
+    /// and the section (`crate::randomness`): the same in both worlds, so `lockcheck run` and
+    /// `lockcheck real` of one scenario make the same choices.
+    #[default]
+    PerClient,
+    /// Every node draws from the simulation's one generator, in the order the draws happen
+    /// (how lockcheck drew before per-client streams; a report written then has no
+    /// `randomness` field, and replays with this). Real mode draws per client all the same.
+    Shared,
 }
 
 impl Scenario {
@@ -856,6 +877,7 @@ impl Scenario {
             duration_ms: default_duration_ms(),
             seed: 0,
             faults: Vec::new(),
+            randomness: Randomness::default(),
         }
     }
 

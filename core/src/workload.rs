@@ -9,7 +9,7 @@ use crate::history::{Kind, Op, Phase};
 use crate::randomness;
 use crate::registry::AnyLock;
 use crate::resource::AccessRequest;
-use crate::scenario::{Scenario, DEFAULT_READ_FRACTION};
+use crate::scenario::{Randomness, Scenario, DEFAULT_READ_FRACTION};
 use futures_util::future::{select, Either};
 use lockcheck_algorithms::describe::Lease;
 use lockcheck_algorithms::stores::Stores;
@@ -237,11 +237,16 @@ fn draw_shared<C: ClientSide>(c: &C) -> bool {
         .workload
         .read_fraction
         .unwrap_or(DEFAULT_READ_FRACTION);
-    let section = scenario
-        .workload
-        .acquisitions_per_client
-        .saturating_sub(c.remaining());
-    let draw = randomness::section_choice(scenario.seed, c.node(), u64::from(section));
+    let draw = match scenario.randomness {
+        Randomness::PerClient => {
+            let section = scenario
+                .workload
+                .acquisitions_per_client
+                .saturating_sub(c.remaining());
+            randomness::section_choice(scenario.seed, c.node(), u64::from(section))
+        }
+        Randomness::Shared => c.env().random_u64(),
+    };
     (draw as f64 / u64::MAX as f64) < fraction
 }
 

@@ -4,6 +4,7 @@ use crate::world::World;
 use lockcheck_algorithms::{Env, LockEvent};
 use lockcheck_core::history::{Kind, Op};
 use lockcheck_core::randomness::ClientRng;
+use lockcheck_core::scenario::Randomness;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -48,7 +49,11 @@ impl Env for SimEnv {
     }
 
     fn random_u64(&self) -> u64 {
-        self.rng.borrow_mut().next_u64()
+        match self.world.scenario.randomness {
+            Randomness::PerClient => self.rng.borrow_mut().next_u64(),
+            // A report from before per-client streams replays with what it drew then.
+            Randomness::Shared => madsim::rand::random::<u64>(),
+        }
     }
 
     fn observe(&self, event: LockEvent) {

@@ -452,6 +452,7 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
             duration_ms: duration,
             seed,
             faults: faults.into_iter().flatten().collect(),
+            randomness: Default::default(),
         })
         .prop_filter("a valid scenario", |s| s.validate().is_ok())
         .boxed()
