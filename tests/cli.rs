@@ -393,6 +393,36 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "unknown persistence 'sometimes'",
         ),
         (
+            vec!["--algorithm", "single-redis", "--cases", "0"],
+            "cases (--cases) must be",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--cases",
+                "3",
+                "--faults",
+                "pause,nap",
+            ],
+            "unknown fault profile",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--cases",
+                "3",
+                "--clients",
+                "2",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--max-drift", "0.1"],
+            "--cases",
+        ),
+        (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
             "unknown fault profile 'clock-drift'",
         ),
@@ -545,6 +575,66 @@ fn real_takes_explores_parameter_flags_into_its_story() {
         .expect("the scenario is printed");
     let json: serde_json::Value = serde_json::from_str(&scenario).unwrap();
     assert_eq!(json["params"]["fencing"], true, "{scenario}");
+}
+
+#[test]
+fn real_cases_searches_real_runs_and_finds_the_pause_violation() {
+    // `explore`'s generator against real servers: the first failing case is reported, and the
+    // simulation says whether it agrees.
+    if !redis_installed() {
+        return;
+    }
+    let dir = Scratch::new("real-cases");
+    let reports = dir.0.to_str().unwrap();
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--faults",
+            "pause",
+            "--cases",
+            "20",
+            "--report",
+            reports,
+        ],
+        &[],
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{}", stderr(&o));
+    assert!(
+        out.contains("UNSAFE: single-redis × [pause]: found for real at case"),
+        "{out}"
+    );
+    assert!(out.contains("two holders at once"), "{out}");
+    let real_report = dir
+        .0
+        .read_dir()
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            name.starts_with("real-single-redis-pause-")
+                && name.ends_with(".json")
+                && !name.ends_with(".scenario.json")
+        });
+    assert!(real_report.is_some(), "the real report is written: {out}");
+    // The verdict of the simulation is said either way; where it agrees, its report replays.
+    if out.contains("the simulation agrees") {
+        let simulated = dir
+            .0
+            .read_dir()
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().to_string();
+                name.starts_with("single-redis-real-case-") && name.ends_with(".json")
+            })
+            .expect("the simulated report is written");
+        let o = lockcheck(&["replay", simulated.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    } else {
+        assert!(out.contains("the simulation DISAGREES"), "{out}");
+    }
 }
 
 /// A redis-server on a free port, killed by PID when dropped: a server the user runs.

@@ -2,7 +2,7 @@
 //!
 //! The simulator (`lockcheck-sim`) runs the algorithms of `lockcheck-algorithms` against simulated
 //! servers on simulated time. This crate runs the very same algorithm code against real
-//! `redis-server`, ZooKeeper and MariaDB processes that it starts itself, on the host's real clocks, with
+//! `redis-server`, ZooKeeper, MariaDB and etcd processes that it starts itself, on the host's real clocks, with
 //! faults that really happen, and judges the result with the simulator's own pure checker. A
 //! verdict that agrees in both worlds is evidence that the simulation models the servers
 //! faithfully.
@@ -50,17 +50,20 @@
 //!   library sends on its own (ZooKeeper pings) reaches nobody, as from a frozen process; the
 //!   library itself keeps running, so it notices the silence during the pause rather than on
 //!   waking (see [`gate`]).
-//! - A partition holds bytes (as TCP does across a partition that heals in time), where the
-//!   simulation loses messages: a request sent during a partition may be applied after the heal.
-//!   A client cut off from the resource gets no answer to its accesses, as in the simulation.
+//! - A partition holds bytes on the way to a server (as TCP does across a partition that heals
+//!   in time), where the simulation loses messages unless the partition says `hold`: a request
+//!   sent during a partition may be applied after the heal. On the way to the in-process
+//!   resource a partition does what the scenario says, as in the simulation: it loses the
+//!   client's accesses, or holds them and delivers them at the heal.
 //! - `kill -9` kills the process, not the machine: what Redis wrote to its append-only file is in
 //!   the page cache and survives, so `everysec` loses nothing acknowledged here, while the
 //!   simulation's `everysec` models a machine crash that loses the last second.
 //! - A crashed server refuses connections at once ([`lockcheck_algorithms::StoreError::Unreachable`]),
 //!   where the simulation's crashed node swallows messages until the timeout.
 //! - Server key changes are not observed (no `Key` entries), so foreign releases are not checked.
-//! - Clock faults of ZooKeeper and MariaDB servers, message loss and delay, and failover are
-//!   refused with a "not supported in real mode yet" error before anything starts.
+//! - A machine crash (what was not fsynced is lost, peers are not told), a clock fault on an etcd
+//!   member (Go reads its clocks through the vDSO), and replication with failover are refused
+//!   before anything starts ([`support`]).
 //!
 //! A real run is not byte-replayable: scheduling, latencies and the interleaving of clients come
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`

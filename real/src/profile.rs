@@ -208,6 +208,18 @@ pub fn set_lease(scenario: &mut Scenario, ms: u64) {
     }
 }
 
+/// Whether `ttl_ms` can be `algorithm`'s lease against real servers: etcd grants leases in
+/// whole seconds.
+pub fn check_lease(algorithm: Algorithm, ttl_ms: u64) -> Result<(), ScenarioError> {
+    if algorithm.backend() == Backend::Etcd && !ttl_ms.is_multiple_of(1_000) {
+        return Err(ScenarioError::Invalid(format!(
+            "--ttl-ms: etcd grants leases in whole seconds; {ttl_ms} ms is not (give a multiple \
+             of 1000)"
+        )));
+    }
+    Ok(())
+}
+
 /// The scenario telling `profile`'s story for `algorithm` at `shape`, validated.
 pub fn scenario(
     algorithm: Algorithm,
@@ -220,12 +232,7 @@ pub fn scenario(
     limits::positive_ms("--ttl-ms", shape.ttl_ms).map_err(invalid)?;
     limits::positive_ms("--duration-ms", shape.duration_ms).map_err(invalid)?;
     let ttl = shape.ttl_ms;
-    if algorithm.backend() == Backend::Etcd && !ttl.is_multiple_of(1_000) {
-        return Err(ScenarioError::Invalid(format!(
-            "--ttl-ms: etcd grants leases in whole seconds; {ttl} ms is not (give a multiple of \
-             1000)"
-        )));
-    }
+    check_lease(algorithm, ttl)?;
     let mut s = Scenario::new(algorithm);
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;

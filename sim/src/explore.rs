@@ -651,6 +651,31 @@ pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
     })
 }
 
+/// The scenarios `options` searches that `keep` accepts: for another world that can carry out
+/// only some of them (`lockcheck real --cases` keeps what real mode can do). A case whose draw
+/// `keep` refuses is drawn again, from the same case's generator.
+pub fn scenarios_where(
+    options: &ExploreOptions,
+    keep: fn(&Scenario) -> bool,
+) -> BoxedStrategy<Scenario> {
+    scenarios(options)
+        .prop_filter("a scenario the world carries out", keep)
+        .boxed()
+}
+
+/// The scenario of case `case` of a search seeded `seed` over `strategy` ([`scenarios`] or
+/// [`scenarios_where`]): the very draw [`explore`] makes for that case, so another world runs
+/// the cases a simulated search runs.
+pub fn draw(
+    strategy: &BoxedStrategy<Scenario>,
+    seed: u64,
+    case: u64,
+) -> Result<Scenario, ExploreError> {
+    case_tree(strategy, seed, case)
+        .map(|tree| tree.current())
+        .map_err(ExploreError::Aborted)
+}
+
 /// Case `case` of the search seeded `seed`: its value tree, drawn from a generator seeded with
 /// the two alone.
 fn case_tree(

@@ -23,6 +23,7 @@ pub mod matrix;
 pub mod params;
 pub mod progress;
 pub mod real;
+pub mod real_search;
 pub mod run;
 
 use clap::{Parser, Subcommand};

@@ -42,6 +42,32 @@ pub struct RealArgs {
     /// Run this scenario file (the `lockcheck run` format) instead of a profile.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
+    /// Search instead of telling one story: run N fault schedules drawn by `explore`'s
+    /// generator (with `--faults` taking explore's profiles: pause, clock-jump, clock-drift,
+    /// crash-restart, crash-delayed-restart, partition, delay, all), timed from the lease,
+    /// each against fresh servers; stop at the first violation, write its real report, and run
+    /// its scenario in the simulation to say whether it agrees. Schedules real mode cannot
+    /// carry out (a machine crash, a clock fault on an etcd member) are not drawn.
+    #[arg(
+        long,
+        value_name = "N",
+        conflicts_with_all = ["scenario", "endpoints", "clients", "duration_ms"]
+    )]
+    cases: Option<u32>,
+    /// The seed: of a story's scenario (its clients' randomness), or with --cases of the
+    /// search (`explore --seed`: the same seed draws the same schedules) [default: 0].
+    #[arg(long, value_name = "S", conflicts_with = "scenario")]
+    seed: Option<u64>,
+    /// With --cases: the largest clock drift clock-drift draws (`explore --max-drift`).
+    #[arg(long, value_name = "FRACTION", requires = "cases")]
+    max_drift: Option<f64>,
+    /// With --cases: the longest partition the partition profile draws, in ms
+    /// (`explore --max-partition-ms`).
+    #[arg(long, value_name = "MS", requires = "cases")]
+    max_partition_ms: Option<u64>,
+    /// With --cases: count only safety violations (`explore --safety-only`).
+    #[arg(long, requires = "cases")]
+    safety_only: bool,
     /// Clients stop acquiring after this many ms [profile default: 30000].
     #[arg(long, value_name = "MS")]
     duration_ms: Option<u64>,
@@ -64,7 +90,7 @@ pub struct RealArgs {
     #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
     endpoints: Option<Vec<String>>,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
-    /// beside it) into this directory.
+    /// beside it) into this directory [with --cases: default reports].
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// The scenario parameters, as `explore` takes them; they change a profile's story or a
@@ -88,7 +114,35 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         endpoints,
         report,
         params: flags,
+        cases,
+        seed,
+        max_drift,
+        max_partition_ms,
+        safety_only,
     } = args;
+    if let Some(cases) = cases {
+        let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
+        lockcheck_real::support::check_algorithm(algorithm).map_err(|e| usage(e.to_string()))?;
+        // The lease as a story's: real mode's short default, so that a case takes seconds.
+        let mut s = Scenario::new(algorithm);
+        let ttl =
+            lease(algorithm, ttl_ms, &flags)?.unwrap_or(Shape::for_algorithm(algorithm).ttl_ms);
+        lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
+        lockcheck_real::profile::set_lease(&mut s, ttl);
+        s.params.nodes = nodes;
+        flags.apply(algorithm, &mut s.params)?;
+        return super::real_search::search(super::real_search::RealSearch {
+            algorithm,
+            faults,
+            params: s.params,
+            cases,
+            seed: seed.unwrap_or(0),
+            max_drift: max_drift.unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
+            max_partition_ms,
+            safety_only,
+            out: report.unwrap_or_else(|| PathBuf::from("reports")),
+        });
+    }
     let servers = match endpoints {
         None => Servers::Launched,
         Some(list) => Servers::Endpoints(
@@ -131,11 +185,11 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             })?;
             let defaults = Shape::for_algorithm(algorithm);
             let shape = Shape {
+                seed: seed.unwrap_or(defaults.seed),
                 clients: clients.unwrap_or(defaults.clients),
                 ttl_ms: lease(algorithm, ttl_ms, &flags)?.unwrap_or(defaults.ttl_ms),
                 duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
                 nodes,
-                ..defaults
             };
             let mut s = lockcheck_real::profile::scenario(algorithm, profile, &shape)
                 .map_err(|e| usage(e.to_string()))?;
