@@ -8,16 +8,28 @@ use std::time::Duration;
 /// A progress bar on stderr when it is a terminal, hidden otherwise (logs and pipes get only the
 /// final lines).
 pub fn progress_bar(len: u64, unit: &str) -> anyhow::Result<indicatif::ProgressBar> {
+    bar_with(
+        len,
+        &format!("{{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} {{elapsed_precise}} {{msg}}"),
+    )
+}
+
+/// [`progress_bar`] for steps of seconds each (real runs): with the time left, at the rate so far.
+pub fn progress_bar_with_eta(len: u64, unit: &str) -> anyhow::Result<indicatif::ProgressBar> {
+    bar_with(
+        len,
+        &format!("{{bar:40}} {{pos}}/{{len}} {unit} {{elapsed_precise}}, ETA {{eta}} {{msg}}"),
+    )
+}
+
+fn bar_with(len: u64, template: &str) -> anyhow::Result<indicatif::ProgressBar> {
     let bar = if std::io::stderr().is_terminal() {
         indicatif::ProgressBar::new(len)
     } else {
         indicatif::ProgressBar::hidden()
     };
     bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!(
-            "{{bar:40}} {{pos}}/{{len}} {unit} {{per_sec}} {{elapsed_precise}} {{msg}}"
-        ))
-        .context("progress bar template")?,
+        indicatif::ProgressStyle::with_template(template).context("progress bar template")?,
     );
     Ok(bar)
 }

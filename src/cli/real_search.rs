@@ -8,7 +8,7 @@
 //! and its scenario is run in the simulation, which says whether it agrees; where it does, the
 //! simulation's report of that scenario is written too, and it replays byte for byte.
 
-use super::progress::progress_bar;
+use super::progress::progress_bar_with_eta;
 use super::run::print_outcome;
 use super::usage;
 use lockcheck_core::checker::{Severity, Violation, ViolationKind};
@@ -68,7 +68,7 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
         search.cases,
         search.seed
     );
-    let bar = progress_bar(u64::from(search.cases), "real cases")?;
+    let bar = progress_bar_with_eta(u64::from(search.cases), "real cases")?;
     let started = Instant::now();
     let mut real_time = Duration::ZERO;
     for case in 0..u64::from(search.cases) {
