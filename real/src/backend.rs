@@ -2,7 +2,7 @@
 
 use crate::error::RealError;
 use crate::launcher::{Etcd, MariaDb, Redis, ServerKind, ZooKeeper};
-use lockcheck_core::scenario::{Backend, Scenario};
+use lockcheck_core::scenario::{Backend, Scenario, DEFAULT_TICK_TIME_MS};
 
 /// The kind of server node `name` of `scenario` is, with the scenario's settings for it; an
 /// error when the server cannot honour a setting (MariaDB's timeouts are whole seconds).
@@ -11,6 +11,7 @@ pub fn server_kind(scenario: &Scenario, name: &str) -> Result<Box<dyn ServerKind
     Ok(match algorithm.backend() {
         Backend::ZooKeeper => Box::new(ZooKeeper {
             session_timeout_ms: scenario.params.zookeeper.session_timeout_ms(),
+            tick_time_ms: DEFAULT_TICK_TIME_MS,
         }),
         Backend::Mysql => Box::new(MariaDb::of(scenario, name)?),
         Backend::Redis => Box::new(Redis {

@@ -29,6 +29,7 @@
 //! passes, except under CI (`CI=true`), where it fails.
 
 use lockcheck_algorithms::zookeeper::store::{CreateMode, Stat, ZkError, ZkStore};
+use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::{Launcher, ZooKeeper};
 use lockcheck_real::zk_store::RealZk;
@@ -319,6 +320,7 @@ mod common;
 fn random_request_sequences_get_the_same_replies_from_the_model_and_a_real_server() {
     let kind = ZooKeeper {
         session_timeout_ms: SESSION_MS,
+        tick_time_ms: DEFAULT_TICK_TIME_MS,
     };
     if !common::installed(&kind) {
         return;

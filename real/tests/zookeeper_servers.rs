@@ -8,7 +8,7 @@
 //! pass, except under CI (`CI=true`), where they fail: CI must install it.
 
 use lockcheck_core::history::{Op, Phase};
-use lockcheck_core::scenario::{Algorithm, Fault, Scenario, Workload};
+use lockcheck_core::scenario::{Algorithm, Fault, Scenario, Workload, DEFAULT_TICK_TIME_MS};
 use lockcheck_real::launcher::{Launcher, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::RealRun;
@@ -27,6 +27,7 @@ use common::{
 fn zookeeper_installed() -> bool {
     common::installed(&ZooKeeper {
         session_timeout_ms: SESSION_MS,
+        tick_time_ms: DEFAULT_TICK_TIME_MS,
     })
 }
 
@@ -357,6 +358,7 @@ fn a_dropped_launcher_leaves_no_zookeeper_running() {
     let mut launcher = Launcher::new().unwrap();
     let kind = ZooKeeper {
         session_timeout_ms: SESSION_MS,
+        tick_time_ms: DEFAULT_TICK_TIME_MS,
     };
     launcher.add("zk-0", Box::new(kind), Vec::new()).unwrap();
     let pids = launcher.started_pids();
@@ -370,6 +372,7 @@ fn a_dropped_launcher_leaves_no_zookeeper_running() {
 fn a_session_timeout_the_server_would_not_grant_is_refused_before_it_starts() {
     let kind = ZooKeeper {
         session_timeout_ms: 100_000,
+        tick_time_ms: DEFAULT_TICK_TIME_MS,
     };
     let dir = std::env::temp_dir().join(format!("lockcheck-zk-refuse-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -393,6 +396,7 @@ where
     let launcher = std::cell::RefCell::new(Launcher::new().unwrap());
     let kind = ZooKeeper {
         session_timeout_ms: SESSION_MS,
+        tick_time_ms: DEFAULT_TICK_TIME_MS,
     };
     let server = launcher
         .borrow_mut()

@@ -2,7 +2,6 @@
 //! `ZooKeeperServerMain` on a `zoo.cfg` of its own, ready once `srvr` reports a `Mode:`.
 
 use super::{find_on_path, ServerKind};
-use lockcheck_core::scenario::DEFAULT_TICK_TIME_MS;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -31,12 +30,14 @@ const LOG_FILE: &str = "zookeeper.log";
 
 /// A standalone ZooKeeper server.
 ///
-/// Its `tickTime` is the simulated server's ([`DEFAULT_TICK_TIME_MS`]) on purpose: the tick is
-/// the granularity of session expiry (a session ends between its timeout and its timeout plus a
-/// tick after its last renewal), so both worlds expire a silent client's session in the same
-/// window, and a story's verdict does not depend on which world tells it. The session timeouts a
-/// server grants are set explicitly to the span the scenario accepts (2 to 20 ticks), which
-/// grants `session_timeout_ms` as asked.
+/// Its `tickTime` is the simulated server's ([`DEFAULT_TICK_TIME_MS`]) wherever a story runs,
+/// on purpose: the tick is the granularity of session expiry (a session ends between its timeout
+/// and its timeout plus a tick after its last renewal), so both worlds expire a silent client's
+/// session in the same window, and a story's verdict does not depend on which world tells it.
+/// The session timeouts a server grants are set explicitly to the span the tick allows (2 to 20
+/// ticks), which grants `session_timeout_ms` as asked.
+///
+/// [`DEFAULT_TICK_TIME_MS`]: lockcheck_core::scenario::DEFAULT_TICK_TIME_MS
 ///
 /// Every transaction is logged to the data directory before it is answered (ZooKeeper's default
 /// `forceSync=yes`), so a crash and a restart on the same directory keep the tree and the open
@@ -44,6 +45,11 @@ const LOG_FILE: &str = "zookeeper.log";
 pub struct ZooKeeper {
     /// The session timeout clients will ask for, in ms; the server must grant it.
     pub session_timeout_ms: u64,
+    /// The server's `tickTime`, in ms: [`DEFAULT_TICK_TIME_MS`] for every story, so that both
+    /// worlds expire sessions in the same window. The conformance test that compares session
+    /// expiry with the model (given the same tick) asks for a smaller one, so that an expiry
+    /// costs a fraction of a second rather than seconds.
+    pub tick_time_ms: u64,
 }
 
 impl ZooKeeper {
@@ -95,7 +101,10 @@ impl ServerKind for ZooKeeper {
     }
 
     fn prepare(&self, dir: &Path, port: u16) -> Result<(), String> {
-        let tick = DEFAULT_TICK_TIME_MS;
+        let tick = self.tick_time_ms;
+        if tick == 0 {
+            return Err("tickTime must be positive".into());
+        }
         let (min, max) = (2 * tick, 20 * tick);
         if !(min..=max).contains(&self.session_timeout_ms) {
             return Err(format!(
