@@ -2,16 +2,44 @@
 //!
 //! proptest draws 1,000 random command sequences (SET with NX/XX/PX/GET, GET, DEL, EXISTS,
 //! PEXPIRE, PTTL, INCR, the hash commands, and the project's own Lua scripts with random
-//! arguments) over a small key space, so that keys collide across types and owners. Each
-//! sequence runs through the model and through the real server, command by command, and every
-//! reply must agree. The sequence seed is fixed, so CI runs the same 1,000 sequences every time;
-//! a divergence is shrunk to a minimal sequence and printed with both replies.
+//! arguments, release/extend/acquire among them) over a small key space, so that keys collide
+//! across types and owners, with waits between them. Each sequence runs through the model and
+//! through the real server, command by command, and every reply must agree. The sequence seed is
+//! fixed, so CI runs the same 1,000 sequences every time; a divergence is shrunk to a minimal
+//! sequence and printed with both replies.
 //!
-//! Compared with tolerance (the two clocks are read a few microseconds apart):
-//! - integer replies of 2,000 or more, which here can only be remaining lease times (leases are
-//!   drawn from 5 s up, counters stay small), agree within 1,000 ms.
+//! # Time
 //!
-//! Documented differences (the model follows Redis 7.2; Debian 12 ships 7.0.15):
+//! Leases are long (5 s, 60 s) or short (20 to 300 ms, by `SET … PX`, `PEXPIRE` and the scripts'
+//! lease arguments), and waits let the short ones run out within the sequence: a fixed wait
+//! (10 to 200 ms), a wait until just before one of the next deadlines of the sequence's keys
+//! ([`MARGIN_MS`] + 5 ms before it), or until just past one. The model is driven with the real
+//! wall clock (the one `redis-server` expires keys by) read just before each command is sent, so
+//! expiry is compared where locks rely on it: a key read, extended, released or taken over just
+//! before its deadline and just after, `PTTL` counting down, scripts finding a lease gone.
+//!
+//! The real server answers at an instant between the reads of the clock before sending and after
+//! the reply, and its deadlines are the model's plus at most the longest round trip so far (the
+//! skew). Two rules make every comparison exact but for remaining times:
+//! - Before each command the harness waits until no deadline of the sequence's keys is within
+//!   [`MARGIN_MS`] (25 ms) ahead of the clock, or within the skew plus 25 ms behind it; so a
+//!   command is never sent at a deadline.
+//! - The reply must agree with the model's at both ends of the window of model times it can
+//!   correspond to, `[sent − skew − 1 ms, answered + 1 ms]` (1 ms for the clocks' rounding):
+//!   remaining times (`PTTL`, a script returning one) must lie between the two, everything else
+//!   must be equal to both. That window holds no deadline, as the first rule sees to, unless the
+//!   command's round trip itself outlasted the 25 ms margin; then either answer would be right,
+//!   and the sequence ends there without failing (it is counted apart, and proptest draws
+//!   another in its place, so 1,000 sequences are compared to their end).
+//!
+//! So expiry is pinned to within the margin, not to the millisecond: a model that expired keys
+//! 40 ms late fails at once (tried), one 20 ms late would pass. The summary line says how many
+//! commands were sent less than 100 ms before a deadline and after one, and how many found a key
+//! past its deadline; the test fails if any of those is zero.
+//!
+//! # Documented differences
+//!
+//! The model follows Redis 7.2; Debian 12 ships 7.0.15:
 //! - An error raised inside a script: 7.0 wraps it as `ERR Error running script (call to
 //!   f_<sha1>): @user_script:…: WRONGTYPE …`, 7.2 replies the error itself with the script's
 //!   position appended. Errors are therefore compared by their class (`WRONGTYPE`, `ERR`, …):
@@ -27,9 +55,11 @@ use lockcheck_core::scenario::Persistence;
 use lockcheck_real::gate::PauseGate;
 use lockcheck_real::launcher::{Launcher, Redis};
 use lockcheck_real::redis_store::RealRedis;
-use lockcheck_sim::redis::model::RedisModel;
+use lockcheck_sim::redis::model::{KeyEffect, RedisModel};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use proptest::test_runner::{
+    Config, RngAlgorithm, TestCaseError, TestCaseResult, TestRng, TestRunner,
+};
 use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::time::{Duration, SystemTime};
@@ -63,6 +93,8 @@ enum Step {
         keys: Vec<usize>,
         args: Vec<Arg>,
     },
+    /// No command: time passes (see [`Wait`]).
+    Wait(Wait),
 }
 
 /// A script argument: a value, or the client's wall clock in ms (what the fair lock passes).
@@ -132,13 +164,18 @@ fn lease() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec!["5000", "60000", "0", "-5", "abc"])
 }
 
+/// Leases short enough to run out within a sequence: [`Step::Wait`]s and the guard before each
+/// command let them.
+const SHORT_LEASES: &[u64] = &[20, 60, 150, 300];
+
 fn arg(kind: ArgKind) -> BoxedStrategy<Arg> {
     match kind {
         ArgKind::Owner => prop::sample::select(vec!["o1", "o2", "o1:1"])
             .prop_map(Arg::Text)
             .boxed(),
         ArgKind::Lease => prop_oneof![
-            4 => prop::sample::select(vec!["5000", "60000"]).prop_map(Arg::Text),
+            3 => prop::sample::select(vec!["5000", "60000"]).prop_map(Arg::Text),
+            2 => prop::sample::select(vec!["60", "150", "300"]).prop_map(Arg::Text),
             1 => lease().prop_map(Arg::Text),
         ]
         .boxed(),
@@ -171,7 +208,11 @@ fn step() -> impl Strategy<Value = Step> {
     let set_options = (
         any::<bool>(),
         any::<bool>(),
-        prop::option::of(prop::sample::select(vec![5_000u64, 60_000])),
+        prop::option::of(prop_oneof![
+            1 => Just(5_000u64),
+            1 => Just(60_000),
+            3 => prop::sample::select(SHORT_LEASES),
+        ]),
         prop::bool::weighted(0.2),
     )
         .prop_map(|(nx, xx, px, get)| SetOptions { nx, xx, px, get });
@@ -184,7 +225,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => key().prop_map(Step::Get),
         2 => prop::collection::vec(key(), 1..3).prop_map(Step::Del),
         1 => key().prop_map(Step::Exists),
-        2 => (key(), prop::sample::select(vec![0i64, -1, 5_000, 60_000])).prop_map(|(k, ms)| Step::PExpire(k, ms)),
+        2 => (key(), prop::sample::select(vec![0i64, -1, 5_000, 60_000, 40, 150, 300])).prop_map(|(k, ms)| Step::PExpire(k, ms)),
         2 => key().prop_map(Step::PTtl),
         1 => key().prop_map(Step::Incr),
         1 => (key(), field(), value()).prop_map(|(k, f, v)| Step::HSet(k, f, v)),
@@ -193,7 +234,30 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (key(), field()).prop_map(|(k, f)| Step::HDel(k, f)),
         1 => key().prop_map(Step::HLen),
         6 => eval(),
+        4 => wait(),
     ]
+}
+
+/// How long a [`Step::Wait`] lasts.
+#[derive(Clone, Copy, Debug)]
+enum Wait {
+    /// This many ms (pushed past any deadline it would end near, see [`MARGIN_MS`]).
+    For(u64),
+    /// Until [`MARGIN_MS`] + 5 ms before the k-th (modulo how many) future deadline of the
+    /// sequence's keys, in deadline order: the command after it runs just before the expiry.
+    Before(usize),
+    /// Until just past the k-th future deadline's window: the command after it runs just after
+    /// the expiry.
+    After(usize),
+}
+
+fn wait() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        1 => prop::sample::select(vec![10u64, 30, 80, 200]).prop_map(Wait::For),
+        2 => (0usize..3).prop_map(Wait::Before),
+        4 => (0usize..3).prop_map(Wait::After),
+    ]
+    .prop_map(Step::Wait)
 }
 
 fn now_ms() -> u64 {
@@ -204,10 +268,11 @@ fn now_ms() -> u64 {
 }
 
 impl Step {
-    /// The command, with key slot `k` named `{prefix}:k`.
-    fn command(&self, prefix: &str) -> Command {
+    /// The command, with key slot `k` named `{prefix}:k`; `None` for a wait.
+    fn command(&self, prefix: &str) -> Option<Command> {
         let k = |slot: &usize| format!("{prefix}:{slot}");
-        match self {
+        Some(match self {
+            Step::Wait(_) => return None,
             Step::Set {
                 key,
                 value,
@@ -257,7 +322,7 @@ impl Step {
                     })
                     .collect(),
             },
-        }
+        })
     }
 }
 
@@ -272,15 +337,23 @@ fn error_class(text: &str) -> String {
     text.split_whitespace().next().unwrap_or("").to_string()
 }
 
-/// Whether `real` agrees with `model`: exactly, but for error wording and lease times.
-fn agrees(model: &Reply, real: &Reply) -> bool {
-    match (model, real) {
-        (Reply::Error(m), Reply::Error(r)) => error_class(m) == error_class(r),
-        (Reply::Int(m), Reply::Int(r)) if *m >= 2_000 && *r >= 2_000 => (m - r).abs() <= 1_000,
-        (Reply::Array(m), Reply::Array(r)) => {
-            m.len() == r.len() && m.iter().zip(r).all(|(m, r)| agrees(m, r))
+/// Whether `real` agrees with the model's replies at the two ends of the window of model times
+/// the real server's answer corresponds to (see [`MARGIN_MS`]): `early` at its start, `late` at
+/// its end, with no deadline between them, so the two differ at most in remaining lease times.
+/// Errors agree by class; an integer agrees if it lies between the two (a remaining time the
+/// window spans), anything else exactly.
+fn agrees(early: &Reply, late: &Reply, real: &Reply) -> bool {
+    match (early, late, real) {
+        (Reply::Error(e), Reply::Error(l), Reply::Error(r)) => {
+            error_class(e) == error_class(r) && error_class(l) == error_class(r)
         }
-        (m, r) => m == r,
+        (Reply::Int(e), Reply::Int(l), Reply::Int(r)) => (*e.min(l)..=*e.max(l)).contains(r),
+        (Reply::Array(e), Reply::Array(l), Reply::Array(r)) => {
+            e.len() == r.len()
+                && l.len() == r.len()
+                && e.iter().zip(l).zip(r).all(|((e, l), r)| agrees(e, l, r))
+        }
+        (e, l, r) => e == r && l == r,
     }
 }
 
@@ -342,12 +415,186 @@ fn the_simulated_lua_sandbox_refuses_what_redis_refuses() {
         };
         let expected = model.apply(&command, now_ms(), &mut Vec::new());
         let got = runtime.block_on(real.call(command)).unwrap();
-        if !agrees(&expected, &got) {
+        if !agrees(&expected, &expected, &got) {
             disagreements.push(format!("{source}\n  model: {expected:?}\n  real:  {got:?}"));
         }
     }
     drop(launcher);
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
+}
+
+/// How far from a key's deadline a command is sent, in ms: before each command the harness
+/// waits until no deadline of the sequence's keys lies within `MARGIN_MS` ahead of the clock, or
+/// within the skew plus `MARGIN_MS` behind it (see [`Sequence::clear_of_deadlines`]). A command
+/// takes well under a millisecond here, so 25 ms leave room for a scheduler's delay of the test
+/// or of the server on a busy machine; a longer margin would only make sequences slower.
+const MARGIN_MS: u64 = 25;
+
+/// How far ahead a [`Wait::Before`] or [`Wait::After`] looks for a deadline: past the longest
+/// short lease, short of the long ones.
+const WAIT_HORIZON_MS: u64 = 1_000;
+
+/// The deadlines of the model's keys, past ones included (a key stays until a command or the
+/// active expiry removes it), earliest first.
+fn deadlines(model: &RedisModel) -> Vec<u64> {
+    let mut rest = RedisModel::restore(model.snapshot());
+    let mut all = Vec::new();
+    while let Some(deadline) = rest.next_expiry_ms() {
+        all.push(deadline);
+        rest.expire_due(deadline + 1, &mut Vec::new());
+        assert_ne!(
+            rest.next_expiry_ms(),
+            Some(deadline),
+            "the model's active expiry kept a key 1 ms past its deadline"
+        );
+    }
+    all
+}
+
+/// Ends a sequence without failing it: a command's window held a deadline (see
+/// [`Sequence::step`]), so either answer would be right.
+const STRADDLED: &str = "a command's round trip straddled a deadline";
+
+/// What the sequences did, for the summary and the coverage check.
+#[derive(Default)]
+struct Tally {
+    commands: Cell<u64>,
+    waits: Cell<u64>,
+    /// Commands that found a key past its deadline (the model's lazy expiry).
+    expired: Cell<u64>,
+    /// Commands sent less than 100 ms before a deadline of the sequence's keys.
+    just_before: Cell<u64>,
+    /// Commands sent less than 100 ms after one.
+    just_after: Cell<u64>,
+    /// Sequences ended at a command whose window held a deadline.
+    straddled: Cell<u64>,
+    /// Time spent waiting, in ms.
+    waited_ms: Cell<u64>,
+}
+
+fn add(cell: &Cell<u64>, n: u64) {
+    cell.set(cell.get() + n);
+}
+
+/// One sequence's model and clock bookkeeping.
+struct Sequence<'a> {
+    model: RedisModel,
+    /// The longest round trip of a command so far, in ms: each real deadline is the model's
+    /// (computed from the time the command was sent) plus at most this.
+    skew: u64,
+    runtime: &'a tokio::runtime::Runtime,
+    tally: &'a Tally,
+}
+
+impl Sequence<'_> {
+    fn sleep_until(&self, target_ms: u64) {
+        let now = now_ms();
+        if target_ms > now {
+            add(&self.tally.waited_ms, target_ms - now);
+            let wait = Duration::from_millis(target_ms - now);
+            self.runtime
+                .block_on(async { tokio::time::sleep(wait).await });
+        }
+    }
+
+    /// Waits until the clock is clear of every deadline: at least [`MARGIN_MS`] before it, or
+    /// [`MARGIN_MS`] past it plus the skew.
+    fn clear_of_deadlines(&self) {
+        loop {
+            let now = now_ms();
+            let end = deadlines(&self.model)
+                .into_iter()
+                .filter(|&d| now + MARGIN_MS >= d && now <= d + self.skew + MARGIN_MS)
+                .map(|d| d + self.skew + MARGIN_MS + 1)
+                .max();
+            match end {
+                Some(end) => self.sleep_until(end),
+                None => return,
+            }
+        }
+    }
+
+    /// A [`Step::Wait`].
+    fn wait(&self, wait: Wait) {
+        add(&self.tally.waits, 1);
+        let now = now_ms();
+        // Deadlines of the short leases only: a wait for a 5 s lease would cost seconds.
+        let future = |first: u64| -> Vec<u64> {
+            deadlines(&self.model)
+                .into_iter()
+                .filter(|&d| d > first && d <= now + WAIT_HORIZON_MS)
+                .collect()
+        };
+        let target = match wait {
+            Wait::For(ms) => Some(now + ms),
+            Wait::Before(k) => {
+                let ahead = future(now + MARGIN_MS + 5);
+                (!ahead.is_empty()).then(|| ahead[k % ahead.len()] - MARGIN_MS - 5)
+            }
+            Wait::After(k) => {
+                let ahead = future(now.saturating_sub(self.skew + MARGIN_MS + 1));
+                (!ahead.is_empty()).then(|| ahead[k % ahead.len()] + self.skew + MARGIN_MS + 1)
+            }
+        };
+        if let Some(target) = target {
+            self.sleep_until(target);
+        }
+    }
+
+    /// Runs `command` on both sides and compares.
+    ///
+    /// The real server answers at some instant `s` between `t0` (just before sending) and `t1`
+    /// (just after the reply) on the same wall clock the model reads; its deadlines are the
+    /// model's (set at the `t0` of their command) plus at most the skew. So it answers as the
+    /// model would at some time in `[t0 − skew − 1, t1 + 1]` (1 ms for the clocks' rounding).
+    /// Where no deadline lies in that window, the model's answers at both ends differ at most in
+    /// remaining times, and the real one must lie between them. Where one does (only if the
+    /// round trip outlasted [`MARGIN_MS`]), the answer could rightly be either: the sequence
+    /// ends there without failing, and proptest draws another in its place.
+    fn step(&mut self, real: &RealRedis, command: &Step, prefix: &str, i: usize) -> TestCaseResult {
+        self.clear_of_deadlines();
+        // Built now, after any wait: a script's clock argument is the time it is sent.
+        let command = command.command(prefix).expect("a step with a command");
+        let before = deadlines(&self.model);
+        let t0 = now_ms();
+        let got = self
+            .runtime
+            .block_on(real.call(command.clone()))
+            .map_err(|e| TestCaseError::fail(format!("the real server failed: {e}")))?;
+        let t1 = now_ms();
+        add(&self.tally.commands, 1);
+        let (lo, hi) = (t0.saturating_sub(self.skew + 1), t1 + 1);
+        if before.iter().any(|&d| lo <= d && d < hi) {
+            add(&self.tally.straddled, 1);
+            return Err(TestCaseError::reject(STRADDLED));
+        }
+        if before.iter().any(|&d| t0 < d && d < t0 + 100) {
+            add(&self.tally.just_before, 1);
+        }
+        if before.iter().any(|&d| d < t0 && t0 < d + 100) {
+            add(&self.tally.just_after, 1);
+        }
+        let at =
+            |now| RedisModel::restore(self.model.snapshot()).apply(&command, now, &mut Vec::new());
+        let (early, late) = (at(lo), at(hi));
+        let mut effects = Vec::new();
+        self.model.apply(&command, t0, &mut effects);
+        self.skew = self.skew.max(t1 - t0);
+        add(
+            &self.tally.expired,
+            effects
+                .iter()
+                .filter(|e| matches!(e, KeyEffect::Expired { .. }))
+                .count() as u64,
+        );
+        if !agrees(&early, &late, &got) {
+            return Err(TestCaseError::fail(format!(
+                "step {i}: {command:?}\n  model: {early:?} (at {lo} ms) .. {late:?} (at {hi} \
+                 ms)\n  real:  {got:?} (sent at {t0} ms, answered by {t1} ms)"
+            )));
+        }
+        Ok(())
+    }
 }
 
 #[test]
@@ -379,24 +626,21 @@ fn the_simulated_redis_answers_as_a_real_redis_server_does() {
     let mut runner =
         TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
     let runs = Cell::new(0u64);
-    let compared = Cell::new(0u64);
-    let result = runner.run(&prop::collection::vec(step(), 1..16), |steps| {
+    let tally = Tally::default();
+    let result = runner.run(&prop::collection::vec(step(), 1..24), |steps| {
         // A fresh key space per run (shrinking reruns sequences on the same server).
         let prefix = format!("c{}", runs.get());
         runs.set(runs.get() + 1);
-        let mut model = RedisModel::new();
-        let mut effects = Vec::new();
+        let mut sequence = Sequence {
+            model: RedisModel::new(),
+            skew: 0,
+            runtime: &runtime,
+            tally: &tally,
+        };
         for (i, step) in steps.iter().enumerate() {
-            let command = step.command(&prefix);
-            let expected = model.apply(&command, now_ms(), &mut effects);
-            let got = runtime
-                .block_on(real.call(command.clone()))
-                .map_err(|e| TestCaseError::fail(format!("the real server failed: {e}")))?;
-            compared.set(compared.get() + 1);
-            if !agrees(&expected, &got) {
-                return Err(TestCaseError::fail(format!(
-                    "step {i}: {command:?}\n  model: {expected:?}\n  real:  {got:?}"
-                )));
+            match step {
+                Step::Wait(wait) => sequence.wait(*wait),
+                _ => sequence.step(&real, step, &prefix, i)?,
             }
         }
         Ok(())
@@ -407,7 +651,19 @@ fn the_simulated_redis_answers_as_a_real_redis_server_does() {
     }
     let _ = writeln!(
         std::io::stderr().lock(),
-        "redis conformance: {SEQUENCES} sequences, {} commands compared",
-        compared.get()
+        "redis conformance: {SEQUENCES} sequences compared to their end, of {} run; {} commands \
+         compared, {} of them less than 100 ms before a deadline, {} less than 100 ms after one, \
+         {} finding a key past its deadline; {} waits, {} ms waited; ended early, not counted: {} at a command whose round \
+         trip straddled a deadline",
+        runs.get(),
+        tally.commands.get(),
+        tally.just_before.get(),
+        tally.just_after.get(),
+        tally.expired.get(),
+        tally.waits.get(),
+        tally.waited_ms.get(),
+        tally.straddled.get(),
     );
+    // Time was exercised: keys were read just before their deadlines and found gone after.
+    assert!(tally.just_before.get() > 0 && tally.just_after.get() > 0 && tally.expired.get() > 0);
 }
