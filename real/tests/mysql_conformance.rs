@@ -12,10 +12,11 @@
 //!   `create_time`, `update_time` and a take-over's expiry test are compared exactly, and
 //!   "an `UPDATE` in the same millisecond that changes nothing affects 0 rows" happens in both at
 //!   the same statements. Generated waits move that wall clock only; the server's own timers
-//!   (`innodb_lock_wait_timeout`, `wait_timeout`) are an hour long in the random sequences, so
-//!   they never fire there; [`a_lock_wait_timeout_fails_the_statement_and_keeps_the_transaction`]
-//!   and [`an_idle_connection_is_closed_after_wait_timeout_and_its_lock_handed_over`] check them
-//!   with real seconds.
+//!   (`innodb_lock_wait_timeout`, `wait_timeout`) are an hour long in the 1,000 random sequences,
+//!   so they never fire there. They fire in the timed sequences (below), and
+//!   [`a_lock_wait_timeout_fails_the_statement_and_keeps_the_transaction`] and
+//!   [`an_idle_connection_is_closed_after_wait_timeout_and_its_lock_handed_over`] check them
+//!   step by step with real seconds.
 //! - **Counters.** The table is emptied between sequences, not recreated, so the real
 //!   auto-increment counter and the fence sequence go on where the last sequence left them:
 //!   real ids and fences are compared as offsets from their values at the start of the sequence.
@@ -70,6 +71,34 @@
 //!
 //! At the end of each sequence, open transactions are rolled back as ordinary compared steps
 //! (which also settles a statement left waiting).
+//!
+//! # Timed sequences
+//!
+//! [`random_statement_sequences_with_short_server_timers_agree_with_the_model`] runs 60 more
+//! sequences (`LOCKCHECK_CONFORMANCE_TIMED_CASES` says otherwise) in which the timers fire: each
+//! connection sets `SET SESSION innodb_lock_wait_timeout = 1, wait_timeout = 2` (the model has
+//! the same), and real time passes. Fewer, because MariaDB counts these timers in whole seconds
+//! (1 s at least), so every timer a sequence lets fire costs it a second or two: 60 sequences
+//! take about 75 s. They are contended sequences that start with the row inserted, with the
+//! statements biased towards transactions that lock it, chunks where one connection takes the
+//! row in a transaction and the other asks for it (then, half the time, a sleep to just before
+//! or just past the waiter's timer), and sleeps: 50, 300 or 700 ms, or to just before or just past
+//! the model's next timer. The model's monotonic clock is the real elapsed time since the
+//! sequence started (read before anything of it reached the server, so every real timer starts
+//! no earlier than the model's), and its wall clock follows, pinned on the server as above.
+//!
+//! Compared, besides every reply: a lock wait that outlasts `innodb_lock_wait_timeout` fails with
+//! 1205 in both and its transaction stays open; a connection idle for `wait_timeout` is closed
+//! by both (the real one is awaited until it is gone from the server's process list), its
+//! transaction rolled back and a statement waiting for its lock answered; the client then
+//! connects again in both. Tolerance: before each step, and after each sleep, the harness waits
+//! until no timer of the model is due within 100 ms (`TIMER_MARGIN_MS`) of the clock, and lets
+//! the model fire those behind it; so every comparison is made at least 100 ms before a timer or
+//! after it, and a real timer may fire up to 100 ms after the model's. A step that ran past a
+//! timer pending when it started (it outlasted the margin), or a lock wait's timer due within
+//! 200 ms of the other connection's idle one (which fires first is then the real server's
+//! accident), ends the sequence without failing it; such sequences are counted apart, and
+//! proptest draws others in their place.
 //!
 //! The number of sequences is 1000 unless `LOCKCHECK_CONFORMANCE_CASES` says otherwise; the seed
 //! is fixed (`LOCKCHECK_CONFORMANCE_SEED` picks another) and printed, so a failure reruns. A
@@ -143,6 +172,19 @@ enum Step {
     Run { conn: usize, statement: Statement },
     /// The servers' wall clock moves on by `ms` (what `NOW(3)` returns; no timer fires).
     Wait { ms: u64 },
+    /// Timed sequences only: real time passes (see [`Sleep`]).
+    Sleep(Sleep),
+}
+
+/// How long a [`Step::Sleep`] of a timed sequence lasts.
+#[derive(Clone, Copy, Debug)]
+enum Sleep {
+    /// This many ms (pushed past a timer it would end near, see [`TIMER_MARGIN_MS`]).
+    For(u64),
+    /// Until shortly before the model's next timer: the step after it runs just before.
+    BeforeNextTimer,
+    /// Until just past the model's next timer's margin: the step after it runs just after.
+    PastNextTimer,
 }
 
 /// A generated sequence.
@@ -211,6 +253,78 @@ fn step_strategy(names: Vec<String>, connections: usize) -> BoxedStrategy<Step> 
     .boxed()
 }
 
+/// Timed sequences: contended (two connections, one name), with real sleeps around the short
+/// timers instead of moves of the wall clock alone.
+fn timed_sequence_strategy() -> impl Strategy<Value = Sequence> {
+    let sleep = prop_oneof![
+        2 => proptest::sample::select(&[50u64, 300, 700][..]).prop_map(Sleep::For),
+        1 => Just(Sleep::BeforeNextTimer),
+        1 => Just(Sleep::PastNextTimer),
+    ];
+    name_strategy()
+        .prop_flat_map(move |name| {
+            // Biased towards transactions that lock the row, so that statements wait for
+            // each other long enough for the lock wait's timer to fire.
+            let statement = prop_oneof![
+                3 => Just(Statement::Begin),
+                4 => Just(Statement::SelectForUpdate { resource: name.clone() }),
+                6 => statement_strategy(vec![name.clone()]),
+            ];
+            // One connection takes the row in a transaction and the other asks for it: it
+            // waits, until a commit, a rollback, its lock wait's timeout or the holder's idle
+            // one ends the wait.
+            let select = Statement::SelectForUpdate {
+                resource: name.clone(),
+            };
+            // Half the time the test then sleeps: to just before or past the next timer, the
+            // waiter's.
+            let then = proptest::option::of(proptest::sample::select(
+                &[Sleep::BeforeNextTimer, Sleep::PastNextTimer][..],
+            ));
+            let contend = (0..2usize, then).prop_map(move |(a, then)| {
+                let mut steps = vec![
+                    Step::Run {
+                        conn: a,
+                        statement: Statement::Begin,
+                    },
+                    Step::Run {
+                        conn: a,
+                        statement: select.clone(),
+                    },
+                    Step::Run {
+                        conn: 1 - a,
+                        statement: select.clone(),
+                    },
+                ];
+                steps.extend(then.map(Step::Sleep));
+                steps
+            });
+            let step = prop_oneof![
+                8 => (0..2usize, statement)
+                    .prop_map(|(conn, statement)| vec![Step::Run { conn, statement }]),
+                2 => sleep.clone().prop_map(|sleep| vec![Step::Sleep(sleep)]),
+                2 => contend,
+            ];
+            // The row is there from the start (a locking read of a missing one takes a gap
+            // lock, which waits for nobody).
+            let prelude = Step::Run {
+                conn: 0,
+                statement: Statement::Insert {
+                    resource: name.clone(),
+                    locker: "a".into(),
+                    count: 1,
+                    version: 1,
+                },
+            };
+            proptest::collection::vec(step, 1..=10).prop_map(move |chunks| {
+                std::iter::once(prelude.clone())
+                    .chain(chunks.into_iter().flatten())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .prop_map(|steps| Sequence { steps })
+}
+
 fn sequence_strategy() -> impl Strategy<Value = Sequence> {
     let contended = name_strategy()
         .prop_flat_map(|name| proptest::collection::vec(step_strategy(vec![name], 2), 1..=24));
@@ -272,6 +386,10 @@ const OTHER_VICTIM: &str = "InnoDB chose the other deadlock victim";
 /// otherwise, and in the model, reports the deadlock; which one happens varies from run to run.
 const BYPASSED: &str = "InnoDB let the request bypass the waiting one instead of a deadlock";
 
+/// Ends a timed sequence without failing it: a step ran across a timer of the model, or two
+/// timers were due too close together to tell which fires first on the real server.
+const STRADDLED: &str = "a step ran across a server timer";
+
 /// Ends a sequence without failing it: a delete was committed while a transaction that has
 /// written is open, which keeps InnoDB from purging the deleted record.
 const UNPURGED: &str = "a committed delete cannot be purged while a transaction that wrote is open";
@@ -290,6 +408,9 @@ struct Real {
     pinned: [Option<u64>; 2],
     /// Something went wrong on the connections: kill and reopen them before the next sequence.
     dirty: bool,
+    /// `innodb_lock_wait_timeout` and `wait_timeout` (in s) set on each connection it opens, for
+    /// timed sequences (the server's own are out of reach).
+    session_timers: Option<(u64, u64)>,
 }
 
 impl Real {
@@ -303,6 +424,7 @@ impl Real {
             ids: [0, 0],
             pinned: [None, None],
             dirty: true,
+            session_timers: None,
         };
         real.reset().await.expect("a fresh server resets");
         real
@@ -324,12 +446,8 @@ impl Real {
                     .query_drop(format!("KILL {id}"))
                     .await;
             }
-            for slot in &mut self.sessions {
-                *slot = Some(
-                    Session::open(self.addr)
-                        .await
-                        .map_err(|e| format!("reconnecting: {e}"))?,
-                );
+            for k in 0..2 {
+                self.sessions[k] = Some(self.connect().await?);
             }
             self.pinned = [None, None];
             self.dirty = false;
@@ -346,6 +464,48 @@ impl Real {
             .await
             .map_err(|e| format!("emptying the table: {e}"))?;
         Ok(())
+    }
+
+    /// A new connection, with the session timers of timed sequences if any.
+    async fn connect(&mut self) -> Result<Session, Divergence> {
+        let mut session = Session::open(self.addr)
+            .await
+            .map_err(|e| format!("connecting: {e}"))?;
+        if let Some((lock_wait_s, wait_s)) = self.session_timers {
+            session
+                .conn_mut()
+                .query_drop(format!(
+                    "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}, wait_timeout = {wait_s}"
+                ))
+                .await
+                .map_err(|e| format!("setting the session's timers: {e}"))?;
+        }
+        Ok(session)
+    }
+
+    /// Waits until the server has closed connection `id` (it is gone from its process list).
+    async fn until_closed(&mut self, id: u32) -> Result<(), Divergence> {
+        let deadline = tokio::time::Instant::now() + REPLY_WITHIN;
+        loop {
+            let there: Option<u64> = self
+                .monitor
+                .conn_mut()
+                .query_first(format!(
+                    "SELECT ID FROM information_schema.PROCESSLIST WHERE ID = {id}"
+                ))
+                .await
+                .map_err(|e| format!("reading the process list: {e}"))?;
+            if there.is_none() {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                self.dirty = true;
+                return Err(format!(
+                    "the model closed the idle connection {id}; the server kept it open"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     /// Waits until InnoDB has purged every committed delete (its history list is empty). Only
@@ -532,6 +692,12 @@ struct Tally {
     unpurged: Cell<u64>,
     /// Sequences ended where InnoDB's lock bypass avoided the model's deadlock.
     bypassed: Cell<u64>,
+    /// Timed sequences: lock waits that timed out (1205), connections closed by `wait_timeout`.
+    timed_out: Cell<u64>,
+    closed: Cell<u64>,
+    /// Timed sequences ended at a step that ran across a timer, or at two timers too close
+    /// together to tell their order (see [`TIMER_MARGIN_MS`]).
+    straddled: Cell<u64>,
 }
 
 /// Both servers, side by side, for one sequence.
@@ -550,6 +716,9 @@ struct Pair<'a> {
     /// Per connection: its open transaction has sent a write (so InnoDB cannot purge deletes
     /// committed meanwhile).
     wrote: [bool; 2],
+    /// Timed sequences: when the sequence started, the zero of the model's monotonic clock (and
+    /// `BASE_WALL_MS` of its wall clock), which then follow real time.
+    started: Option<std::time::Instant>,
 }
 
 /// The model's settings in the random sequences: no timer within reach.
@@ -565,6 +734,9 @@ impl<'a> Pair<'a> {
         tally: &'a Tally,
         config: MysqlConfig,
     ) -> Result<Pair<'a>, Divergence> {
+        // Before anything reaches the server: every real timer then starts no earlier than the
+        // model's.
+        let started = real.session_timers.is_some().then(std::time::Instant::now);
         real.reset().await?;
         real.purge().await?;
         let (next_id, fence) = real.counters().await?;
@@ -585,6 +757,7 @@ impl<'a> Pair<'a> {
             transcript: String::new(),
             tally,
             wrote: [false, false],
+            started,
         })
     }
 
@@ -645,6 +818,9 @@ impl<'a> Pair<'a> {
             match notice {
                 Notice::Reply { conn, reply } => {
                     let k = self.conn_of(conn)?;
+                    if reply == Err(SqlError::LockWaitTimeout) {
+                        self.tally.timed_out.set(self.tally.timed_out.get() + 1);
+                    }
                     let pending = !self.real.sent[k]
                         .as_ref()
                         .is_some_and(JoinHandle::is_finished);
@@ -660,6 +836,24 @@ impl<'a> Pair<'a> {
                     }
                     let real = self.real.reply(k).await?;
                     self.compare(k, "(the waiting statement's reply)", reply, real)?;
+                }
+                Notice::Closed { conn } if self.started.is_some() => {
+                    // The server closed it too (`wait_timeout`); the client connects again, in
+                    // both worlds, as the store does.
+                    let k = self.conn_of(conn)?;
+                    let id = self.real.sessions[k]
+                        .as_ref()
+                        .ok_or("a closed connection with a statement in flight")?
+                        .id();
+                    self.real.until_closed(id).await?;
+                    if let Some(session) = self.real.sessions[k].take() {
+                        session.abandon();
+                    }
+                    let _ = writeln!(self.transcript, "  c{k} closed by wait_timeout");
+                    self.tally.closed.set(self.tally.closed.get() + 1);
+                    self.conns[k] = self.model.connect(self.now());
+                    self.real.sessions[k] = Some(self.real.connect().await?);
+                    self.real.pinned[k] = None;
                 }
                 Notice::Closed { conn } => {
                     return Err(format!(
@@ -699,6 +893,7 @@ impl<'a> Pair<'a> {
             return Ok(());
         }
         self.tally.statements.set(self.tally.statements.get() + 1);
+        let timers = self.clear_of_timers().await?;
         let committed_before = self.committed_names();
         let mut notices = Vec::new();
         let now = self.now();
@@ -774,7 +969,119 @@ impl<'a> Pair<'a> {
             }
             self.real.purge().await?;
         }
+        self.after_timers(&timers)
+    }
+
+    /// Timed sequences: the model's pending timers, earliest first, as they would fire if no
+    /// statement came (a timer that fires may start another: a woken statement's connection is
+    /// idle from then).
+    fn timers(&self) -> Vec<u64> {
+        let mut model = self.model.clone();
+        let mut all = Vec::new();
+        while let Some(at) = model.next_deadline_ms() {
+            all.push(at);
+            let now = ServerTime {
+                wall_ms: self.wall_ms,
+                mono_ms: at,
+            };
+            model.tick(now, &mut Vec::new());
+        }
+        all
+    }
+
+    /// Timed sequences: brings the model's clocks to real time, first waiting, where a timer
+    /// is due within [`TIMER_MARGIN_MS`], until the margin past it, and letting the model fire
+    /// it (the real server's replies are awaited). Returns the timers then pending, for
+    /// [`Pair::after_timers`]. Untimed sequences: nothing to do.
+    async fn clear_of_timers(&mut self) -> Result<Vec<u64>, Divergence> {
+        let Some(started) = self.started else {
+            return Ok(Vec::new());
+        };
+        loop {
+            let now = started.elapsed().as_millis() as u64;
+            let timers = self.timers();
+            let due = timers
+                .first()
+                .copied()
+                .filter(|&at| at <= now + TIMER_MARGIN_MS);
+            let target = match due {
+                Some(at) => {
+                    // Which fires first matters only when a statement waits: its lock wait's
+                    // timeout against the other's idle one (two idle connections closed in
+                    // either order end alike).
+                    let waiting = self.conns.iter().any(|&c| self.model.is_waiting(c));
+                    if waiting
+                        && timers
+                            .get(1)
+                            .is_some_and(|&next| next < at + 2 * TIMER_MARGIN_MS)
+                    {
+                        let _ = writeln!(
+                            self.transcript,
+                            "  timers at {at} and {} ms: too close to tell their order",
+                            timers[1]
+                        );
+                        self.tally.straddled.set(self.tally.straddled.get() + 1);
+                        return Err(STRADDLED.into());
+                    }
+                    at + TIMER_MARGIN_MS
+                }
+                None => now,
+            };
+            if target > now {
+                tokio::time::sleep(Duration::from_millis(target - now)).await;
+            }
+            let now = started.elapsed().as_millis() as u64;
+            self.mono_ms = now;
+            self.wall_ms = BASE_WALL_MS + now;
+            let mut notices = Vec::new();
+            let at = self.now();
+            self.model.tick(at, &mut notices);
+            if !notices.is_empty() {
+                let _ = writeln!(self.transcript, "  at {now} ms");
+            }
+            self.settle(notices).await?;
+            if due.is_none() {
+                return Ok(self.timers());
+            }
+        }
+    }
+
+    /// Timed sequences: a step that ran past one of the timers pending when it started has an
+    /// outcome that depends on which came first on the real server (the margin before each
+    /// step makes this rare): the sequence ends there without failing.
+    fn after_timers(&mut self, timers: &[u64]) -> Result<(), Divergence> {
+        let Some(started) = self.started else {
+            return Ok(());
+        };
+        let now = started.elapsed().as_millis() as u64;
+        if timers.first().is_some_and(|&at| at <= now) {
+            let _ = writeln!(
+                self.transcript,
+                "  the step ran until {now} ms, past a timer"
+            );
+            self.tally.straddled.set(self.tally.straddled.get() + 1);
+            return Err(STRADDLED.into());
+        }
         Ok(())
+    }
+
+    /// A [`Step::Sleep`] of a timed sequence.
+    async fn sleep(&mut self, sleep: Sleep) -> Result<(), Divergence> {
+        let started = self.started.ok_or("a sleep in an untimed sequence")?;
+        let now = started.elapsed().as_millis() as u64;
+        let next = self.timers().into_iter().find(|&at| at > now);
+        let target = match (sleep, next) {
+            (Sleep::For(ms), _) => now + ms,
+            (Sleep::BeforeNextTimer, Some(at)) => at.saturating_sub(TIMER_MARGIN_MS + 20),
+            (Sleep::PastNextTimer, Some(at)) => at + TIMER_MARGIN_MS + 1,
+            (_, None) => now,
+        };
+        let _ = writeln!(self.transcript, "  sleep {sleep:?}: {now} -> {target} ms");
+        if target > now {
+            tokio::time::sleep(Duration::from_millis(target - now)).await;
+        }
+        let timers = self.clear_of_timers().await?;
+        self.after_timers(&timers)
     }
 
     /// Both servers' clocks move on by `ms`, the monotonic one too, so the model's timers fire
@@ -797,6 +1104,7 @@ impl<'a> Pair<'a> {
                     let _ = writeln!(self.transcript, "  wait {ms} ms");
                     self.wall_ms += ms;
                 }
+                Step::Sleep(sleep) => self.sleep(*sleep).await?,
             }
         }
         // Roll back whatever is open, waiting statements first settled by the other's rollback.
@@ -826,20 +1134,32 @@ fn check(
     runtime: &tokio::runtime::Runtime,
     real: &RefCell<Real>,
     tally: &Tally,
+    config: MysqlConfig,
     sequence: &Sequence,
 ) -> Result<(), TestCaseError> {
     tally.sequences.set(tally.sequences.get() + 1);
     let mut real = real.borrow_mut();
     runtime.block_on(async {
-        let mut pair = Pair::new(&mut real, tally, NO_TIMERS)
+        let mut pair = Pair::new(&mut real, tally, config)
             .await
             .map_err(TestCaseError::fail)?;
-        match pair.run_all(sequence).await {
+        let result = pair.run_all(sequence).await;
+        if pair.started.is_some() {
+            // Fresh connections for the next timed sequence: none near its wait_timeout.
+            pair.real.dirty = true;
+        }
+        match result {
             Ok(()) => {
                 tally.completed.set(tally.completed.get() + 1);
+                // Every compared transcript, to see what the sequences exercise.
+                if std::env::var_os("LOCKCHECK_CONFORMANCE_TRANSCRIPTS").is_some() {
+                    eprintln!("compared:\n{}", pair.transcript);
+                }
                 Ok(())
             }
-            Err(divergence) if divergence == UNPURGED || divergence == BYPASSED => {
+            Err(divergence)
+                if divergence == UNPURGED || divergence == BYPASSED || divergence == STRADDLED =>
+            {
                 pair.real.dirty = true;
                 let transcript = std::mem::take(&mut pair.transcript);
                 if std::env::var_os("LOCKCHECK_CONFORMANCE_VERBOSE").is_some() {
@@ -881,7 +1201,7 @@ fn random_statement_sequences_get_the_same_replies_from_the_model_and_a_real_mar
         TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
     );
     let result = runner.run(&sequence_strategy(), |sequence| {
-        check(&runtime, &real, &tally, &sequence)
+        check(&runtime, &real, &tally, NO_TIMERS, &sequence)
     });
     eprintln!(
         "mysql conformance: {} sequences compared to their end, of {} run ({} statements; {} \
@@ -906,6 +1226,92 @@ fn random_statement_sequences_get_the_same_replies_from_the_model_and_a_real_mar
         Err(TestError::Abort(why)) => panic!("conformance aborted: {why}"),
     }
     assert!(tally.completed.get() >= u64::from(cases));
+}
+
+/// Timed sequences run unless `LOCKCHECK_CONFORMANCE_TIMED_CASES` says otherwise: fewer than
+/// the untimed ones, because MariaDB's timers count whole seconds (1 s at least), so each timer a
+/// sequence lets fire costs it a second or two of real time.
+const DEFAULT_TIMED_CASES: u32 = 60;
+
+/// The timers of the timed sequences, set per connection (`SET SESSION`), in seconds: the lock
+/// wait's the shortest MariaDB allows, and the idle one longer, so that a statement's lock wait
+/// usually times out before the holder's connection is closed, and both happen.
+const TIMED_LOCK_WAIT_S: u64 = 1;
+const TIMED_WAIT_TIMEOUT_S: u64 = 2;
+
+/// How far from a timer of the model each step of a timed sequence runs, in ms (see
+/// [`Pair::clear_of_timers`]). Each real timer starts no earlier than the model's (the model's
+/// clock is read before the statement is sent) and fires a few ms after it at most on an
+/// unloaded machine: InnoDB's lock wait is a timed condition wait, `wait_timeout` a timed read
+/// of the socket, and the reply or the close then takes the server a moment. 100 ms leave room
+/// for a loaded machine, at a small cost next to timers of whole seconds.
+const TIMER_MARGIN_MS: u64 = 100;
+
+#[test]
+fn random_statement_sequences_with_short_server_timers_agree_with_the_model() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let cases = env_number(
+        "LOCKCHECK_CONFORMANCE_TIMED_CASES",
+        u64::from(DEFAULT_TIMED_CASES),
+    ) as u32;
+    let seed = env_number("LOCKCHECK_CONFORMANCE_SEED", DEFAULT_SEED);
+    eprintln!("mysql timed conformance: {cases} sequences, seed {seed}");
+    let (_launcher, addr, runtime) = start_server(NEVER_S * 8, NEVER_S);
+    let real = RefCell::new(runtime.block_on(async {
+        let mut real = Real::open(addr).await;
+        real.session_timers = Some((TIMED_LOCK_WAIT_S, TIMED_WAIT_TIMEOUT_S));
+        real.dirty = true;
+        real
+    }));
+    let config = MysqlConfig {
+        lock_wait_timeout_ms: TIMED_LOCK_WAIT_S * 1_000,
+        wait_timeout_ms: TIMED_WAIT_TIMEOUT_S * 1_000,
+        ..NO_TIMERS
+    };
+    let tally = Tally::default();
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            cases,
+            failure_persistence: None,
+            // Each case costs seconds: shrink a little, and say where it failed first.
+            max_shrink_iters: 50,
+            ..Config::default()
+        },
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed.to_le_bytes().repeat(4)),
+    );
+    let result = runner.run(&timed_sequence_strategy(), |sequence| {
+        check(&runtime, &real, &tally, config, &sequence)
+    });
+    eprintln!(
+        "mysql timed conformance: {} sequences compared to their end, of {} run ({} \
+         statements; {} waited for a lock, {} of them until innodb_lock_wait_timeout; {} \
+         connections closed by wait_timeout; {} deadlocks; ended early, not counted: {} across \
+         a timer, {} at a delete InnoDB could not purge yet, {} where InnoDB's lock bypass \
+         avoided a deadlock)",
+        tally.completed.get(),
+        tally.sequences.get(),
+        tally.statements.get(),
+        tally.waits.get(),
+        tally.timed_out.get(),
+        tally.closed.get(),
+        tally.deadlocks.get(),
+        tally.straddled.get(),
+        tally.unpurged.get(),
+        tally.bypassed.get()
+    );
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(why, sequence)) => {
+            panic!("the model and MariaDB diverge (seed {seed}):\n{why}\nminimal sequence: {sequence:#?}")
+        }
+        Err(TestError::Abort(why)) => panic!("conformance aborted: {why}"),
+    }
+    assert!(tally.completed.get() >= u64::from(cases));
+    // The timers fired: lock waits timed out and idle connections were closed.
+    assert!(tally.timed_out.get() > 0 && tally.closed.get() > 0);
 }
 
 /// Runs `steps` (connection, statement; `None`: `ms` pass) through the model with `config` and a
