@@ -35,3 +35,37 @@ fn a_report_from_before_the_parameter_groups_replays_identically() {
     );
     assert!(!report.violations.is_empty());
 }
+
+/// Where a report's randomness came from is read from the report: one written today says
+/// `per_client` and replays with it; the same report without the field is from before
+/// per-client streams and reads as `shared`, while a hand-written scenario file without it is
+/// `per_client`.
+#[test]
+fn a_report_without_its_randomness_field_is_from_before_per_client_streams() {
+    use lockcheck_core::scenario::{Algorithm, Randomness, Scenario};
+    let mut scenario = Scenario::new(Algorithm::ZkRwLock);
+    scenario.clients = 3;
+    scenario.duration_ms = 20_000;
+    scenario.seed = 11;
+    let mut report = Report::of_run(&scenario, &lockcheck_sim::run(&scenario));
+    let dir = std::env::temp_dir().join(format!("lockcheck-old-files-{}", std::process::id()));
+    let path = report.write(&dir, "randomness").unwrap();
+    let read = Report::read(&path).unwrap();
+    assert_eq!(read.scenario.randomness, Randomness::PerClient);
+    assert!(replay(&read).identical(), "today's report replays");
+
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["scenario"]
+        .as_object_mut()
+        .unwrap()
+        .remove("randomness")
+        .expect("a report says where its randomness came from");
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    let old = Report::read(&path).unwrap();
+    assert_eq!(old.scenario.randomness, Randomness::Shared);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let file = Scenario::from_json(r#"{"algorithm": "zk-rwlock"}"#).unwrap();
+    assert_eq!(file.randomness, Randomness::PerClient);
+}
