@@ -87,9 +87,9 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
         }
     });
     let server_pids = launcher.borrow().started_pids();
-    launcher.borrow_mut().stop_all();
-    // The tasks (and their handles on the launcher) go first; the launcher's drop then removes
-    // the servers' directories.
+    // Every server stopped and its directory removed here, whoever else still holds the
+    // launcher; the tasks and their handles on it go next.
+    launcher.borrow_mut().close();
     drop(local);
     drop(runtime);
     drop(launcher);

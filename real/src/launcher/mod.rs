@@ -410,12 +410,35 @@ impl Launcher {
     }
 }
 
+impl Launcher {
+    /// Stops every server and removes the run's temp dir with their directories: what a run
+    /// leaves behind is nothing. Idempotent; [`Drop`] calls it too, and a runner calls it
+    /// itself so that nothing that still holds the launcher can keep the directory alive. A
+    /// removal that fails is tried again (a file being closed as the last process dies), then
+    /// said as a warning naming the directory.
+    pub fn close(&mut self) {
+        self.stop_all();
+        if !self.root.exists() {
+            return;
+        }
+        let mut last = None;
+        for _ in 0..5 {
+            match std::fs::remove_dir_all(&self.root) {
+                Ok(()) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(e) = last {
+            tracing::warn!("could not remove {}: {e}", self.root.display());
+        }
+    }
+}
+
 impl Drop for Launcher {
     fn drop(&mut self) {
-        self.stop_all();
-        if let Err(e) = std::fs::remove_dir_all(&self.root) {
-            tracing::debug!("removing {}: {e}", self.root.display());
-        }
+        self.close();
     }
 }
 
