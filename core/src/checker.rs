@@ -101,6 +101,18 @@ impl Severity {
     }
 }
 
+/// The kinds of violation in `violations` that a real run can see too (not those read from the
+/// servers' keys, which only the simulation records), each once, in the kinds' order: what a
+/// real run and the simulation of the same scenario are compared by.
+pub fn kinds_both_worlds_see(violations: &[Violation]) -> Vec<ViolationKind> {
+    let kinds: std::collections::BTreeSet<ViolationKind> = violations
+        .iter()
+        .map(|v| v.kind)
+        .filter(|k| !k.reads_server_keys())
+        .collect();
+    kinds.into_iter().collect()
+}
+
 impl ViolationKind {
     /// Whether finding it needs the servers' own view (their keys, queues and nodes, recorded as
     /// key changes): the simulation has it, a real run (which sees only its clients and the

@@ -46,8 +46,9 @@ pub fn section_choice(seed: u64, node: usize, section: u64) -> u64 {
     mix(mix(seed ^ SECTIONS) ^ mix(node as u64 + 1) ^ mix(section.wrapping_add(GAMMA)))
 }
 
-/// SplitMix64's finaliser (a bijection on u64 with good avalanche).
-fn mix(mut z: u64) -> u64 {
+/// SplitMix64's finaliser (a bijection on u64 with good avalanche): also what scatters any
+/// number that must look random but decides nothing (real mode's port draws).
+pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -11,7 +11,7 @@
 use super::progress::progress_bar_with_eta;
 use super::run::print_outcome;
 use super::usage;
-use lockcheck_core::checker::{Severity, Violation, ViolationKind};
+use lockcheck_core::checker::{kinds_both_worlds_see, Severity, ViolationKind};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
 use lockcheck_core::scenario::{Params, Scenario};
@@ -139,7 +139,10 @@ fn found(
     // The same scenario in the simulation. Real mode sees no server's keys, so only what both
     // worlds can see is compared.
     let simulated = lockcheck_sim::run(scenario);
-    let (real_kinds, sim_kinds) = (seen(&outcome.violations), seen(&simulated.violations));
+    let (real_kinds, sim_kinds) = (
+        kinds_both_worlds_see(&outcome.violations),
+        kinds_both_worlds_see(&simulated.violations),
+    );
     if real_kinds == sim_kinds {
         let mut sim_report = Report::of_run(scenario, &simulated);
         let sim_path = sim_report.write(&search.out, &format!("{name}-real-case-{case}"))?;
@@ -160,17 +163,6 @@ fn found(
         );
     }
     Ok(worst.exit_code())
-}
-
-/// The kinds of violation a real run can see (not those read from the servers' keys), each
-/// once, in the kinds' order.
-fn seen(violations: &[Violation]) -> Vec<ViolationKind> {
-    let kinds: std::collections::BTreeSet<ViolationKind> = violations
-        .iter()
-        .map(|v| v.kind)
-        .filter(|k| !k.reads_server_keys())
-        .collect();
-    kinds.into_iter().collect()
 }
 
 /// `kinds` for people.

@@ -470,21 +470,16 @@ fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// A number that differs between draws, processes and runs (splitmix64 over the time, the PID
-/// and a counter): which free port a server gets decides nothing in a run.
+/// A number that differs between draws, processes and runs (the time, the PID and a counter,
+/// scattered by SplitMix64's finaliser): which free port a server gets decides nothing in a run.
 fn draw() -> u64 {
     static DRAWS: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let mut z = nanos
-        ^ (u64::from(std::process::id()) << 32)
-        ^ DRAWS
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    let count = DRAWS.fetch_add(1, Ordering::Relaxed);
+    lockcheck_core::randomness::mix(nanos ^ (u64::from(std::process::id()) << 32))
+        ^ lockcheck_core::randomness::mix(count.wrapping_add(1))
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
-use lockcheck_core::checker::{Violation, ViolationKind};
+use lockcheck_core::checker::{kinds_both_worlds_see, Violation, ViolationKind};
 use lockcheck_core::history::{Op, Phase};
 use lockcheck_core::scenario::Scenario;
 use lockcheck_real::launcher::ServerKind;
@@ -48,16 +48,9 @@ pub fn alive(pid: u32, marker: &str) -> bool {
         .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).contains(marker))
 }
 
-/// The kinds of violation found that a real run can see (not those read from the servers' keys,
-/// which the simulation alone records), in order, without repeats.
+/// The kinds of violation a real run can see ([`kinds_both_worlds_see`]).
 pub fn kinds(violations: &[Violation]) -> Vec<ViolationKind> {
-    let mut kinds: Vec<ViolationKind> = violations
-        .iter()
-        .map(|v| v.kind)
-        .filter(|k| !k.reads_server_keys())
-        .collect();
-    kinds.dedup();
-    kinds
+    kinds_both_worlds_see(violations)
 }
 
 /// Runs `scenario` for real, checks that every server it started (whose command line contains
