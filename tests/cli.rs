@@ -363,15 +363,17 @@ fn lockcheck_real(args: &[&str], envs: &[(&str, &str)]) -> Output {
 fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
     // Refused before any server is needed: these pass without redis-server installed.
     let scratch = Scratch::new("real-refuses");
-    // Replication and failover are the simulator's alone so far.
+    // With replicas, a fault between two servers (their replication links) is the
+    // simulator's alone so far.
     let replicated = scratch.file(
         "replicas.json",
-        r#"{"algorithm": "single-redis", "params": {"replicas": 1}}"#,
+        r#"{"algorithm": "single-redis", "params": {"replicas": 1},
+            "faults": [{"at_ms": 10, "fault": "partition", "isolate": ["redis-0"], "for_ms": 100}]}"#,
     );
     for (args, needle) in [
         (
             vec!["--scenario", replicated.to_str().unwrap()],
-            "replication and failover",
+            "between two Redis servers",
         ),
         (
             vec![

@@ -27,6 +27,8 @@ use std::time::Duration;
 /// by the client's pause gate.
 pub struct RealStores {
     servers: Vec<SocketAddr>,
+    /// With Redis replicas: how this client finds the primary through Sentinel.
+    sentinel: Option<crate::replication::SentinelRoute>,
     timeout: Duration,
     session_timeout: Duration,
     /// etcd: the TTL of each session's lease.
@@ -44,7 +46,12 @@ impl Stores for RealStores {
     type Etcd = RealEtcd;
 
     fn redis_primary(&self) -> RealRedis {
-        RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
+        match &self.sentinel {
+            Some(route) => {
+                RealRedis::behind_sentinel(route.clone(), self.timeout, self.gate.clone())
+            }
+            None => RealRedis::new(self.servers[0], self.timeout, self.gate.clone()),
+        }
     }
 
     fn redis_masters(&self) -> Vec<RealRedis> {
@@ -113,8 +120,8 @@ impl Client {
                         acquired,
                         accepted,
                         of,
-                        // Every server is a lock server here (no replicas yet).
-                        unreachable: world.servers_down(),
+                        // Replicas are no lock servers until promoted.
+                        unreachable: world.lock_servers_down(),
                     },
                 );
             })
@@ -129,6 +136,7 @@ impl Client {
         let params = &world.scenario.params;
         let stores = RealStores {
             servers: world.servers_for(me),
+            sentinel: world.sentinel_route(me),
             timeout: Duration::from_millis(params.request_timeout_ms),
             session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
             etcd_ttl: Duration::from_secs(params.etcd.lease_ttl_s()),

@@ -59,6 +59,11 @@ pub enum RealError {
         /// Why.
         source: std::io::Error,
     },
+    /// Redis replication or Sentinel did not do what the run needs of it: the replicas did not
+    /// sync, Sentinel did not learn them, or did not promote the replica a failover names in
+    /// time. An error of the run, never a verdict.
+    #[error("Redis replication: {0}")]
+    Replication(String),
     /// The time-shift library (for clock faults) could not be built.
     #[error("clock faults: {0}")]
     TimeShift(String),

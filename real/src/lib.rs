@@ -26,6 +26,8 @@
 //!   (`lockcheck_core::workload`); [`world`]: the run's shared
 //!   state; [`resource`]: the protected resource, in-process, recording every access in real
 //!   order; [`recorder`]: the history.
+//! - [`replication`]: Redis replicas under a real Sentinel, which performs the scenario's
+//!   failovers; clients find the primary by asking it.
 //! - [`nemesis`]: the scenario's faults at their times; [`support`]: which faults and algorithms
 //!   real mode can run so far; [`profile`]: ready-made scenarios for `lockcheck real`.
 //! - [`runner`]: one run, start to verdict.
@@ -62,8 +64,11 @@
 //!   where the simulation's crashed node swallows messages until the timeout.
 //! - Server key changes are not observed (no `Key` entries), so foreign releases are not checked.
 //! - A machine crash (what was not fsynced is lost, peers are not told), a clock fault on an etcd
-//!   member (Go reads its clocks through the vDSO), and replication with failover are refused
-//!   before anything starts ([`support`]).
+//!   member (Go reads its clocks through the vDSO), and, with Redis replicas, a partition, loss
+//!   or delay between two servers are refused before anything starts ([`support`]).
+//! - A failover is Sentinel's: it takes about a second where the simulation's is instantaneous,
+//!   and a replica lags by a delay on its replication link rather than by periodic pulls (see
+//!   [`replication`]).
 //!
 //! A real run is not byte-replayable: scheduling, latencies and the interleaving of clients come
 //! from the real machine. Its *scenario* is replayable, in both worlds: `lockcheck real --scenario`
@@ -83,6 +88,7 @@ pub mod profile;
 pub mod proxy;
 pub mod recorder;
 pub mod redis_store;
+pub mod replication;
 pub mod resource;
 pub mod runner;
 pub mod signals;

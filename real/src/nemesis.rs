@@ -29,11 +29,18 @@
 //!   ([`crate::proxy::Impairment`]: TCP turns a loss into a retransmission's stall), and the
 //!   node's accesses to the resource are dropped and delayed as in the simulation.
 //!
+//! - failover to a replica: Sentinel performs it ([`crate::replication::Replication::failover`]):
+//!   the nemesis asks for it at the scenario's time and records it when Sentinel names the
+//!   replica as the primary, about a second later (the simulation's is instantaneous); the
+//!   actions after it wait for it, so that nothing scheduled after the failover happens before
+//!   it. A failover Sentinel does not carry out is an error of the run.
+//!
 //! Every action is recorded as a `nemesis` entry, as in the simulation. [`crate::support::check`]
 //! has refused every other kind of fault before the run started.
 
 use crate::error::RealError;
 use crate::launcher::Launcher;
+use crate::replication::Replication;
 use crate::timeshift::ClockFile;
 use crate::world::RealWorld;
 use lockcheck_core::history::{Kind, Op};
@@ -54,6 +61,8 @@ pub struct Nemesis {
     quiet_ns: u64,
     /// Actions not yet applied, in order.
     pending: std::collections::VecDeque<(u64, Action, String)>,
+    /// The replicated servers' Sentinel, which performs failovers.
+    replication: Option<Rc<Replication>>,
 }
 
 impl Nemesis {
@@ -72,7 +81,14 @@ impl Nemesis {
             server_clocks: RefCell::new(server_clocks),
             quiet_ns: lockcheck_core::schedule::quiet_after_ns(&schedule),
             pending: schedule.into(),
+            replication: None,
         }
+    }
+
+    /// The nemesis, with `replication`'s Sentinel performing the scenario's failovers.
+    pub fn with_replication(mut self, replication: Option<Rc<Replication>>) -> Nemesis {
+        self.replication = replication;
+        self
     }
 
     /// When every fault has ended (ns since the start; 0 without faults).
@@ -161,11 +177,34 @@ impl Nemesis {
                 world.set_message_fault(*n, *id, None);
                 *n
             }
-            other => {
-                return Err(RealError::Unsupported(format!(
-                    "{} ({text}); support::check should have refused it",
-                    other.kind()
-                )))
+            Action::Failover(n) => {
+                let (Some(replication), Some(server)) = (&self.replication, world.server_of(*n))
+                else {
+                    return Err(RealError::Unsupported(format!(
+                        "{text}: failover needs replicated servers (params.redis.replicas)"
+                    )));
+                };
+                tracing::info!(
+                    at_ms = world.true_ns() / 1_000_000,
+                    "nemesis: {text} (asking Sentinel)"
+                );
+                replication.failover(server).await?;
+                world.set_primary(server);
+                tracing::info!(
+                    at_ms = world.true_ns() / 1_000_000,
+                    "nemesis: Sentinel promoted {}",
+                    topology.name(*n)
+                );
+                world.record(
+                    *n,
+                    Kind::Observe,
+                    Op::Nemesis {
+                        kind: action.kind().to_string(),
+                        action: text,
+                        target: Some(topology.name(*n).to_string()),
+                    },
+                );
+                return Ok(());
             }
         };
         let kind = action.kind();

@@ -49,6 +49,18 @@
 //!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its
 //!   quorum is `redis-1` + `redis-2`; `redis-1` restarts empty, and the next client's quorum is
 //!   `redis-0` + `redis-1`.
+//! - `failover` (the Redis locks that run on a primary with replicas: `single-redis`,
+//!   `redis-reentrant`, `redis-fair`): seed 001's high-availability story on a primary and two
+//!   replicas under Sentinel, whose replication links lag by [`FAILOVER_LAG_MS`]. `client-0`
+//!   takes the lock at once; at a third of the lag, before any replica can have the key, the
+//!   primary `redis-0` is killed, and 100 ms later Sentinel is asked to promote `redis-1` (it
+//!   takes about a second; the simulation's failover is instantaneous, and real mode's later
+//!   actions wait for Sentinel's). The other clients are held back until just after the
+//!   failover, then take the lock from the new primary, which never had `client-0`'s key, while
+//!   `client-0` works on (it works 3/4 of the TTL, within its lease): two holders, UNSAFE. With
+//!   `wait_replicas` ([`fit_story`] gives `WAIT` a timeout the lagging link can answer in),
+//!   `client-0` never believes it holds a lock no replica has: safe. The lease must outlast the
+//!   real failover: the story's default TTL is [`FAILOVER_TTL_MS`].
 //!
 //! In each story but `none`, `client-0` takes the lock first: every other client is held back
 //! (paused) for the first TTL/10.
@@ -79,6 +91,9 @@ pub enum Profile {
     ClockJump,
     /// A server restarts empty under the first holder.
     Restart,
+    /// The primary dies before its replicas have the first holder's key, and Sentinel promotes
+    /// one.
+    Failover,
 }
 
 impl Profile {
@@ -89,6 +104,7 @@ impl Profile {
         (Profile::Partition, "partition"),
         (Profile::ClockJump, "clock-jump"),
         (Profile::Restart, "restart"),
+        (Profile::Failover, "failover"),
     ];
 
     /// The profile called `name`.
@@ -144,6 +160,34 @@ impl Shape {
             shape.ttl_ms = 2 * DEFAULT_TICK_TIME_MS;
         }
         shape
+    }
+
+    /// The default shape for `profile`'s story of `algorithm`: [`Shape::for_algorithm`], with a
+    /// lease that outlasts a real failover for the `failover` story.
+    pub fn for_story(algorithm: Algorithm, profile: Profile) -> Shape {
+        let mut shape = Shape::for_algorithm(algorithm);
+        if profile == Profile::Failover {
+            shape.ttl_ms = FAILOVER_TTL_MS;
+        }
+        shape
+    }
+}
+
+/// The `failover` story's replication lag: the delay of each replication link, each way.
+pub const FAILOVER_LAG_MS: u64 = 300;
+/// The `failover` story's default TTL: `client-0` works 3/4 of it, which must outlast the
+/// failover Sentinel performs (about a second, a few on a busy machine) and the next client's
+/// acquisition.
+pub const FAILOVER_TTL_MS: u64 = 8_000;
+
+/// Gives the `failover` story's lock a `WAIT` it can succeed with, once `wait_replicas` is set
+/// (by a flag, after the story was built): a timeout of twice the lag (a replica hears of the
+/// write after the lag, and its acknowledgement takes as long back) and 400 ms more, unless one
+/// was given. Other stories are left as they are.
+pub fn fit_story(profile: Profile, scenario: &mut Scenario) {
+    let redis = &mut scenario.params.redis;
+    if profile == Profile::Failover && redis.wait_replicas > 0 && redis.wait_timeout_ms.is_none() {
+        redis.wait_timeout_ms = Some(2 * redis.replication_lag_ms() + 400);
     }
 }
 
@@ -288,6 +332,45 @@ pub fn scenario(
                 for_ms: ttl * 5 / 4 - ttl / 5,
                 hold: true,
                 from: None,
+            });
+        }
+        Profile::Failover => {
+            if !algorithm.description().replicas {
+                let told: Vec<&str> = Algorithm::ALL
+                    .iter()
+                    .filter(|a| a.description().replicas)
+                    .map(|a| a.name())
+                    .collect();
+                return Err(ScenarioError::Invalid(format!(
+                    "the failover story is told for the locks on a Redis primary with replicas \
+                     ({}), not {}",
+                    told.join(", "),
+                    algorithm.name()
+                )));
+            }
+            let lag = FAILOVER_LAG_MS;
+            s.params.redis.replicas = 2;
+            s.params.redis.replication_lag_ms = Some(lag);
+            // Room for a WAIT of twice the lag (`fit_story`), on the same scenario with or
+            // without it.
+            s.params.request_timeout_ms = 2 * lag + 1_000;
+            let crash = lag / 3;
+            let failover = crash + 100;
+            s.workload = story_workload(ttl * 3 / 4);
+            s.faults = hold_back_others(shape, "failover")?;
+            for fault in &mut s.faults {
+                if let Fault::Pause { for_ms, .. } = fault {
+                    *for_ms = failover + 50;
+                }
+            }
+            s.faults.push(Fault::Crash {
+                at_ms: crash,
+                node: "redis-0".into(),
+                scope: lockcheck_core::scenario::CrashScope::Process,
+            });
+            s.faults.push(Fault::Failover {
+                at_ms: failover,
+                node: "redis-1".into(),
             });
         }
         Profile::ClockJump if algorithm.backend() != Backend::Redis => {
@@ -490,5 +573,29 @@ mod tests {
             assert_eq!(p.name(), name);
         }
         assert_eq!(Profile::from_name("clock-drift"), None);
+    }
+
+    #[test]
+    fn the_failover_story_kills_the_primary_before_its_replicas_can_have_the_key() {
+        let shape = Shape::for_story(Algorithm::SingleRedis, Profile::Failover);
+        let mut s = scenario(Algorithm::SingleRedis, Profile::Failover, &shape).unwrap();
+        let lag = s.params.redis.replication_lag_ms();
+        let crash = s.faults.iter().find_map(|f| match f {
+            Fault::Crash { at_ms, node, .. } if node == "redis-0" => Some(*at_ms),
+            _ => None,
+        });
+        assert!(crash.is_some_and(|c| c < lag), "{:?}", s.faults);
+        // client-0 works well past the failover, within its lease.
+        let ttl = s.algorithm.lease_ms(&s.params);
+        assert!(s.workload.hold_ms < ttl && s.workload.hold_ms > 4_000);
+        fit_story(Profile::Failover, &mut s);
+        assert_eq!(s.params.redis.wait_timeout_ms, None, "no WAIT, no timeout");
+        s.params.redis.wait_replicas = 1;
+        fit_story(Profile::Failover, &mut s);
+        let wait = s.params.redis.wait_timeout_ms.unwrap();
+        assert!(wait > 2 * lag && wait < s.params.request_timeout_ms);
+        s.validate().unwrap();
+        let e = scenario(Algorithm::Redlock, Profile::Failover, &shape).unwrap_err();
+        assert!(e.to_string().contains("single-redis"), "{e}");
     }
 }

@@ -85,6 +85,8 @@ struct Control {
     cuts: u32,
     /// Delay and loss while the link passes.
     impairment: Impairment,
+    /// Drop what is still delayed from the server when the server's side ends.
+    lose_in_flight: bool,
 }
 
 impl Control {
@@ -115,6 +117,12 @@ impl Link {
     /// Delays and loses what the link passes from now on ([`Impairment::default`]: neither).
     pub fn impair(&self, impairment: Impairment) {
         self.control.send_modify(|c| c.impairment = impairment);
+    }
+
+    /// From now on, what the link still holds from the server when the server's side of a
+    /// connection ends (a crash) is lost, and the connection is reset, rather than delivered.
+    pub fn lose_in_flight_when_upstream_closes(&self) {
+        self.control.send_modify(|c| c.lose_in_flight = true);
     }
 
     /// The mode in force now.
@@ -156,6 +164,7 @@ impl Proxy {
             mode: Mode::Pass,
             cuts: 0,
             impairment: Impairment::default(),
+            lose_in_flight: false,
         });
         let accept = tokio::spawn(accept_loop(listener, upstream, watcher, seed));
         Ok(Proxy {
@@ -282,8 +291,8 @@ async fn relay(
             _ = resets.wait_for(|c| c.effective() == Mode::Reset) => true,
             result = async {
                 tokio::try_join!(
-                    pump(client_read, server_write, control.clone(), seed),
-                    pump(server_read, client_write, control.clone(), !seed),
+                    pump(client_read, server_write, control.clone(), seed, false),
+                    pump(server_read, client_write, control.clone(), !seed, true),
                 )
             } => {
                 // A side that failed (reset by its peer) is passed on as a reset of the other.
@@ -313,12 +322,15 @@ fn abandoned(client: &TcpStream, early: &mut Vec<u8>) -> bool {
 
 /// Forwards one direction until its end of stream (passed on as a FIN) or an error. Reading and
 /// writing run concurrently, joined by a queue, so a delayed chunk does not hold up the reading
-/// of the next one and order is kept.
+/// of the next one and order is kept. From the server (`from_server`), on a link that loses
+/// what is in flight when the server closes, the end of the stream is an error instead: what
+/// the queue still holds is dropped, and the relay resets the connection.
 async fn pump(
     mut from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
     control: watch::Receiver<Control>,
     seed: u64,
+    from_server: bool,
 ) -> io::Result<()> {
     // An empty chunk marks the end of the stream.
     let (queue, mut chunks) = mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
@@ -328,6 +340,11 @@ async fn pump(
         loop {
             flowing(&mut read_control).await?;
             let n = from.read(&mut buf).await?;
+            if n == 0 && from_server && read_control.borrow().lose_in_flight {
+                return Err(io::Error::other(
+                    "the server closed; what was in flight is lost",
+                ));
+            }
             // The writer ends only after the end marker, so it is still there to receive.
             let _ = queue.send((Instant::now(), buf[..n].to_vec()));
             if n == 0 {
@@ -575,6 +592,31 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert_eq!(read_exactly(&mut stream, expected.len()).await, expected);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn what_a_lagging_link_holds_when_its_server_dies_is_lost() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let proxy = Proxy::start(listener.local_addr().unwrap(), 0)
+            .await
+            .unwrap();
+        proxy.link().impair(Impairment {
+            delay: Duration::from_millis(300),
+            loss: 0.0,
+        });
+        proxy.link().lose_in_flight_when_upstream_closes();
+        let mut replica = TcpStream::connect(proxy.addr()).await.unwrap();
+        let (mut primary, _) = tokio::time::timeout(EVENTUALLY, listener.accept())
+            .await
+            .expect("the proxy connects upstream")
+            .unwrap();
+        primary.write_all(b"unreplicated").await.unwrap();
+        drop(primary);
+        let mut buf = [0u8; 16];
+        let read = tokio::time::timeout(EVENTUALLY, replica.read(&mut buf))
+            .await
+            .expect("the connection ends");
+        assert!(!matches!(read, Ok(n) if n > 0), "{read:?}");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -16,8 +16,14 @@
 //!   may have applied it before it died.
 //! - A broken connection is dropped and the next call connects again, as a client library with
 //!   reconnection does; a timed-out one is kept (its late reply is discarded in order).
+//! - Behind Sentinel ([`RealRedis::behind_sentinel`]), connecting starts by asking Sentinel which
+//!   server is the primary, as a Sentinel-aware client library does; a `READONLY` reply (the
+//!   server was demoted to a replica under the connection) drops the connection, so the next
+//!   call asks again, and is [`StoreError::Unreachable`]: the write was not applied, and the
+//!   primary was not reached.
 
 use crate::gate::PauseGate;
+use crate::replication::SentinelRoute;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
 use redis::aio::MultiplexedConnection;
@@ -29,9 +35,17 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// Which server a connection goes to.
+enum Target {
+    /// Always this address.
+    Fixed(SocketAddr),
+    /// The primary Sentinel names at each (re)connection.
+    Primary(SentinelRoute),
+}
+
 /// One client's connection to one real Redis server.
 pub struct RealRedis {
-    addr: SocketAddr,
+    target: Target,
     timeout: Duration,
     gate: PauseGate,
     connection: RefCell<Option<MultiplexedConnection>>,
@@ -51,7 +65,19 @@ impl RealRedis {
     /// connected until the first command.
     pub fn new(addr: SocketAddr, timeout: Duration, gate: PauseGate) -> RealRedis {
         RealRedis {
-            addr,
+            target: Target::Fixed(addr),
+            timeout,
+            gate,
+            connection: RefCell::new(None),
+        }
+    }
+
+    /// A connection to whichever server Sentinel names the primary when it connects (and again
+    /// after a broken connection or a `READONLY` reply), reached by `route`; otherwise as
+    /// [`RealRedis::new`].
+    pub fn behind_sentinel(route: SentinelRoute, timeout: Duration, gate: PauseGate) -> RealRedis {
+        RealRedis {
+            target: Target::Primary(route),
             timeout,
             gate,
             connection: RefCell::new(None),
@@ -59,12 +85,16 @@ impl RealRedis {
     }
 
     async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
-        let info: ConnectionInfo =
-            ConnectionAddr::Tcp(self.addr.ip().to_string(), self.addr.port())
-                .into_connection_info()
-                .map_err(|e| Failure::Refused(e.to_string()))?
-                // No CLIENT SETINFO on connect: the only commands on the wire are the algorithm's.
-                .set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
+        let addr = match &self.target {
+            Target::Fixed(addr) => *addr,
+            // Boxed: the lookup's own connection would make every client's future deeper still.
+            Target::Primary(route) => Box::pin(route.primary()).await.map_err(Failure::Refused)?,
+        };
+        let info: ConnectionInfo = ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
+            .into_connection_info()
+            .map_err(|e| Failure::Refused(e.to_string()))?
+            // No CLIENT SETINFO on connect: the only commands on the wire are the algorithm's.
+            .set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
         let client = Client::open(info).map_err(|e| Failure::Refused(e.to_string()))?;
         // The store's own timeout bounds every call; the crate's would only get in its way.
         let config = AsyncConnectionConfig::new()
@@ -94,7 +124,7 @@ impl RealRedis {
         for arg in &argv[1..] {
             cmd.arg(arg);
         }
-        match connection.send_packed_command(&cmd).await {
+        let replied = match connection.send_packed_command(&cmd).await {
             Ok(value) => Ok(reply_of(value)),
             // An error reply the crate raised as an error is a reply all the same.
             Err(e) if e.code().is_some() => Ok(Reply::Error(match (e.code(), e.detail()) {
@@ -105,6 +135,16 @@ impl RealRedis {
                 *self.connection.borrow_mut() = None;
                 Err(Failure::Broken(e.to_string()))
             }
+        };
+        match replied {
+            // A replica refuses writes: this is not the primary (any more).
+            Ok(Reply::Error(e))
+                if e.starts_with("READONLY") && matches!(self.target, Target::Primary(_)) =>
+            {
+                *self.connection.borrow_mut() = None;
+                Err(Failure::Refused(e))
+            }
+            other => other,
         }
     }
 
@@ -171,7 +211,7 @@ impl RedisStore for RealRedis {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(Failure::Refused(why))) => Err(StoreError::Unreachable(why)),
             Ok(Err(Failure::Broken(why))) => {
-                tracing::debug!(addr = %self.addr, "connection broke: {why}");
+                tracing::debug!("connection broke: {why}");
                 Err(StoreError::Timeout)
             }
             Err(_) => Err(StoreError::Timeout),

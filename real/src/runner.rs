@@ -10,6 +10,7 @@ use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::proxy::Proxy;
+use crate::replication::Replication;
 use crate::signals;
 use crate::support;
 use crate::timeshift::{self, ClockFile};
@@ -228,9 +229,35 @@ async fn execute(
         .map(|to_servers| to_servers.iter().map(|p| (p.addr(), p.link())).collect())
         .collect();
 
+    // Replicas: the servers replicate through their ingress proxies, under a Sentinel, before
+    // time starts (the first sync is not part of the run).
+    let replication = if params.redis.replicas > 0 {
+        let lag = Duration::from_millis(params.redis.replication_lag_ms());
+        let first_failover = scenario
+            .faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::Failover { at_ms, node } => Some((*at_ms, node)),
+                _ => None,
+            })
+            .min_by_key(|(at_ms, _)| *at_ms)
+            .and_then(|(_, node)| topology.index_of(node))
+            .and_then(|n| server_nodes.iter().position(|&s| s == n));
+        Some(Rc::new(
+            Replication::start(&launcher, &addrs, lag, scenario.seed, first_failover).await?,
+        ))
+    } else {
+        None
+    };
+
     // Time starts now.
-    let world = Rc::new(RealWorld::new(scenario.clone(), addrs, routes));
-    let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
+    let mut world = RealWorld::new(scenario.clone(), addrs, routes);
+    if let Some(replication) = &replication {
+        world = world.with_sentinel(replication.sentinel(), replication.announced());
+    }
+    let world = Rc::new(world);
+    let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks)
+        .with_replication(replication.clone());
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
     for &c in &clients {
@@ -288,9 +315,11 @@ async fn execute(
     world.stop_clients();
 
     // Liveness: with every fault over and every client stopped, the lock must come free within
-    // twice the TTL. Without the lock service (a majority of its servers down), there is none.
+    // twice the TTL. Without the lock service (a majority of its servers down, or the primary
+    // of replicated servers), there is none.
     let down = world.down_names();
-    if down.len() > server_nodes.len() / 2 {
+    let lock_servers = world.lock_servers();
+    if world.lock_servers_down() > lock_servers.len() / 2 {
         world.record(
             topology.probe(),
             Kind::Observe,
@@ -319,5 +348,6 @@ async fn execute(
     }
 
     drop(proxies);
+    drop(replication);
     Ok(Outcome::of(world.recorder.history(), scenario))
 }

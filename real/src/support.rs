@@ -8,7 +8,7 @@ use lockcheck_core::topology::Role;
 /// The faults real mode carries out so far, for messages and help.
 pub const FAULTS: &str = "pause, crash and restart (of a client or a server), \
                           clock_jump and clock_drift (of a client or a server), partition, \
-                          loss and delay (of any node)";
+                          loss and delay (of any node), failover (to a Redis replica, by Sentinel)";
 
 /// Checks that real mode runs `algorithm`: that it starts servers of its backend.
 pub fn check_algorithm(algorithm: Algorithm) -> Result<(), RealError> {
@@ -34,12 +34,9 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
     // such, whatever else is wrong with it.
     check_algorithm(scenario.algorithm)?;
     scenario.validate()?;
-    let p = &scenario.params;
-    if p.redis.replicas > 0 || p.redis.wait_replicas > 0 {
-        return Err(RealError::Unsupported(
-            "params.redis.replicas: real Redis replication and failover".into(),
-        ));
-    }
+    // Replicas (`params.redis.replicas`) are real: `replication` starts them under a Sentinel,
+    // and `Scenario::validate` has checked that the algorithm has them.
+    let replicated = scenario.params.redis.replicas > 0;
     let topology = scenario.topology();
     for (i, fault) in scenario.faults.iter().enumerate() {
         let roles: Vec<Role> = fault
@@ -60,9 +57,44 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
                 .all(|r| matches!(r, Role::Client | Role::Server)),
             // Through the clients' proxies and their way to the resource (see `nemesis`).
             Fault::Partition { .. } | Fault::Loss { .. } | Fault::Delay { .. } => true,
-            Fault::Failover { .. } => false,
+            // By Sentinel (see `replication`); `Scenario::validate` has checked that there
+            // are replicas and that the node is one.
+            Fault::Failover { .. } => true,
         };
         let on_server = roles.contains(&Role::Server);
+        if replicated {
+            // The replication links run through one proxy per server, the one every server
+            // that replicates from it shares: a fault on one link between two servers cannot be
+            // told apart from a fault on all of that server's links.
+            let servers_apart = match fault {
+                Fault::Partition { isolate, from, .. } => {
+                    let server = |n: &String| {
+                        topology
+                            .index_of(n)
+                            .is_some_and(|i| topology.role(i) == Role::Server)
+                    };
+                    let inside = isolate.iter().any(server);
+                    let outside = match from {
+                        Some(from) => from.iter().any(server),
+                        None => topology
+                            .with_role(Role::Server)
+                            .iter()
+                            .any(|&s| !isolate.iter().any(|n| n == topology.name(s))),
+                    };
+                    inside && outside
+                }
+                Fault::Loss { .. } | Fault::Delay { .. } => on_server,
+                _ => false,
+            };
+            if servers_apart {
+                return Err(RealError::Unsupported(format!(
+                    "faults[{i}] ({}): with replicas, real mode does not yet cut, delay or lose \
+                     the messages between two Redis servers (their replication links); faults \
+                     between clients and servers are real, and the simulation runs this one",
+                    fault.describe()
+                )));
+            }
+        }
         if on_server
             && scenario.algorithm.backend() == lockcheck_core::scenario::Backend::Etcd
             && matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
@@ -101,6 +133,13 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
 /// node, and no fault that needs the server's process (crash, restart, pause, clock), which
 /// lockcheck does not control there. Client faults stay real.
 pub fn check_endpoints(scenario: &Scenario, endpoints: usize) -> Result<(), RealError> {
+    if scenario.params.redis.replicas > 0 {
+        return Err(RealError::Endpoints(
+            "params.redis.replicas: replicas are started by lockcheck, with their Sentinel; \
+             it does not reconfigure servers it did not start"
+                .into(),
+        ));
+    }
     let topology = scenario.topology();
     let servers = topology.with_role(Role::Server);
     if endpoints != servers.len() {
@@ -143,7 +182,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_fault_but_failover_is_real() {
+    fn every_fault_is_real_and_replicas_too() {
         let mut s = Scenario::new(Algorithm::SingleRedis);
         for fault in [
             Fault::ClockJump {
@@ -177,10 +216,31 @@ mod tests {
             s.faults = vec![fault.clone()];
             check(&s).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
         }
-        s.faults.clear();
         s.params.redis.replicas = 1;
+        s.faults = vec![Fault::Failover {
+            at_ms: 10,
+            node: "redis-1".into(),
+        }];
+        check(&s).expect("a failover by Sentinel");
+        s.faults = vec![Fault::Partition {
+            at_ms: 10,
+            isolate: vec!["redis-0".into()],
+            for_ms: 100,
+            hold: false,
+            from: None,
+        }];
         let e = check(&s).unwrap_err().to_string();
-        assert!(e.contains("replication and failover"), "{e}");
+        assert!(e.contains("between two Redis servers"), "{e}");
+        s.faults = vec![Fault::Partition {
+            at_ms: 10,
+            isolate: vec!["client-0".into()],
+            for_ms: 100,
+            hold: false,
+            from: None,
+        }];
+        check(&s).expect("a client cut off from the servers");
+        let e = check_endpoints(&s, 2).unwrap_err().to_string();
+        assert!(e.contains("replicas"), "{e}");
     }
 
     #[test]

@@ -73,6 +73,12 @@ pub struct RealWorld {
     /// Per client: how many times it was started; a restarted client is a new process, with new
     /// randomness (new tokens, a new owner id).
     incarnations: RefCell<Vec<u64>>,
+    /// With Redis replicas: Sentinel's address and each server's announced address, which
+    /// clients find the primary by ([`RealWorld::with_sentinel`]).
+    sentinel: Option<(SocketAddr, Vec<SocketAddr>)>,
+    /// The primary (in server order) since the last failover: the one server the lock of a
+    /// replicated Redis talks to, as far as the history's accounts go.
+    primary: std::cell::Cell<usize>,
 }
 
 impl RealWorld {
@@ -119,9 +125,50 @@ impl RealWorld {
             tasks: RefCell::new((0..clients).map(|_| None).collect()),
             clients_down: RefCell::new(vec![false; clients]),
             incarnations: RefCell::new(vec![0; clients]),
+            sentinel: None,
+            primary: std::cell::Cell::new(0),
             servers,
             scenario,
         }
+    }
+
+    /// The world with its Redis servers replicated under the Sentinel at `sentinel`, which
+    /// names server `i` by `announced[i]`: clients ask it for the primary.
+    pub fn with_sentinel(mut self, sentinel: SocketAddr, announced: Vec<SocketAddr>) -> RealWorld {
+        self.sentinel = Some((sentinel, announced));
+        self
+    }
+
+    /// How client `client` finds the primary, when the servers are replicated under Sentinel:
+    /// Sentinel names a server, and the client reaches it by its own route.
+    pub fn sentinel_route(&self, client: usize) -> Option<crate::replication::SentinelRoute> {
+        let (sentinel, announced) = self.sentinel.as_ref()?;
+        Some(crate::replication::SentinelRoute {
+            sentinel: *sentinel,
+            announced: announced.clone(),
+            routes: self.servers_for(client),
+        })
+    }
+
+    /// Records that Sentinel made server `server` (in server order) the primary.
+    pub fn set_primary(&self, server: usize) {
+        self.primary.set(server);
+    }
+
+    /// The servers (in server order) the lock talks to now: with replicas, the primary alone
+    /// (replicas serve no client until promoted); otherwise every server.
+    pub fn lock_servers(&self) -> Vec<usize> {
+        if self.sentinel.is_some() {
+            vec![self.primary.get()]
+        } else {
+            (0..self.servers.len()).collect()
+        }
+    }
+
+    /// How many of the lock's servers ([`RealWorld::lock_servers`]) are crashed now.
+    pub fn lock_servers_down(&self) -> usize {
+        let down = self.down.borrow();
+        self.lock_servers().iter().filter(|&&s| down[s]).count()
     }
 
     /// The run's nodes.

@@ -247,11 +247,21 @@ fn a_stopped_server_delays_single_redis_but_never_breaks_it() {
 
 #[test]
 fn unsupported_faults_are_refused_before_anything_starts() {
-    // Replication and failover are the simulator's alone so far.
+    // With replicas, a partition between two servers (their replication links) is the
+    // simulator's alone so far (real/tests/redis_sentinel.rs runs replicas and failovers).
     let mut s = Scenario::new(Algorithm::SingleRedis);
     s.params.redis.replicas = 1;
+    s.faults = vec![Fault::Partition {
+        at_ms: 10,
+        isolate: vec!["redis-0".into()],
+        for_ms: 100,
+        hold: false,
+        from: None,
+    }];
     match run(&s) {
-        Err(RealError::Unsupported(why)) => assert!(why.contains("failover"), "{why}"),
+        Err(RealError::Unsupported(why)) => {
+            assert!(why.contains("between two Redis servers"), "{why}")
+        }
         other => panic!("expected a refusal, got {other:?}"),
     }
 }

@@ -31,7 +31,9 @@ pub struct RealArgs {
     /// sent inside its lease, is held by the network and arrives late); `clock-jump` (a server holding the first
     /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters; refused for
     /// etcd, whose clocks real mode cannot move); `restart` (that server is killed and
-    /// restarted empty at once; Redlock: seed 002's story).
+    /// restarted empty at once; Redlock: seed 002's story); `failover` (the Redis locks with
+    /// replicas: the primary is killed before its two lagging replicas have the first holder's
+    /// key and Sentinel promotes redis-1; add --wait-replicas 1 for the WAIT variant).
     #[arg(
         long,
         value_name = "F",
@@ -75,7 +77,7 @@ pub struct RealArgs {
     #[arg(long, value_name = "N")]
     clients: Option<u32>,
     /// Lease length in ms: the TTL, or a ZooKeeper lock's session timeout [profile default:
-    /// 2000, ZooKeeper 4000 (two ticks, the shortest a server grants), short so that a run
+    /// 2000, ZooKeeper 4000 (two ticks, the shortest a server grants), failover 8000, short so that a run
     /// takes seconds].
     #[arg(long, value_name = "MS")]
     ttl_ms: Option<u64>,
@@ -183,7 +185,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                     known.join(", ")
                 ))
             })?;
-            let defaults = Shape::for_algorithm(algorithm);
+            let defaults = Shape::for_story(algorithm, profile);
             let shape = Shape {
                 seed: seed.unwrap_or(defaults.seed),
                 clients: clients.unwrap_or(defaults.clients),
@@ -196,6 +198,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             // The user's settings win over the story's (a restart story with `--persistence
             // always` asks whether the lock survives a restart that keeps its data).
             flags.apply(algorithm, &mut s.params)?;
+            lockcheck_real::profile::fit_story(profile, &mut s);
             s.validate().map_err(|e| usage(e.to_string()))?;
             s
         }

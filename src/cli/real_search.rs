@@ -54,7 +54,7 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
         ..ExploreOptions::new(search.algorithm, profiles, search.cases, search.seed)
     };
     check_options(&options).map_err(|e| usage(e.to_string()))?;
-    // What real mode refuses whatever the faults (replicas, a setting it cannot apply) is said
+    // What real mode refuses whatever the faults (a setting it cannot apply) is said
     // once, up front, rather than as a search that finds no case to run.
     let mut template = Scenario::new(search.algorithm);
     template.params = options.params.clone();

@@ -6,7 +6,8 @@
 //! directory of its own under a temp dir of the run, its own process group (so a Ctrl-C in the
 //! terminal reaches lockcheck and not the servers directly: lockcheck then stops them itself),
 //! `PR_SET_PDEATHSIG = SIGKILL`, and the faults. What differs (the command line, what "ready"
-//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`], [`zookeeper::ZooKeeper`],
+//! means, where the log is) is a [`ServerKind`]: [`redis::Redis`], [`sentinel::Sentinel`],
+//! [`zookeeper::ZooKeeper`],
 //! [`mariadb::MariaDb`] and [`etcd::Etcd`].
 //!
 //! Faults act on the process by its PID, never by name: a crash is `SIGKILL`, a restart starts the
@@ -22,6 +23,7 @@ pub mod etcd;
 pub mod ledger;
 pub mod mariadb;
 pub mod redis;
+pub mod sentinel;
 pub mod zookeeper;
 
 use crate::error::RealError;
@@ -40,6 +42,7 @@ use std::time::Duration;
 pub use self::etcd::{Etcd, ETCD, ETCD_INSTALL};
 pub use self::mariadb::{MariaDb, MARIADBD, MARIADB_INSTALL};
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
+pub use self::sentinel::Sentinel;
 pub use self::zookeeper::{ZooKeeper, JAVA, ZOOKEEPER_INSTALL, ZOOKEEPER_JAR};
 
 /// A kind of server: how to start it and how to tell it is ready. The launcher does the rest
@@ -517,6 +520,7 @@ mod tests {
         let mut launcher = Launcher::new().unwrap();
         let dir = launcher.root.join("redis-0");
         std::fs::create_dir_all(&dir).unwrap();
+        kind.prepare(&dir, port).unwrap();
         launcher.servers.push(Server {
             name: "redis-0".into(),
             kind: Box::new(kind),

@@ -1,4 +1,10 @@
 //! `redis-server`: its command line from the scenario's persistence, ready on `PONG`.
+//!
+//! Each server also reads a config file of its own (`redis.conf` in its directory, empty at
+//! first), as a production server does: Sentinel reconfigures the servers it watches with
+//! `REPLICAOF` followed by `CONFIG REWRITE`, and a server started without a config file refuses
+//! the rewrite and forgets its role at its next restart. With the file, a killed replica comes
+//! back a replica, and a demoted primary comes back as what Sentinel made it.
 
 use super::ServerKind;
 use lockcheck_core::scenario::Persistence;
@@ -17,7 +23,9 @@ pub const REDIS_INSTALL: &str = "apt-get install redis-server";
 
 /// A `redis-server` with the scenario's persistence: `none` is `--save "" --appendonly no`;
 /// `everysec`/`always` are `--appendonly yes --appendfsync …`. Ready when it answers `PING` with
-/// `PONG` (a server still loading its append-only file answers `-LOADING`).
+/// `PONG` (a server still loading its append-only file answers `-LOADING`). A full resync starts
+/// at once (`repl-diskless-sync-delay 0`): Redis's default waits 5 s for more replicas to join,
+/// longer than a real run's short leases.
 pub struct Redis {
     /// What the server persists.
     pub persistence: Persistence,
@@ -32,9 +40,18 @@ impl ServerKind for Redis {
         REDIS_INSTALL
     }
 
+    /// An empty config file: what `CONFIG REWRITE` writes the server's replication settings to.
+    fn prepare(&self, dir: &Path, _port: u16) -> Result<(), String> {
+        let file = dir.join(CONFIG_FILE);
+        std::fs::write(&file, "").map_err(|e| format!("{}: {e}", file.display()))
+    }
+
     fn command(&self, dir: &Path, port: u16) -> Command {
         let mut command = Command::new(REDIS_SERVER);
+        // The file first: the command line's settings win over what a rewrite put there (they
+        // are the same values; the port may have moved before the first start).
         command
+            .arg(dir.join(CONFIG_FILE))
             .arg("--port")
             .arg(port.to_string())
             .args(["--bind", "127.0.0.1", "--daemonize", "no"])
@@ -42,7 +59,8 @@ impl ServerKind for Redis {
             .arg(dir)
             .arg("--logfile")
             .arg(dir.join("redis.log"))
-            .args(["--save", ""]);
+            .args(["--save", ""])
+            .args(["--repl-diskless-sync-delay", "0"]);
         match self.persistence {
             Persistence::None => command.args(["--appendonly", "no"]),
             Persistence::Everysec => {
@@ -61,6 +79,9 @@ impl ServerKind for Redis {
         &["redis.log"]
     }
 }
+
+/// The config file in each server's directory.
+pub const CONFIG_FILE: &str = "redis.conf";
 
 /// Whether the server at `addr` answers `PING` with `PONG` within a short while.
 pub async fn ping(addr: SocketAddr) -> bool {
