@@ -71,3 +71,28 @@ fn waiting_for_a_replica_keeps_a_sentinel_failover_safe_as_in_the_simulation() {
     // Both clients did their work, on the new primary, one after the other.
     assert_eq!(entered(&real).len(), 2, "{:#?}", real.outcome.history);
 }
+
+/// The old primary comes back (empty, no persistence) after the failover: Sentinel makes it a
+/// replica of the new primary, as the simulation's comes back a replica, and clients go on with
+/// the new primary. The first failover's two holders are the only violation in both worlds, and
+/// every later section is done.
+#[test]
+fn an_old_primary_that_comes_back_is_demoted_and_the_story_is_the_same() {
+    if !servers_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let mut s = failover_story(0);
+    s.workload.acquisitions_per_client = 2;
+    s.workload.hold_ms = 3_000;
+    s.faults.push(lockcheck_core::scenario::Fault::Restart {
+        at_ms: 2_500,
+        node: "redis-0".into(),
+    });
+    s.validate().unwrap();
+    let real = common::run_real(&s, REDIS_SERVER);
+    assert!(promoted(&real, "redis-1"), "Sentinel promoted redis-1");
+    assert_eq!(real.server_pids.len(), 5, "redis-0 restarted once");
+    assert_two_holders_including(&real, "client-0");
+    assert_eq!(entered(&real).len(), 4, "{:#?}", real.outcome.history);
+}
