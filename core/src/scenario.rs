@@ -981,7 +981,23 @@ impl Scenario {
                  over independent masters"
             ));
         }
+        // A ZooKeeper lock runs against one standalone server (1, the default) or an ensemble
+        // of `zk-0..zk-{n-1}`: an odd number, since an even one needs a larger quorum and
+        // tolerates no more failures.
+        let ensemble = backend == Backend::ZooKeeper && description.servers == Servers::One;
+        if let Some(n) = p.nodes.filter(|&n| ensemble && n != 1) {
+            if n % 2 == 0 {
+                return bad(format!(
+                    "params.nodes: an ensemble of {n} ZooKeeper servers needs a quorum of {} yet \
+                     tolerates no more failures than {} would; use 1 (a standalone server) or an \
+                     odd number (3, 5, …)",
+                    n / 2 + 1,
+                    n - 1
+                ));
+            }
+        }
         match description.servers {
+            Servers::One if ensemble => {}
             Servers::One => {
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
                     return bad(match backend {
@@ -991,9 +1007,10 @@ impl Scenario {
                         Backend::Mysql => {
                             format!("params.nodes: {name} runs against one MariaDB server, got {n}")
                         }
+                        // (An ensemble was let through above.)
                         Backend::ZooKeeper => format!(
-                            "params.nodes: {name} runs against one standalone ZooKeeper server, \
-                             got {n} (ensembles are not modelled yet)"
+                            "params.nodes: {name} runs against 1 ZooKeeper server or an odd \
+                             ensemble, got {n}"
                         ),
                         Backend::Etcd => format!(
                             "params.nodes: {name} runs against one etcd member, got {n} \
@@ -1465,6 +1482,16 @@ impl FlushPolicy {
 /// only applies to an embedded server built without a config, which is not what users run.
 pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
 
+/// An ensemble member's `syncLimit`, in ticks: how long a follower waits for its leader (and a
+/// leader for a quorum of followers) before it gives up and goes back to an election. Both
+/// worlds use it, so a leader paused for less than `SYNC_LIMIT_TICKS × tickTime` comes back as
+/// the leader in both; 5 is `zoo_sample.cfg`'s value.
+pub const SYNC_LIMIT_TICKS: u64 = 5;
+
+/// An ensemble member's `initLimit`, in ticks: how long a follower may take to connect to and
+/// sync with its leader (`zoo_sample.cfg`'s 10).
+pub const INIT_LIMIT_TICKS: u64 = 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1618,6 +1645,25 @@ mod tests {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(field), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_zookeeper_lock_runs_against_one_server_or_an_odd_ensemble() {
+        for n in [1, 3, 5] {
+            let text = format!(r#"{{"algorithm": "zk-sequential", "params": {{"nodes": {n}}}}}"#);
+            let scenario = parse(&text).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(
+                scenario
+                    .topology()
+                    .with_role(crate::topology::Role::Server)
+                    .len(),
+                n
+            );
+        }
+        let e = parse(r#"{"algorithm": "zk-herd", "params": {"nodes": 4}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("params.nodes") && e.contains("odd"), "{e}");
     }
 
     /// Files written before the groups (scenario files, committed reports) still read, to the

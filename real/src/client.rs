@@ -27,6 +27,8 @@ use std::time::Duration;
 /// by the client's pause gate.
 pub struct RealStores {
     servers: Vec<SocketAddr>,
+    /// The node this client is (its number for a client), which picks its ZooKeeper member.
+    me: usize,
     timeout: Duration,
     session_timeout: Duration,
     /// etcd: the TTL of each session's lease.
@@ -54,9 +56,12 @@ impl Stores for RealStores {
             .collect()
     }
 
+    /// A session with the standalone server, or with the ensemble, starting on the member this
+    /// client's number picks (client `i` on member `i mod n`, as in the simulation).
     fn zookeeper(&self) -> RealZk {
-        RealZk::new(
-            self.servers[0],
+        RealZk::ensemble(
+            self.servers.clone(),
+            self.me % self.servers.len(),
             self.session_timeout,
             self.timeout,
             self.gate.clone(),
@@ -129,6 +134,7 @@ impl Client {
         let params = &world.scenario.params;
         let stores = RealStores {
             servers: world.servers_for(me),
+            me,
             timeout: Duration::from_millis(params.request_timeout_ms),
             session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
             etcd_ttl: Duration::from_secs(params.etcd.lease_ttl_s()),

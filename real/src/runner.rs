@@ -6,6 +6,7 @@
 
 use crate::backend::server_kind;
 use crate::client::run_probe;
+use crate::ensemble::{self, Ensemble};
 use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
@@ -15,7 +16,7 @@ use crate::support;
 use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
 use lockcheck_core::history::{Kind, Op};
-use lockcheck_core::scenario::Fault;
+use lockcheck_core::scenario::{Backend, Fault};
 use lockcheck_core::schedule::hard_limit_ns;
 use lockcheck_core::topology::Role;
 use lockcheck_core::{Outcome, Scenario};
@@ -133,13 +134,25 @@ pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealEr
 }
 
 /// Starts `scenario`'s servers with `launcher` and waits until they are ready: their addresses,
-/// and the shift files of those whose clock the scenario moves (by server order).
+/// the shift files of those whose clock the scenario moves (by server order), and, for a
+/// ZooKeeper ensemble, its member-to-member proxies.
 async fn launch(
     scenario: &Scenario,
     launcher: &Rc<RefCell<Launcher>>,
-) -> Result<(Vec<SocketAddr>, BTreeMap<usize, ClockFile>), RealError> {
+) -> Result<
+    (
+        Vec<SocketAddr>,
+        BTreeMap<usize, ClockFile>,
+        Option<Ensemble>,
+    ),
+    RealError,
+> {
     let topology = scenario.topology();
     let server_nodes = topology.with_role(Role::Server);
+    if scenario.algorithm.backend() == Backend::ZooKeeper && server_nodes.len() > 1 {
+        let (addrs, ensemble) = ensemble::launch(scenario, launcher).await?;
+        return Ok((addrs, BTreeMap::new(), Some(ensemble)));
+    }
     // The servers, all started at once, then each waited for. A server whose clock the
     // scenario moves runs with the time-shift library, from the start (a preload cannot be added
     // later).
@@ -172,7 +185,7 @@ async fn launch(
             .join(", ")
     );
 
-    Ok((addrs, server_clocks))
+    Ok((addrs, server_clocks, None))
 }
 
 /// Whether `scenario` jumps or drifts the clock of node `name`.
@@ -190,7 +203,7 @@ async fn execute(
     let topology = scenario.topology();
     let params = &scenario.params;
     let server_nodes = topology.with_role(Role::Server);
-    let (addrs, server_clocks) = match servers {
+    let (addrs, server_clocks, ensemble) = match servers {
         Servers::Launched => launch(scenario, &launcher).await?,
         Servers::Endpoints(endpoints) => {
             for (&node, &addr) in server_nodes.iter().zip(endpoints) {
@@ -202,7 +215,7 @@ async fn execute(
                     });
                 }
             }
-            (endpoints.clone(), BTreeMap::new())
+            (endpoints.clone(), BTreeMap::new(), None)
         }
     };
 
@@ -229,7 +242,12 @@ async fn execute(
         .collect();
 
     // Time starts now.
-    let world = Rc::new(RealWorld::new(scenario.clone(), addrs, routes));
+    let peer_links = ensemble
+        .as_ref()
+        .map(|e| e.links.clone())
+        .unwrap_or_default();
+    let world =
+        Rc::new(RealWorld::new(scenario.clone(), addrs, routes).with_peer_links(peer_links));
     let mut nemesis = Nemesis::new(world.clone(), launcher.clone(), server_clocks);
     let quiet_ns = nemesis.quiet_after_ns();
     nemesis.strike_due().await?;
@@ -319,5 +337,6 @@ async fn execute(
     }
 
     drop(proxies);
+    drop(ensemble);
     Ok(Outcome::of(world.recorder.history(), scenario))
 }

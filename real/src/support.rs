@@ -74,6 +74,17 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
                 fault.describe()
             )));
         }
+        if on_server
+            && scenario.algorithm.backend() == lockcheck_core::scenario::Backend::ZooKeeper
+            && topology.with_role(Role::Server).len() > 1
+            && matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
+        {
+            return Err(RealError::Unsupported(format!(
+                "faults[{i}] ({}): real mode moves the clock of a standalone ZooKeeper server, \
+                 not yet of an ensemble member; the simulation runs this fault",
+                fault.describe()
+            )));
+        }
         if let Fault::Crash {
             scope: lockcheck_core::scenario::CrashScope::Machine,
             ..

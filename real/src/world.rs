@@ -49,6 +49,9 @@ pub struct RealWorld {
     pub links: Vec<Vec<Link>>,
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
+    /// Between the servers of an ensemble: each member's proxies to each other member (empty
+    /// for servers that do not talk to each other), which partitions cut.
+    pub peer_links: Vec<crate::ensemble::PeerLink>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<ResourceCuts>>,
     /// Woken whenever a partition between a client and the resource heals, for the accesses a
@@ -108,6 +111,7 @@ impl RealWorld {
             gates,
             routes,
             links,
+            peer_links: Vec::new(),
             resource_cuts: RefCell::new(vec![ResourceCuts::default(); clients]),
             resource_healed: tokio::sync::Notify::new(),
             messages: RefCell::new(MessageFaults::new(topology.len())),
@@ -122,6 +126,12 @@ impl RealWorld {
             servers,
             scenario,
         }
+    }
+
+    /// The world with `peer_links` between its servers (an ensemble's).
+    pub fn with_peer_links(mut self, peer_links: Vec<crate::ensemble::PeerLink>) -> RealWorld {
+        self.peer_links = peer_links;
+        self
     }
 
     /// The run's nodes.

@@ -292,8 +292,9 @@ fn zookeeper_locks_reject_settings_they_cannot_honour() {
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("session_timeout_ms"), "{e}");
     s.params.zookeeper.session_timeout_ms = Some(10_000);
-    s.params.nodes = Some(3);
-    assert!(s.validate().unwrap_err().to_string().contains("ensembles"));
+    s.params.nodes = Some(4);
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("params.nodes") && e.contains("odd"), "{e}");
     s.params.nodes = None;
     s.workload.hold_until_validity = true;
     let e = s.validate().unwrap_err().to_string();
