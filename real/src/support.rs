@@ -241,4 +241,23 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn a_clock_fault_on_an_ensemble_member_is_refused_and_pauses_are_not() {
+        let mut s = Scenario::new(Algorithm::ZkSequential);
+        s.params.nodes = Some(3);
+        s.faults = vec![Fault::Pause {
+            at_ms: 10,
+            node: "zk-2".into(),
+            for_ms: 100,
+        }];
+        check(&s).expect("a member's pause is real");
+        s.faults = vec![Fault::ClockJump {
+            at_ms: 10,
+            node: "zk-1".into(),
+            by_ms: 5_000,
+        }];
+        let e = check(&s).unwrap_err().to_string();
+        assert!(e.contains("ensemble member"), "{e}");
+    }
 }
