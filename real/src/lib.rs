@@ -71,6 +71,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod endpoints;
 pub mod env;
 pub mod error;
 pub mod etcd_gateway;
@@ -91,5 +92,6 @@ pub mod timeshift;
 pub mod world;
 pub mod zk_store;
 
+pub use endpoints::{Endpoints, Login};
 pub use error::RealError;
 pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

@@ -346,6 +346,7 @@ fn start_server(
         lock_wait_timeout_s,
         // Nothing here crashes the server: flush once a second, for speed.
         flush: FlushPolicy::EverySecond,
+        database: lockcheck_real::launcher::mariadb::DATABASE.to_string(),
     };
     let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
     let index = launcher
