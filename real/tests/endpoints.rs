@@ -290,3 +290,80 @@ fn a_zookeeper_endpoint_refuses_a_session_timeout_it_would_not_grant_and_leaves_
     });
     assert!(exists.is_none(), "/{key} is left");
 }
+
+fn etcd_installed() -> bool {
+    common::installed(&lockcheck_real::launcher::Etcd)
+}
+
+/// etcd grants no lease shorter than 1.5 election timeouts (2 s with the defaults): on a user's
+/// etcd whose elections take 3 s, a scenario asking for 2 s is refused with what it grants (5 s);
+/// a run that fits leaves no key under its prefix.
+#[test]
+fn an_etcd_endpoint_refuses_a_lease_it_would_not_grant_and_leaves_no_key() {
+    if !etcd_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let slow = UsersServer::start("etcd-0", Box::new(SlowElections));
+    let s = story(Algorithm::EtcdMutex, Profile::None, 2_000);
+    let e = run_on(&s, &endpoints(slow.addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Setting(_)) && e.to_string().contains("grants 5 s"),
+        "{e}"
+    );
+    drop(slow);
+
+    let server = UsersServer::start("etcd-0", Box::new(lockcheck_real::launcher::Etcd));
+    let real = run_agreeing(&s, &endpoints(server.addr, Login::default()));
+    assert!(real.left.is_empty(), "{:?}", real.left);
+    let key = s.params.key.clone().unwrap();
+    let count = server.runtime.block_on(async {
+        let mut c = lockcheck_real::etcd_gateway::Connection::open(server.addr)
+            .await
+            .unwrap();
+        let prefix = format!("/{key}/");
+        let body = serde_json::json!({
+            "key": lockcheck_real::etcd_gateway::b64(&prefix),
+            "range_end": base64_of(&lockcheck_real::etcd_gateway::prefix_end(&prefix)),
+            "count_only": true,
+        });
+        let (_, answer) = c.post("/v3/kv/range", &body).await.unwrap();
+        lockcheck_real::etcd_gateway::int(&answer, "count")
+    });
+    assert_eq!(count, 0, "keys left under /{key}/");
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// etcd as a user may run it: elections after 3 s (heartbeats every 300 ms), so that the
+/// shortest lease it grants is 5 s.
+struct SlowElections;
+
+impl ServerKind for SlowElections {
+    fn binary(&self) -> &'static str {
+        lockcheck_real::launcher::Etcd.binary()
+    }
+    fn install(&self) -> &'static str {
+        lockcheck_real::launcher::Etcd.install()
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = lockcheck_real::launcher::Etcd.command(dir, port);
+        command.args(["--heartbeat-interval", "300", "--election-timeout", "3000"]);
+        command
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        lockcheck_real::launcher::Etcd.ready(addr)
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        lockcheck_real::launcher::Etcd.logs()
+    }
+    fn ready_within(&self) -> std::time::Duration {
+        lockcheck_real::launcher::Etcd.ready_within()
+    }
+}
