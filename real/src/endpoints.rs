@@ -11,9 +11,10 @@
 //!   `innodb_lock_wait_timeout` are applied to every session of the run (and [`prepare`] reads
 //!   them back: a server that does not take them refuses the run). A ZooKeeper session timeout
 //!   and an etcd lease TTL are what the server negotiates: [`prepare`] asks for the scenario's,
-//!   reads back what it got, and refuses the run when they differ. Redis persistence matters only
-//!   across a server crash, and every fault that needs the server's process is refused with
-//!   endpoints ([`crate::support::check_endpoints`]).
+//!   reads back what it got, and refuses the run when they differ. A Redis that may evict keys
+//!   (a `maxmemory` with a policy other than `noeviction`) is refused: the model never evicts.
+//!   Redis persistence matters only across a server crash, and every fault that needs the
+//!   server's process is refused with endpoints ([`crate::support::check_endpoints`]).
 //! - **Nothing left behind.** [`remove`] deletes what the run created, unless the user keeps it
 //!   (`--keep`): the Redis keys of [`lockcheck_algorithms::redis::keys_of`], the ZooKeeper node
 //!   `/KEY` with its children, the etcd keys under `/KEY/`, the MariaDB database `KEY` (its
@@ -306,8 +307,27 @@ pub async fn prepare(
 ) -> Result<(), RealError> {
     let p = &scenario.params;
     match scenario.algorithm.backend() {
-        // Nothing to make; nothing the scenario relies on that a run with endpoints can reveal.
-        Backend::Redis => Ok(()),
+        // Nothing to make. Persistence shows only across a server crash, which endpoints refuse;
+        // eviction would delete a lock's key under memory pressure, which the model never does.
+        Backend::Redis => {
+            let info = bounded(server, addr, "INFO memory", async {
+                let mut c = redis_connection(addr, login).await?;
+                redis::cmd("INFO")
+                    .arg("memory")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .map_err(|e| redis_reason(&e))
+            })
+            .await?;
+            match evicts(&info) {
+                Some(policy) => Err(RealError::Setting(format!(
+                    "{server}: maxmemory is set with maxmemory-policy {policy}: the server may \
+                     evict a lock's key, which the model never does; run against a server with \
+                     maxmemory 0 or maxmemory-policy noeviction"
+                ))),
+                None => Ok(()),
+            }
+        }
         Backend::ZooKeeper => {
             let asked = Duration::from_millis(p.zookeeper.session_timeout_ms());
             let got = bounded(server, addr, "opening a session", async {
@@ -505,6 +525,19 @@ pub async fn remove(
     }
 }
 
+/// The eviction policy of a Redis whose `INFO memory` is `info`, when it may evict keys: a
+/// memory limit, and a policy other than `noeviction`.
+fn evicts(info: &str) -> Option<String> {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    };
+    let limit: u64 = field("maxmemory")?.parse().ok()?;
+    let policy = field("maxmemory_policy")?;
+    (limit > 0 && policy != "noeviction").then_some(policy)
+}
+
 /// Deletes `path` and everything under it, children first; the paths deleted.
 async fn delete_tree(client: &zk::Client, path: &str) -> Result<Vec<String>, zk::Error> {
     let mut removed = Vec::new();
@@ -613,6 +646,19 @@ mod tests {
         assert!(
             shown.contains("alice") && !shown.contains("s3cret"),
             "{shown}"
+        );
+    }
+
+    #[test]
+    fn a_redis_evicts_only_with_a_memory_limit_and_a_policy_that_evicts() {
+        let info = |limit: u64, policy: &str| {
+            format!("# Memory\r\nused_memory:1\r\nmaxmemory:{limit}\r\nmaxmemory_human:0B\r\nmaxmemory_policy:{policy}\r\n")
+        };
+        assert_eq!(evicts(&info(0, "allkeys-lru")), None);
+        assert_eq!(evicts(&info(1 << 20, "noeviction")), None);
+        assert_eq!(
+            evicts(&info(1 << 20, "volatile-ttl")),
+            Some("volatile-ttl".to_string())
         );
     }
 

@@ -367,3 +367,35 @@ impl ServerKind for SlowElections {
         lockcheck_real::launcher::Etcd.ready_within()
     }
 }
+
+/// A Redis that may evict keys under memory pressure (a limit, and a policy that evicts keys
+/// with a TTL, as every lease is) is refused: the model never evicts a lock's key.
+#[test]
+fn a_redis_that_may_evict_the_lock_key_is_refused() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start(
+        "redis-0",
+        Box::new(Redis {
+            persistence: Persistence::None,
+        }),
+    );
+    let addr = server.addr;
+    server.runtime.block_on(async {
+        redis_query(addr, None, &["CONFIG", "SET", "maxmemory", "100mb"]).await;
+        redis_query(
+            addr,
+            None,
+            &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"],
+        )
+        .await;
+    });
+    let s = story(Algorithm::SingleRedis, Profile::None, 2_000);
+    let e = run_on(&s, &endpoints(addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Setting(_)) && e.to_string().contains("volatile-lru"),
+        "{e}"
+    );
+}
