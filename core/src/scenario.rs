@@ -80,6 +80,12 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, try_from = "ParamsFile")]
 pub struct Params {
+    /// The lock's name: the Redis key (and the keys derived from it), the ZooKeeper path
+    /// `/KEY`, the etcd prefix `KEY/`, the MySQL resource name and, in real mode, the MariaDB
+    /// database that holds the lock table. Letters, digits and `_`, starting with a letter, at
+    /// most 48 (default `lock`; `lockcheck real --endpoints` draws a fresh one per run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// Number of servers (single-redis: 1, the default; redlock: an odd number ≥ 3, default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
@@ -291,6 +297,8 @@ fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
 #[serde(deny_unknown_fields)]
 struct ParamsFile {
     #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
     nodes: Option<u32>,
     #[serde(default)]
     allow_even_nodes: bool,
@@ -434,6 +442,7 @@ impl TryFrom<ParamsFile> for Params {
             &mut mysql.lock_wait_timeout_ms,
         )?;
         Ok(Params {
+            key: f.key,
             nodes: f.nodes,
             allow_even_nodes: f.allow_even_nodes,
             ttl_ms: f.ttl_ms,
@@ -452,6 +461,30 @@ impl TryFrom<ParamsFile> for Params {
             etcd: f.etcd.unwrap_or_default(),
         })
     }
+}
+
+/// The longest lock name [`check_key`] accepts.
+pub const MAX_KEY_LEN: usize = 48;
+
+/// Whether `key` can name a lock in every backend at once: a Redis key, a ZooKeeper path
+/// segment, an etcd prefix and a MariaDB database name (unquoted, so `[A-Za-z0-9_]`, and not
+/// all digits). Why not, when it cannot.
+pub fn check_key(key: &str) -> Result<(), String> {
+    let shown = crate::input::clip(key);
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "'{shown}' must be 1 to {MAX_KEY_LEN} characters long"
+        ));
+    }
+    if !key.starts_with(|c: char| c.is_ascii_alphabetic())
+        || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(format!(
+            "'{shown}' must start with a letter and hold only letters, digits and '_' (it names \
+             a Redis key, a ZooKeeper node, an etcd prefix and a MariaDB database alike)"
+        ));
+    }
+    Ok(())
 }
 
 impl Default for Params {
@@ -481,6 +514,11 @@ impl Params {
         let mut scenario = Scenario::new(algorithm);
         scenario.params = self.clone();
         scenario.validate()
+    }
+
+    /// The lock's name ([`Params::key`], `lock` when not given).
+    pub fn lock_key(&self) -> &str {
+        self.key.as_deref().unwrap_or(crate::workload::LOCK_KEY)
     }
 
     /// The persistence of server `node` of `algorithm`.
@@ -1181,6 +1219,9 @@ impl Scenario {
         let p = &self.params;
         positive_ms("duration_ms", self.duration_ms)?;
         within("clients", self.clients, 1, limits::MAX_CLIENTS)?;
+        if let Some(key) = &p.key {
+            check_key(key).map_err(|e| format!("params.key: {e}"))?;
+        }
         if let Some(n) = p.nodes {
             within("params.nodes", n, 1, limits::MAX_NODES)?;
         }

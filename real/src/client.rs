@@ -2,10 +2,11 @@
 //! pause gate, giving the simulation's own workload loop (`lockcheck_core::workload`) what it needs
 //! from this world, so that a verdict means the same thing in both.
 
+use crate::endpoints::Login;
 use crate::env::RealEnv;
 use crate::etcd_store::RealEtcd;
 use crate::gate::PauseGate;
-use crate::mysql_store::RealMysql;
+use crate::mysql_store::{RealMysql, SessionConfig, SessionSettings};
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
 use crate::zk_store::RealZk;
@@ -36,6 +37,10 @@ pub struct RealStores {
     /// MySQL: how long a statement may wait on the server for a row lock
     /// (`innodb_lock_wait_timeout`), on top of `timeout`.
     lock_wait: Duration,
+    /// How to log in to the servers.
+    login: Login,
+    /// MySQL: the database and the session settings of the run.
+    mysql: (String, Option<SessionSettings>),
     gate: PauseGate,
 }
 
@@ -47,12 +52,15 @@ impl Stores for RealStores {
 
     fn redis_primary(&self) -> RealRedis {
         RealRedis::new(self.servers[0], self.timeout, self.gate.clone())
+            .with_login(self.login.clone())
     }
 
     fn redis_masters(&self) -> Vec<RealRedis> {
         self.servers
             .iter()
-            .map(|&addr| RealRedis::new(addr, self.timeout, self.gate.clone()))
+            .map(|&addr| {
+                RealRedis::new(addr, self.timeout, self.gate.clone()).with_login(self.login.clone())
+            })
             .collect()
     }
 
@@ -66,15 +74,23 @@ impl Stores for RealStores {
             self.timeout,
             self.gate.clone(),
         )
+        .with_login(&self.login)
     }
 
     fn mysql(&self) -> RealMysql {
+        let (database, settings) = self.mysql.clone();
         RealMysql::new(
             self.servers[0],
             self.timeout,
             self.lock_wait,
             self.gate.clone(),
         )
+        .with_config(SessionConfig {
+            addr: self.servers[0],
+            login: self.login.clone(),
+            database,
+            settings,
+        })
     }
 
     fn etcd(&self) -> RealEtcd {
@@ -139,6 +155,13 @@ impl Client {
             session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
             etcd_ttl: Duration::from_secs(params.etcd.lease_ttl_s()),
             lock_wait: Duration::from_millis(params.mysql.lock_wait_timeout_ms()),
+            login: world.login.clone(),
+            mysql: (
+                crate::endpoints::database(&world.scenario),
+                // Whole seconds were checked before the run started; a scenario that is not a
+                // MySQL one has nothing to apply.
+                SessionSettings::of(&world.scenario).ok(),
+            ),
             gate: gate.clone(),
         };
         Client {

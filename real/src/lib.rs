@@ -73,6 +73,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod endpoints;
 pub mod ensemble;
 pub mod env;
 pub mod error;
@@ -94,5 +95,6 @@ pub mod timeshift;
 pub mod world;
 pub mod zk_store;
 
+pub use endpoints::{Endpoints, Login};
 pub use error::RealError;
 pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

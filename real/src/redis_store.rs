@@ -17,6 +17,7 @@
 //! - A broken connection is dropped and the next call connects again, as a client library with
 //!   reconnection does; a timed-out one is kept (its late reply is discarded in order).
 
+use crate::endpoints::Login;
 use crate::gate::PauseGate;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
@@ -34,6 +35,7 @@ pub struct RealRedis {
     addr: SocketAddr,
     timeout: Duration,
     gate: PauseGate,
+    login: Login,
     connection: RefCell<Option<MultiplexedConnection>>,
 }
 
@@ -54,18 +56,20 @@ impl RealRedis {
             addr,
             timeout,
             gate,
+            login: Login::default(),
             connection: RefCell::new(None),
         }
     }
 
+    /// The same, logging in as `login` on every connection (`AUTH`).
+    pub fn with_login(mut self, login: Login) -> RealRedis {
+        self.login = login;
+        self
+    }
+
     async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
-        let info: ConnectionInfo =
-            ConnectionAddr::Tcp(self.addr.ip().to_string(), self.addr.port())
-                .into_connection_info()
-                .map_err(|e| Failure::Refused(e.to_string()))?
-                // No CLIENT SETINFO on connect: the only commands on the wire are the algorithm's.
-                .set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
-        let client = Client::open(info).map_err(|e| Failure::Refused(e.to_string()))?;
+        let client = Client::open(connection_info(self.addr, &self.login))
+            .map_err(|e| Failure::Refused(e.to_string()))?;
         // The store's own timeout bounds every call; the crate's would only get in its way.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(None)
@@ -125,6 +129,22 @@ impl RealRedis {
             reply => Ok(reply),
         }
     }
+}
+
+/// How to reach the server at `addr` as `login`. No `CLIENT SETINFO` on connect: the only
+/// commands on the wire are the algorithm's (and `AUTH`, when there is a login).
+pub fn connection_info(addr: SocketAddr, login: &Login) -> ConnectionInfo {
+    let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+    if let Some(user) = &login.user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &login.password {
+        settings = settings.set_password(password);
+    }
+    ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
+        .into_connection_info()
+        .expect("a TCP address is connection info")
+        .set_redis_settings(settings)
 }
 
 /// A reply as the algorithms (and the simulated Redis) see it.

@@ -5,6 +5,7 @@
 //! The counterpart of the simulator's `World`, for a world whose clocks, disks and network are
 //! the real ones.
 
+use crate::endpoints::Login;
 use crate::gate::PauseGate;
 use crate::proxy::{Impairment, Link};
 use crate::recorder::Recorder;
@@ -42,6 +43,8 @@ pub struct RealWorld {
     pub resource: Resource,
     /// Server addresses, in server order (`redis-0`, `redis-1`, …).
     pub servers: Vec<SocketAddr>,
+    /// How the clients log in to the servers (nothing, on servers lockcheck starts).
+    pub login: Login,
     /// Per client, per server: the address of the proxy the client reaches that server through.
     pub routes: Vec<Vec<SocketAddr>>,
     /// Per client, per server: that proxy's link (cut by the client's pauses and by
@@ -79,6 +82,12 @@ pub struct RealWorld {
 }
 
 impl RealWorld {
+    /// The same world, its clients logging in to the servers as `login`.
+    pub fn with_login(mut self, login: Login) -> RealWorld {
+        self.login = login;
+        self
+    }
+
     /// The world of `scenario`, whose servers listen on `servers`, each client reaching them
     /// through its `routes` (per client, per server: a proxy's address and link; a client
     /// without routes reaches the servers directly); time starts now. Each client's links are
@@ -124,6 +133,7 @@ impl RealWorld {
             clients_down: RefCell::new(vec![false; clients]),
             incarnations: RefCell::new(vec![0; clients]),
             servers,
+            login: Login::default(),
             scenario,
         }
     }

@@ -116,6 +116,8 @@ pub struct RealZk {
     session_timeout: Duration,
     request_timeout: Duration,
     gate: PauseGate,
+    /// `digest` credentials (`user:password`) each session authenticates with.
+    auth: Option<Vec<u8>>,
     shared: Rc<Shared>,
 }
 
@@ -166,6 +168,7 @@ impl RealZk {
             session_timeout,
             request_timeout,
             gate,
+            auth: None,
             shared: Rc::new(Shared {
                 link: RefCell::new(Link::Closed),
                 generation: Cell::new(0),
@@ -177,11 +180,22 @@ impl RealZk {
         }
     }
 
+    /// The same, each session authenticating as `login` (ZooKeeper's `digest` scheme) when it
+    /// names a user.
+    pub fn with_login(mut self, login: &crate::endpoints::Login) -> RealZk {
+        self.auth = login.zk_digest();
+        self
+    }
+
     /// Starts opening a session, by a task that outlives the request that asked for it.
     fn open(&self) {
         *self.shared.link.borrow_mut() = Link::Opening;
         let shared = self.shared.clone();
-        let connector = zk::Client::connector()
+        let mut connector = zk::Client::connector();
+        if let Some(auth) = &self.auth {
+            connector = connector.with_auth("digest", auth);
+        }
+        let connector = connector
             .with_session_timeout(self.session_timeout)
             // One try, not a cycle until the session timeout: the next request tries again.
             .with_fail_eagerly()
