@@ -479,6 +479,15 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             vec!["--algorithm", "etcd-mutex", "--ttl-ms", "2500"],
             "whole seconds",
         ),
+        (
+            vec!["--algorithm", "single-redis", "--key", "my-lock"],
+            "params.key: 'my-lock' must start with a letter",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--user", "alice"],
+            "--endpoints",
+        ),
+        (vec!["--algorithm", "single-redis", "--keep"], "--endpoints"),
     ] {
         let o = lockcheck_real(&args, &[]);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -693,6 +702,16 @@ fn real_runs_against_a_server_the_user_already_runs() {
         return;
     }
     let server = UsersRedis::start();
+    // The user's own key named `lock`: before the run drew names of its own, it was taken for
+    // the algorithm's lock (a "deadlock").
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+        s.write_all(b"SET lock users\r\n").unwrap();
+        let mut reply = [0u8; 5];
+        s.read_exact(&mut reply).unwrap();
+        assert_eq!(&reply, b"+OK\r\n");
+    }
     let endpoint = format!("127.0.0.1:{}", server.port);
     let o = lockcheck_real(
         &[
@@ -709,6 +728,16 @@ fn real_runs_against_a_server_the_user_already_runs() {
     assert!(stdout(&o).contains(&endpoint), "{}", stdout(&o));
     assert!(
         stdout(&o).contains("0 server process(es) started"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("lock name: lockcheck_"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("nothing of the run's is left on the servers"),
         "{}",
         stdout(&o)
     );

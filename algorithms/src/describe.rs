@@ -53,6 +53,8 @@ impl Backend {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Servers {
     /// One server (and, where [`Description::replicas`] says so, its asynchronous replicas).
+    /// For ZooKeeper, one service: a standalone server or an ensemble of `params.nodes` (odd)
+    /// members that replicate one tree, any of which a client may use.
     One,
     /// Independent masters, every one of which the client talks to (Redlock): `params.nodes`
     /// of them, at least `min`, `default` when not given, an odd number unless

@@ -12,7 +12,6 @@
 //! at the bottom of this file. Nothing else matches on algorithm names.
 
 use crate::scenario::{Params, Scenario};
-use crate::workload::LOCK_KEY;
 use lockcheck_algorithms::describe::{Backend, Description, Lease, Registered, Servers, Settings};
 use lockcheck_algorithms::retry::{Retry, MAX_BACKOFF};
 use lockcheck_algorithms::stores::Stores;
@@ -234,7 +233,7 @@ pub fn settings(scenario: &Scenario) -> Settings {
     let p = &scenario.params;
     let algorithm = scenario.algorithm;
     Settings {
-        key: LOCK_KEY.to_string(),
+        key: p.lock_key().to_string(),
         ttl: p.ttl_ms_for(algorithm).map(Duration::from_millis),
         drift_factor: p.drift_factor,
         retry: Retry {

@@ -80,6 +80,12 @@ pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, try_from = "ParamsFile")]
 pub struct Params {
+    /// The lock's name: the Redis key (and the keys derived from it), the ZooKeeper path
+    /// `/KEY`, the etcd prefix `KEY/`, the MySQL resource name and, in real mode, the MariaDB
+    /// database that holds the lock table. Letters, digits and `_`, starting with a letter, at
+    /// most 48 (default `lock`; `lockcheck real --endpoints` draws a fresh one per run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
     /// Number of servers (single-redis: 1, the default; redlock: an odd number ≥ 3, default 5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nodes: Option<u32>,
@@ -291,6 +297,8 @@ fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
 #[serde(deny_unknown_fields)]
 struct ParamsFile {
     #[serde(default)]
+    key: Option<String>,
+    #[serde(default)]
     nodes: Option<u32>,
     #[serde(default)]
     allow_even_nodes: bool,
@@ -434,6 +442,7 @@ impl TryFrom<ParamsFile> for Params {
             &mut mysql.lock_wait_timeout_ms,
         )?;
         Ok(Params {
+            key: f.key,
             nodes: f.nodes,
             allow_even_nodes: f.allow_even_nodes,
             ttl_ms: f.ttl_ms,
@@ -452,6 +461,30 @@ impl TryFrom<ParamsFile> for Params {
             etcd: f.etcd.unwrap_or_default(),
         })
     }
+}
+
+/// The longest lock name [`check_key`] accepts.
+pub const MAX_KEY_LEN: usize = 48;
+
+/// Whether `key` can name a lock in every backend at once: a Redis key, a ZooKeeper path
+/// segment, an etcd prefix and a MariaDB database name (unquoted, so `[A-Za-z0-9_]`, and not
+/// all digits). Why not, when it cannot.
+pub fn check_key(key: &str) -> Result<(), String> {
+    let shown = crate::input::clip(key);
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(format!(
+            "'{shown}' must be 1 to {MAX_KEY_LEN} characters long"
+        ));
+    }
+    if !key.starts_with(|c: char| c.is_ascii_alphabetic())
+        || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(format!(
+            "'{shown}' must start with a letter and hold only letters, digits and '_' (it names \
+             a Redis key, a ZooKeeper node, an etcd prefix and a MariaDB database alike)"
+        ));
+    }
+    Ok(())
 }
 
 impl Default for Params {
@@ -481,6 +514,11 @@ impl Params {
         let mut scenario = Scenario::new(algorithm);
         scenario.params = self.clone();
         scenario.validate()
+    }
+
+    /// The lock's name ([`Params::key`], `lock` when not given).
+    pub fn lock_key(&self) -> &str {
+        self.key.as_deref().unwrap_or(crate::workload::LOCK_KEY)
     }
 
     /// The persistence of server `node` of `algorithm`.
@@ -981,7 +1019,23 @@ impl Scenario {
                  over independent masters"
             ));
         }
+        // A ZooKeeper lock runs against one standalone server (1, the default) or an ensemble
+        // of `zk-0..zk-{n-1}`: an odd number, since an even one needs a larger quorum and
+        // tolerates no more failures.
+        let ensemble = backend == Backend::ZooKeeper && description.servers == Servers::One;
+        if let Some(n) = p.nodes.filter(|&n| ensemble && n != 1) {
+            if n % 2 == 0 {
+                return bad(format!(
+                    "params.nodes: an ensemble of {n} ZooKeeper servers needs a quorum of {} yet \
+                     tolerates no more failures than {} would; use 1 (a standalone server) or an \
+                     odd number (3, 5, …)",
+                    n / 2 + 1,
+                    n - 1
+                ));
+            }
+        }
         match description.servers {
+            Servers::One if ensemble => {}
             Servers::One => {
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
                     return bad(match backend {
@@ -991,9 +1045,10 @@ impl Scenario {
                         Backend::Mysql => {
                             format!("params.nodes: {name} runs against one MariaDB server, got {n}")
                         }
+                        // (An ensemble was let through above.)
                         Backend::ZooKeeper => format!(
-                            "params.nodes: {name} runs against one standalone ZooKeeper server, \
-                             got {n} (ensembles are not modelled yet)"
+                            "params.nodes: {name} runs against 1 ZooKeeper server or an odd \
+                             ensemble, got {n}"
                         ),
                         Backend::Etcd => format!(
                             "params.nodes: {name} runs against one etcd member, got {n} \
@@ -1164,6 +1219,9 @@ impl Scenario {
         let p = &self.params;
         positive_ms("duration_ms", self.duration_ms)?;
         within("clients", self.clients, 1, limits::MAX_CLIENTS)?;
+        if let Some(key) = &p.key {
+            check_key(key).map_err(|e| format!("params.key: {e}"))?;
+        }
         if let Some(n) = p.nodes {
             within("params.nodes", n, 1, limits::MAX_NODES)?;
         }
@@ -1465,6 +1523,16 @@ impl FlushPolicy {
 /// only applies to an embedded server built without a config, which is not what users run.
 pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
 
+/// An ensemble member's `syncLimit`, in ticks: how long a follower waits for its leader (and a
+/// leader for a quorum of followers) before it gives up and goes back to an election. Both
+/// worlds use it, so a leader paused for less than `SYNC_LIMIT_TICKS × tickTime` comes back as
+/// the leader in both; 5 is `zoo_sample.cfg`'s value.
+pub const SYNC_LIMIT_TICKS: u64 = 5;
+
+/// An ensemble member's `initLimit`, in ticks: how long a follower may take to connect to and
+/// sync with its leader (`zoo_sample.cfg`'s 10).
+pub const INIT_LIMIT_TICKS: u64 = 10;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1618,6 +1686,25 @@ mod tests {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(field), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn a_zookeeper_lock_runs_against_one_server_or_an_odd_ensemble() {
+        for n in [1, 3, 5] {
+            let text = format!(r#"{{"algorithm": "zk-sequential", "params": {{"nodes": {n}}}}}"#);
+            let scenario = parse(&text).unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(
+                scenario
+                    .topology()
+                    .with_role(crate::topology::Role::Server)
+                    .len(),
+                n
+            );
+        }
+        let e = parse(r#"{"algorithm": "zk-herd", "params": {"nodes": 4}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("params.nodes") && e.contains("odd"), "{e}");
     }
 
     /// Files written before the groups (scenario files, committed reports) still read, to the

@@ -2,10 +2,11 @@
 //! pause gate, giving the simulation's own workload loop (`lockcheck_core::workload`) what it needs
 //! from this world, so that a verdict means the same thing in both.
 
+use crate::endpoints::Login;
 use crate::env::RealEnv;
 use crate::etcd_store::RealEtcd;
 use crate::gate::PauseGate;
-use crate::mysql_store::RealMysql;
+use crate::mysql_store::{RealMysql, SessionConfig, SessionSettings};
 use crate::redis_store::RealRedis;
 use crate::world::RealWorld;
 use crate::zk_store::RealZk;
@@ -29,6 +30,8 @@ pub struct RealStores {
     servers: Vec<SocketAddr>,
     /// With Redis replicas: how this client finds the primary through Sentinel.
     sentinel: Option<crate::replication::SentinelRoute>,
+    /// The node this client is (its number for a client), which picks its ZooKeeper member.
+    me: usize,
     timeout: Duration,
     session_timeout: Duration,
     /// etcd: the TTL of each session's lease.
@@ -36,6 +39,10 @@ pub struct RealStores {
     /// MySQL: how long a statement may wait on the server for a row lock
     /// (`innodb_lock_wait_timeout`), on top of `timeout`.
     lock_wait: Duration,
+    /// How to log in to the servers.
+    login: Login,
+    /// MySQL: the database and the session settings of the run.
+    mysql: (String, Option<SessionSettings>),
     gate: PauseGate,
 }
 
@@ -52,31 +59,45 @@ impl Stores for RealStores {
             }
             None => RealRedis::new(self.servers[0], self.timeout, self.gate.clone()),
         }
+        .with_login(self.login.clone())
     }
 
     fn redis_masters(&self) -> Vec<RealRedis> {
         self.servers
             .iter()
-            .map(|&addr| RealRedis::new(addr, self.timeout, self.gate.clone()))
+            .map(|&addr| {
+                RealRedis::new(addr, self.timeout, self.gate.clone()).with_login(self.login.clone())
+            })
             .collect()
     }
 
+    /// A session with the standalone server, or with the ensemble, starting on the member this
+    /// client's number picks (client `i` on member `i mod n`, as in the simulation).
     fn zookeeper(&self) -> RealZk {
-        RealZk::new(
-            self.servers[0],
+        RealZk::ensemble(
+            self.servers.clone(),
+            self.me % self.servers.len(),
             self.session_timeout,
             self.timeout,
             self.gate.clone(),
         )
+        .with_login(&self.login)
     }
 
     fn mysql(&self) -> RealMysql {
+        let (database, settings) = self.mysql.clone();
         RealMysql::new(
             self.servers[0],
             self.timeout,
             self.lock_wait,
             self.gate.clone(),
         )
+        .with_config(SessionConfig {
+            addr: self.servers[0],
+            login: self.login.clone(),
+            database,
+            settings,
+        })
     }
 
     fn etcd(&self) -> RealEtcd {
@@ -137,10 +158,18 @@ impl Client {
         let stores = RealStores {
             servers: world.servers_for(me),
             sentinel: world.sentinel_route(me),
+            me,
             timeout: Duration::from_millis(params.request_timeout_ms),
             session_timeout: Duration::from_millis(params.zookeeper.session_timeout_ms()),
             etcd_ttl: Duration::from_secs(params.etcd.lease_ttl_s()),
             lock_wait: Duration::from_millis(params.mysql.lock_wait_timeout_ms()),
+            login: world.login.clone(),
+            mysql: (
+                crate::endpoints::database(&world.scenario),
+                // Whole seconds were checked before the run started; a scenario that is not a
+                // MySQL one has nothing to apply.
+                SessionSettings::of(&world.scenario).ok(),
+            ),
             gate: gate.clone(),
         };
         Client {

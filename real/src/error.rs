@@ -34,15 +34,40 @@ pub enum RealError {
     #[error("--endpoints: {0}")]
     Endpoints(String),
     /// A server given with `--endpoints` did not answer.
-    #[error(
-        "{server}: nothing answers at {addr} (is the server running, and is it the right kind?)"
-    )]
+    #[error("{server}: nothing answers at {addr} (is the server running, on that address?)")]
     Unreachable {
         /// The server's node name.
         server: String,
         /// The address given for it.
         addr: std::net::SocketAddr,
     },
+    /// A server given with `--endpoints` answered, but not as the run needs: a refused login,
+    /// another kind of server, a failed administrative request.
+    #[error("{server} at {addr}: {reason}")]
+    Endpoint {
+        /// The server's node name.
+        server: String,
+        /// The address given for it.
+        addr: std::net::SocketAddr,
+        /// What went wrong, and what to do about it.
+        reason: String,
+    },
+    /// Something already exists under a name the run would write, on a server given with
+    /// `--endpoints`: the run would take it for the lock's own state, and change it.
+    #[error(
+        "{server}: {} already exist(s); the run would read and change it. Choose another \
+         --key (by default each run draws a fresh one), or remove it",
+        .found.join(", ")
+    )]
+    Occupied {
+        /// The server's node name.
+        server: String,
+        /// What was found.
+        found: Vec<String>,
+    },
+    /// A server setting the scenario relies on is not what the server gives the run's sessions.
+    #[error("server setting: {0}")]
+    Setting(String),
     /// A file or directory the run needs could not be made.
     #[error("{path}: {source}")]
     Io {

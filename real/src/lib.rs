@@ -11,6 +11,8 @@
 //! - [`launcher`] (Jepsen's db): starts, kills, restarts, stops and continues server processes
 //!   on loopback ports, each in a temp dir, in its own process group; stops them all on success,
 //!   error, drop and Ctrl-C. [`backend`] says which kind of server an algorithm runs against.
+//!   [`ensemble`] starts a ZooKeeper ensemble: its members, their proxies to each other, and a
+//!   leader known before the run.
 //! - [`redis_store`], [`zk_store`] and [`mysql_store`] (the clients): [`redis_store::RealRedis`]
 //!   implements the algorithms' `RedisStore` over the `redis` crate, reply for reply as the
 //!   simulated Redis answers; [`zk_store::RealZk`] their `ZkStore` over the `zookeeper-client`
@@ -76,6 +78,8 @@
 
 pub mod backend;
 pub mod client;
+pub mod endpoints;
+pub mod ensemble;
 pub mod env;
 pub mod error;
 pub mod etcd_gateway;
@@ -97,5 +101,6 @@ pub mod timeshift;
 pub mod world;
 pub mod zk_store;
 
+pub use endpoints::{Endpoints, Login};
 pub use error::RealError;
 pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};

@@ -45,12 +45,16 @@
 //! nothing: its connection sits idle, and the server's `wait_timeout` may close it meanwhile —
 //! the story of `mysql-for-update-held`.
 
+use crate::endpoints::Login;
+use crate::error::RealError;
 use crate::gate::PauseGate;
-use crate::launcher::mariadb::{client_opts, DATABASE};
+use crate::launcher::mariadb::{client_opts, client_opts_as, whole_seconds, DATABASE};
+use crate::launcher::mariadb::{ISOLATION, SQL_MODE};
 use lockcheck_algorithms::mysql::store::{
     Outcome, Param, Reply, Row, SqlError, SqlStore, Statement,
 };
 use lockcheck_algorithms::StoreError;
+use lockcheck_core::Scenario;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Params, Value};
 use std::cell::RefCell;
@@ -63,6 +67,82 @@ pub const MALFORMED_PACKET: u16 = 2027;
 /// How long an abandoned connection may take to say goodbye before its socket is simply dropped.
 const CLOSE_WITHIN: Duration = Duration::from_secs(1);
 
+/// The session settings a scenario relies on, applied to every connection of a run: on a server
+/// lockcheck starts they are its configuration already, on a user's server they are not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSettings {
+    /// `wait_timeout` (and `interactive_timeout`), in seconds.
+    pub wait_timeout_s: u64,
+    /// `innodb_lock_wait_timeout`, in seconds.
+    pub lock_wait_timeout_s: u64,
+}
+
+impl SessionSettings {
+    /// `scenario`'s settings; refused when MariaDB cannot express them (whole seconds only).
+    pub fn of(scenario: &Scenario) -> Result<SessionSettings, RealError> {
+        let p = &scenario.params.mysql;
+        Ok(SessionSettings {
+            wait_timeout_s: whole_seconds(
+                "params.mysql.wait_timeout_ms",
+                "wait_timeout",
+                p.wait_timeout_ms(),
+                31_536_000,
+            )?,
+            lock_wait_timeout_s: whole_seconds(
+                "params.mysql.lock_wait_timeout_ms",
+                "innodb_lock_wait_timeout",
+                p.lock_wait_timeout_ms(),
+                1_073_741_824,
+            )?,
+        })
+    }
+
+    /// The statements that set them for one session, with the isolation level and SQL mode the
+    /// model follows.
+    pub fn statements(&self) -> Vec<String> {
+        vec![
+            format!(
+                "SET SESSION wait_timeout = {w}, interactive_timeout = {w}, \
+                 innodb_lock_wait_timeout = {l}",
+                w = self.wait_timeout_s,
+                l = self.lock_wait_timeout_s
+            ),
+            // The statement form every MariaDB version takes (the variable's name changed in 11.1).
+            format!(
+                "SET SESSION TRANSACTION ISOLATION LEVEL {}",
+                ISOLATION.replace('-', " ")
+            ),
+            format!("SET SESSION sql_mode = '{SQL_MODE}'"),
+        ]
+    }
+}
+
+/// Where and how a run's sessions connect.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// The server (a client's proxy to it).
+    pub addr: SocketAddr,
+    /// The account.
+    pub login: Login,
+    /// The database holding the lock table.
+    pub database: String,
+    /// The settings applied to each session; none on a server lockcheck configured itself.
+    pub settings: Option<SessionSettings>,
+}
+
+impl SessionConfig {
+    /// A session with a server lockcheck started: root, the `lockcheck` database, the server's
+    /// own settings.
+    pub fn local(addr: SocketAddr) -> SessionConfig {
+        SessionConfig {
+            addr,
+            login: Login::default(),
+            database: DATABASE.to_string(),
+            settings: None,
+        }
+    }
+}
+
 /// One open connection to a MariaDB server, speaking the lock-table protocol.
 pub struct Session {
     conn: Conn,
@@ -73,6 +153,18 @@ impl Session {
     /// zone UTC.
     pub async fn open(addr: SocketAddr) -> Result<Session, mysql_async::Error> {
         let opts = client_opts(addr, Some(DATABASE)).init(vec!["SET time_zone = '+00:00'"]);
+        Ok(Session {
+            conn: Conn::new(opts).await?,
+        })
+    }
+
+    /// Connects as `config` says, with the session's time zone UTC and its settings applied.
+    pub async fn open_with(config: &SessionConfig) -> Result<Session, mysql_async::Error> {
+        let mut init = vec!["SET time_zone = '+00:00'".to_string()];
+        if let Some(settings) = &config.settings {
+            init.extend(settings.statements());
+        }
+        let opts = client_opts_as(config.addr, &config.login, Some(&config.database)).init(init);
         Ok(Session {
             conn: Conn::new(opts).await?,
         })
@@ -279,7 +371,7 @@ pub fn sql_error(code: u16, sqlstate: &str, message: &str) -> SqlError {
 
 /// One client's connection to one real MariaDB server.
 pub struct RealMysql {
-    addr: SocketAddr,
+    config: SessionConfig,
     request_timeout: Duration,
     lock_wait: Duration,
     gate: PauseGate,
@@ -309,12 +401,18 @@ impl RealMysql {
         gate: PauseGate,
     ) -> RealMysql {
         RealMysql {
-            addr,
+            config: SessionConfig::local(addr),
             request_timeout,
             lock_wait,
             gate,
             session: RefCell::new(None),
         }
+    }
+
+    /// The same, its sessions connecting as `config` says.
+    pub fn with_config(mut self, config: SessionConfig) -> RealMysql {
+        self.config = config;
+        self
     }
 
     /// The open connection, or a new one (`true`: new).
@@ -323,7 +421,7 @@ impl RealMysql {
         if let Some(session) = open {
             return Ok((session, false));
         }
-        match tokio::time::timeout(self.request_timeout, Session::open(self.addr)).await {
+        match tokio::time::timeout(self.request_timeout, Session::open_with(&self.config)).await {
             Ok(Ok(session)) => Ok((session, true)),
             Ok(Err(e)) => Err(StoreError::Unreachable(e.to_string())),
             Err(_) => Err(StoreError::Timeout),
@@ -352,12 +450,12 @@ impl RealMysql {
                 Ok(reply)
             }
             Ok(Exchange::Gone) => {
-                tracing::debug!(addr = %self.addr, "connection closed by the server");
+                tracing::debug!(addr = %self.config.addr, "connection closed by the server");
                 session.abandon();
                 Ok(Err(SqlError::ServerGone))
             }
             Ok(Exchange::Broken(e)) => {
-                tracing::debug!(addr = %self.addr, "connection broke: {e}");
+                tracing::debug!(addr = %self.config.addr, "connection broke: {e}");
                 session.abandon();
                 Err(StoreError::Timeout)
             }

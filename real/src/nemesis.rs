@@ -21,8 +21,9 @@
 //!   simulation loses its messages); a link between a client and the resource loses the client's
 //!   accesses and their replies, as lost messages do in the simulation, or, for a partition that
 //!   holds messages, keeps them in flight until the heal and then delivers them, late, as the
-//!   simulation does. Nothing flows in real mode
-//!   between two servers, two clients, or a server and the resource, so cutting those changes
+//!   simulation does. A link between two members of a ZooKeeper ensemble is each member's
+//!   proxies to the other (`crate::ensemble`), cut both ways. Nothing flows in real mode
+//!   between other servers, two clients, or a server and the resource, so cutting those changes
 //!   nothing, as in the simulation of independent servers;
 //! - loss / delay on a node: every proxy of that node (a client's to each server, or each
 //!   client's to that server) is impaired with what a message across it suffers
@@ -279,6 +280,19 @@ impl Nemesis {
             }
             if partition.cuts(client, resource) {
                 world.cut_from_resource(client, cut, partition.hold);
+            }
+        }
+        // Between ensemble members: both of a member's proxies to the other (a real partition
+        // holds what crosses it on these too, and TCP or the members' timeouts deal with it).
+        for peer in &world.peer_links {
+            if partition.cuts(servers[peer.from], servers[peer.to]) {
+                for link in &peer.links {
+                    if cut {
+                        link.cut();
+                    } else {
+                        link.heal();
+                    }
+                }
             }
         }
     }

@@ -22,6 +22,7 @@
 //!   call asks again, and is [`StoreError::Unreachable`]: the write was not applied, and the
 //!   primary was not reached.
 
+use crate::endpoints::Login;
 use crate::gate::PauseGate;
 use crate::replication::SentinelRoute;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
@@ -48,6 +49,7 @@ pub struct RealRedis {
     target: Target,
     timeout: Duration,
     gate: PauseGate,
+    login: Login,
     connection: RefCell<Option<MultiplexedConnection>>,
 }
 
@@ -68,6 +70,7 @@ impl RealRedis {
             target: Target::Fixed(addr),
             timeout,
             gate,
+            login: Login::default(),
             connection: RefCell::new(None),
         }
     }
@@ -80,8 +83,15 @@ impl RealRedis {
             target: Target::Primary(route),
             timeout,
             gate,
+            login: Login::default(),
             connection: RefCell::new(None),
         }
+    }
+
+    /// The same, logging in as `login` on every connection (`AUTH`).
+    pub fn with_login(mut self, login: Login) -> RealRedis {
+        self.login = login;
+        self
     }
 
     async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
@@ -90,12 +100,8 @@ impl RealRedis {
             // Boxed: the lookup's own connection would make every client's future deeper still.
             Target::Primary(route) => Box::pin(route.primary()).await.map_err(Failure::Refused)?,
         };
-        let info: ConnectionInfo = ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
-            .into_connection_info()
-            .map_err(|e| Failure::Refused(e.to_string()))?
-            // No CLIENT SETINFO on connect: the only commands on the wire are the algorithm's.
-            .set_redis_settings(RedisConnectionInfo::default().set_skip_set_lib_name());
-        let client = Client::open(info).map_err(|e| Failure::Refused(e.to_string()))?;
+        let client = Client::open(connection_info(addr, &self.login))
+            .map_err(|e| Failure::Refused(e.to_string()))?;
         // The store's own timeout bounds every call; the crate's would only get in its way.
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(None)
@@ -165,6 +171,22 @@ impl RealRedis {
             reply => Ok(reply),
         }
     }
+}
+
+/// How to reach the server at `addr` as `login`. No `CLIENT SETINFO` on connect: the only
+/// commands on the wire are the algorithm's (and `AUTH`, when there is a login).
+pub fn connection_info(addr: SocketAddr, login: &Login) -> ConnectionInfo {
+    let mut settings = RedisConnectionInfo::default().set_skip_set_lib_name();
+    if let Some(user) = &login.user {
+        settings = settings.set_username(user);
+    }
+    if let Some(password) = &login.password {
+        settings = settings.set_password(password);
+    }
+    ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
+        .into_connection_info()
+        .expect("a TCP address is connection info")
+        .set_redis_settings(settings)
 }
 
 /// A reply as the algorithms (and the simulated Redis) see it.

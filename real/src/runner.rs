@@ -6,6 +6,8 @@
 
 use crate::backend::server_kind;
 use crate::client::run_probe;
+use crate::endpoints::Endpoints;
+use crate::ensemble::{self, Ensemble};
 use crate::error::RealError;
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
@@ -16,7 +18,7 @@ use crate::support;
 use crate::timeshift::{self, ClockFile};
 use crate::world::RealWorld;
 use lockcheck_core::history::{Kind, Op};
-use lockcheck_core::scenario::Fault;
+use lockcheck_core::scenario::{Backend, Fault};
 use lockcheck_core::schedule::hard_limit_ns;
 use lockcheck_core::topology::Role;
 use lockcheck_core::{Outcome, Scenario};
@@ -38,6 +40,12 @@ pub struct RealRun {
     pub server_pids: Vec<u32>,
     /// How long the run took.
     pub elapsed: Duration,
+    /// On servers the user runs: what the run created there and removed at the end (empty with
+    /// `keep`, or on servers lockcheck started).
+    pub removed: Vec<String>,
+    /// On servers the user runs: what the run created there and left, because the user kept it
+    /// or its removal failed (then with why).
+    pub left: Vec<String>,
 }
 
 /// How often the runner looks whether the clients are done.
@@ -50,8 +58,10 @@ pub enum Servers {
     #[default]
     Launched,
     /// Servers the user runs (containers included), one address per server node in server
-    /// order. lockcheck only connects to them: faults that need the server's process are refused.
-    Endpoints(Vec<SocketAddr>),
+    /// order. lockcheck only connects to them: faults that need the server's process are refused;
+    /// what the run writes is named after the scenario's key, checked free before and removed
+    /// after (see [`crate::endpoints`]).
+    Endpoints(Endpoints),
 }
 
 /// Runs `scenario` against servers lockcheck starts itself, and checks it.
@@ -81,12 +91,24 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
         .map_err(RealError::Runtime)?;
     let local = LocalSet::new();
     let started = Instant::now();
+    // Set once the user's servers were found free of the run's names: from then on what is there
+    // under them is the run's own, and is removed at the end.
+    let claimed = Rc::new(std::cell::Cell::new(false));
     let result = local.block_on(&runtime, async {
         tokio::select! {
-            result = execute(scenario, servers, launcher.clone()) => result,
+            result = execute(scenario, servers, launcher.clone(), claimed.clone()) => result,
             signal = signals::caught_one() => Err(RealError::Interrupted(signal)),
         }
     });
+    // What the run created on the user's servers goes, whatever the outcome (an interrupted run
+    // included), unless the user keeps it. Before the servers were found free, nothing under the
+    // run's names is the run's: it is left alone.
+    let (removed, left) = match servers {
+        Servers::Endpoints(endpoints) if claimed.get() => {
+            local.block_on(&runtime, clean_up(scenario, endpoints))
+        }
+        _ => (Vec::new(), Vec::new()),
+    };
     let server_pids = launcher.borrow().started_pids();
     // Every server stopped and its directory removed here, whoever else still holds the
     // launcher; the tasks and their handles on it go next.
@@ -103,6 +125,8 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
         outcome: result?,
         server_pids,
         elapsed: started.elapsed(),
+        removed,
+        left,
     })
 }
 
@@ -118,7 +142,8 @@ pub fn preflight(scenario: &Scenario) -> Result<(), RealError> {
 pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealError> {
     support::check(scenario)?;
     if let Servers::Endpoints(endpoints) = servers {
-        return support::check_endpoints(scenario, endpoints.len());
+        support::check_endpoints(scenario, endpoints.addrs.len())?;
+        return crate::endpoints::check_login(scenario, &endpoints.login);
     }
     let topology = scenario.topology();
     for node in topology.with_role(Role::Server) {
@@ -134,13 +159,25 @@ pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealEr
 }
 
 /// Starts `scenario`'s servers with `launcher` and waits until they are ready: their addresses,
-/// and the shift files of those whose clock the scenario moves (by server order).
+/// the shift files of those whose clock the scenario moves (by server order), and, for a
+/// ZooKeeper ensemble, its member-to-member proxies.
 async fn launch(
     scenario: &Scenario,
     launcher: &Rc<RefCell<Launcher>>,
-) -> Result<(Vec<SocketAddr>, BTreeMap<usize, ClockFile>), RealError> {
+) -> Result<
+    (
+        Vec<SocketAddr>,
+        BTreeMap<usize, ClockFile>,
+        Option<Ensemble>,
+    ),
+    RealError,
+> {
     let topology = scenario.topology();
     let server_nodes = topology.with_role(Role::Server);
+    if scenario.algorithm.backend() == Backend::ZooKeeper && server_nodes.len() > 1 {
+        let (addrs, ensemble) = ensemble::launch(scenario, launcher).await?;
+        return Ok((addrs, BTreeMap::new(), Some(ensemble)));
+    }
     // The servers, all started at once, then each waited for. A server whose clock the
     // scenario moves runs with the time-shift library, from the start (a preload cannot be added
     // later).
@@ -173,7 +210,7 @@ async fn launch(
             .join(", ")
     );
 
-    Ok((addrs, server_clocks))
+    Ok((addrs, server_clocks, None))
 }
 
 /// Whether `scenario` jumps or drifts the clock of node `name`.
@@ -187,23 +224,44 @@ async fn execute(
     scenario: &Scenario,
     servers: &Servers,
     launcher: Rc<RefCell<Launcher>>,
+    claimed: Rc<std::cell::Cell<bool>>,
 ) -> Result<Outcome, RealError> {
     let topology = scenario.topology();
     let params = &scenario.params;
     let server_nodes = topology.with_role(Role::Server);
-    let (addrs, server_clocks) = match servers {
+    let (addrs, server_clocks, ensemble) = match servers {
         Servers::Launched => launch(scenario, &launcher).await?,
         Servers::Endpoints(endpoints) => {
-            for (&node, &addr) in server_nodes.iter().zip(endpoints) {
-                let name = topology.name(node);
-                if !server_kind(scenario, name)?.ready(addr).await {
+            use crate::endpoints::{occupied, prepare, reach};
+            let named = || {
+                server_nodes
+                    .iter()
+                    .map(|&n| topology.name(n))
+                    .zip(&endpoints.addrs)
+            };
+            let login = &endpoints.login;
+            // Every server answers and holds nothing of the run's before anything is written.
+            for (name, &addr) in named() {
+                if !port_open(addr).await {
                     return Err(RealError::Unreachable {
                         server: name.to_string(),
                         addr,
                     });
                 }
+                reach(scenario, name, addr, login).await?;
+                let found = occupied(scenario, name, addr, login).await?;
+                if !found.is_empty() {
+                    return Err(RealError::Occupied {
+                        server: name.to_string(),
+                        found,
+                    });
+                }
             }
-            (endpoints.clone(), BTreeMap::new())
+            claimed.set(true);
+            for (name, &addr) in named() {
+                prepare(scenario, name, addr, login).await?;
+            }
+            (endpoints.addrs.clone(), BTreeMap::new(), None)
         }
     };
 
@@ -251,7 +309,17 @@ async fn execute(
     };
 
     // Time starts now.
-    let mut world = RealWorld::new(scenario.clone(), addrs, routes);
+    let peer_links = ensemble
+        .as_ref()
+        .map(|e| e.links.clone())
+        .unwrap_or_default();
+    let login = match servers {
+        Servers::Endpoints(endpoints) => endpoints.login.clone(),
+        Servers::Launched => Default::default(),
+    };
+    let mut world = RealWorld::new(scenario.clone(), addrs, routes)
+        .with_peer_links(peer_links)
+        .with_login(login);
     if let Some(replication) = &replication {
         world = world.with_sentinel(replication.sentinel(), replication.announced());
     }
@@ -349,5 +417,40 @@ async fn execute(
 
     drop(proxies);
     drop(replication);
+    drop(ensemble);
     Ok(Outcome::of(world.recorder.history(), scenario))
+}
+
+/// Removes what the run created on the user's servers, unless the user keeps it: what was
+/// removed, and what was left (kept, or with why its removal failed).
+async fn clean_up(scenario: &Scenario, endpoints: &Endpoints) -> (Vec<String>, Vec<String>) {
+    let topology = scenario.topology();
+    let names = topology.with_role(Role::Server);
+    let mut removed = Vec::new();
+    let mut left = Vec::new();
+    for (&node, &addr) in names.iter().zip(&endpoints.addrs) {
+        let name = topology.name(node);
+        if endpoints.keep {
+            let key = scenario.params.lock_key();
+            left.push(format!("{name}: what the run wrote under '{key}' (--keep)"));
+            continue;
+        }
+        match crate::endpoints::remove(scenario, name, addr, &endpoints.login).await {
+            Ok(gone) => removed.extend(gone.into_iter().map(|g| format!("{name}: {g}"))),
+            Err(e) => {
+                tracing::warn!("{e}");
+                left.push(format!("{name}: not removed: {e}"));
+            }
+        }
+    }
+    (removed, left)
+}
+
+/// Whether anything accepts a connection at `addr` within a second (what [`RealError::Unreachable`]
+/// says when not; what answers is for [`crate::endpoints::reach`] to judge).
+async fn port_open(addr: SocketAddr) -> bool {
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
 }

@@ -106,6 +106,17 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
                 fault.describe()
             )));
         }
+        if on_server
+            && scenario.algorithm.backend() == lockcheck_core::scenario::Backend::ZooKeeper
+            && topology.with_role(Role::Server).len() > 1
+            && matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
+        {
+            return Err(RealError::Unsupported(format!(
+                "faults[{i}] ({}): real mode moves the clock of a standalone ZooKeeper server, \
+                 not yet of an ensemble member; the simulation runs this fault",
+                fault.describe()
+            )));
+        }
         if let Fault::Crash {
             scope: lockcheck_core::scenario::CrashScope::Machine,
             ..
@@ -289,5 +300,24 @@ mod tests {
                 assert!(e.contains("real mode has no"), "{e}");
             }
         }
+    }
+
+    #[test]
+    fn a_clock_fault_on_an_ensemble_member_is_refused_and_pauses_are_not() {
+        let mut s = Scenario::new(Algorithm::ZkSequential);
+        s.params.nodes = Some(3);
+        s.faults = vec![Fault::Pause {
+            at_ms: 10,
+            node: "zk-2".into(),
+            for_ms: 100,
+        }];
+        check(&s).expect("a member's pause is real");
+        s.faults = vec![Fault::ClockJump {
+            at_ms: 10,
+            node: "zk-1".into(),
+            by_ms: 5_000,
+        }];
+        let e = check(&s).unwrap_err().to_string();
+        assert!(e.contains("ensemble member"), "{e}");
     }
 }

@@ -5,6 +5,7 @@
 //! The counterpart of the simulator's `World`, for a world whose clocks, disks and network are
 //! the real ones.
 
+use crate::endpoints::Login;
 use crate::gate::PauseGate;
 use crate::proxy::{Impairment, Link};
 use crate::recorder::Recorder;
@@ -42,6 +43,8 @@ pub struct RealWorld {
     pub resource: Resource,
     /// Server addresses, in server order (`redis-0`, `redis-1`, …).
     pub servers: Vec<SocketAddr>,
+    /// How the clients log in to the servers (nothing, on servers lockcheck starts).
+    pub login: Login,
     /// Per client, per server: the address of the proxy the client reaches that server through.
     pub routes: Vec<Vec<SocketAddr>>,
     /// Per client, per server: that proxy's link (cut by the client's pauses and by
@@ -49,6 +52,9 @@ pub struct RealWorld {
     pub links: Vec<Vec<Link>>,
     /// Per client: its pause gate.
     pub gates: Vec<PauseGate>,
+    /// Between the servers of an ensemble: each member's proxies to each other member (empty
+    /// for servers that do not talk to each other), which partitions cut.
+    pub peer_links: Vec<crate::ensemble::PeerLink>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<ResourceCuts>>,
     /// Woken whenever a partition between a client and the resource heals, for the accesses a
@@ -82,6 +88,12 @@ pub struct RealWorld {
 }
 
 impl RealWorld {
+    /// The same world, its clients logging in to the servers as `login`.
+    pub fn with_login(mut self, login: Login) -> RealWorld {
+        self.login = login;
+        self
+    }
+
     /// The world of `scenario`, whose servers listen on `servers`, each client reaching them
     /// through its `routes` (per client, per server: a proxy's address and link; a client
     /// without routes reaches the servers directly); time starts now. Each client's links are
@@ -114,6 +126,7 @@ impl RealWorld {
             gates,
             routes,
             links,
+            peer_links: Vec::new(),
             resource_cuts: RefCell::new(vec![ResourceCuts::default(); clients]),
             resource_healed: tokio::sync::Notify::new(),
             messages: RefCell::new(MessageFaults::new(topology.len())),
@@ -128,6 +141,7 @@ impl RealWorld {
             sentinel: None,
             primary: std::cell::Cell::new(0),
             servers,
+            login: Login::default(),
             scenario,
         }
     }
@@ -169,6 +183,12 @@ impl RealWorld {
     pub fn lock_servers_down(&self) -> usize {
         let down = self.down.borrow();
         self.lock_servers().iter().filter(|&&s| down[s]).count()
+    }
+
+    /// The world with `peer_links` between its servers (an ensemble's).
+    pub fn with_peer_links(mut self, peer_links: Vec<crate::ensemble::PeerLink>) -> RealWorld {
+        self.peer_links = peer_links;
+        self
     }
 
     /// The run's nodes.

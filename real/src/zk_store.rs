@@ -109,11 +109,31 @@ impl Shared {
 
 /// One client's session with a real ZooKeeper server.
 pub struct RealZk {
-    addr: SocketAddr,
+    /// The servers: one standalone server, or an ensemble's members.
+    members: Vec<SocketAddr>,
+    /// Which member a new session starts on (a client's own, as in the simulation).
+    preferred: usize,
     session_timeout: Duration,
     request_timeout: Duration,
     gate: PauseGate,
+    /// `digest` credentials (`user:password`) each session authenticates with.
+    auth: Option<Vec<u8>>,
     shared: Rc<Shared>,
+}
+
+/// A seed for the thread's `fastrand` generator under which `zookeeper-client` tries the
+/// member at `preferred` first, of a connect string of `members` addresses: the crate parses the
+/// string into a list in its order and shuffles it (`IterableEndpoints::reset`) before its first
+/// attempt. `None` for a single server, where there is nothing to order.
+fn first_endpoint_seed(members: usize, preferred: usize) -> Option<u64> {
+    if members < 2 {
+        return None;
+    }
+    (0u64..).find(|&seed| {
+        let mut order: Vec<usize> = (0..members).collect();
+        fastrand::Rng::with_seed(seed).shuffle(&mut order);
+        order[0] == preferred
+    })
 }
 
 impl RealZk {
@@ -128,11 +148,27 @@ impl RealZk {
         request_timeout: Duration,
         gate: PauseGate,
     ) -> RealZk {
+        RealZk::ensemble(vec![addr], 0, session_timeout, request_timeout, gate)
+    }
+
+    /// A store whose sessions go to an ensemble whose members are at `members`: each new
+    /// session starts on member `preferred` (when it answers; else the crate tries the others),
+    /// and the crate moves the session between members as the Java client does, trying them in
+    /// an order of its own (shuffled) when the connection is lost. Otherwise as [`RealZk::new`].
+    pub fn ensemble(
+        members: Vec<SocketAddr>,
+        preferred: usize,
+        session_timeout: Duration,
+        request_timeout: Duration,
+        gate: PauseGate,
+    ) -> RealZk {
         RealZk {
-            addr,
+            members,
+            preferred,
             session_timeout,
             request_timeout,
             gate,
+            auth: None,
             shared: Rc::new(Shared {
                 link: RefCell::new(Link::Closed),
                 generation: Cell::new(0),
@@ -144,11 +180,22 @@ impl RealZk {
         }
     }
 
+    /// The same, each session authenticating as `login` (ZooKeeper's `digest` scheme) when it
+    /// names a user.
+    pub fn with_login(mut self, login: &crate::endpoints::Login) -> RealZk {
+        self.auth = login.zk_digest();
+        self
+    }
+
     /// Starts opening a session, by a task that outlives the request that asked for it.
     fn open(&self) {
         *self.shared.link.borrow_mut() = Link::Opening;
         let shared = self.shared.clone();
-        let connector = zk::Client::connector()
+        let mut connector = zk::Client::connector();
+        if let Some(auth) = &self.auth {
+            connector = connector.with_auth("digest", auth);
+        }
+        let connector = connector
             .with_session_timeout(self.session_timeout)
             // One try, not a cycle until the session timeout: the next request tries again.
             .with_fail_eagerly()
@@ -156,8 +203,20 @@ impl RealZk {
             // then expires: what a killed client process leaves behind (a client crash drops
             // its store), and what the simulated client, which never closes its session, does.
             .with_detached();
-        let addr = self.addr.to_string();
+        let addr = self
+            .members
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let seed = first_endpoint_seed(self.members.len(), self.preferred);
         self.shared.spawn(async move {
+            // The crate shuffles the connect string with the thread's `fastrand` generator as the
+            // connection starts (in `connect`'s first poll, right after this): seeded here, the
+            // shuffle puts the preferred member first.
+            if let Some(seed) = seed {
+                fastrand::seed(seed);
+            }
             match connector.connect(&addr).await {
                 Ok(client) => {
                     let generation = shared.generation.get() + 1;

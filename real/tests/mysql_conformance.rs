@@ -74,12 +74,13 @@
 //!
 //! # Timed sequences
 //!
-//! [`random_statement_sequences_with_short_server_timers_agree_with_the_model`] runs 60 more
+//! [`random_statement_sequences_with_short_server_timers_agree_with_the_model`] runs 1,000 more
 //! sequences (`LOCKCHECK_CONFORMANCE_TIMED_CASES` says otherwise) in which the timers fire: each
 //! connection sets `SET SESSION innodb_lock_wait_timeout = 1, wait_timeout = 2` (the model has
-//! the same), and real time passes. Fewer, because MariaDB counts these timers in whole seconds
-//! (1 s at least), so every timer a sequence lets fire costs it a second or two: 60 sequences
-//! take about 75 s. They are contended sequences that start with the row inserted, with the
+//! the same), and real time passes. MariaDB counts these timers in whole seconds (1 s at least),
+//! so every timer a sequence lets fire costs it a second or two, spent waiting: the sequences
+//! run on 12 servers side by side (`LOCKCHECK_CONFORMANCE_TIMED_WORKERS`), each worker drawing
+//! its share from its own stream of the seed, in about three minutes in all. They are contended sequences that start with the row inserted, with the
 //! statements biased towards transactions that lock it, chunks where one connection takes the
 //! row in a transaction and the other asks for it (then, half the time, a sleep to just before
 //! or just past the waiter's timer), and sleeps: 50, 300 or 700 ms, or to just before or just past
@@ -346,6 +347,7 @@ fn start_server(
         lock_wait_timeout_s,
         // Nothing here crashes the server: flush once a second, for speed.
         flush: FlushPolicy::EverySecond,
+        database: lockcheck_real::launcher::mariadb::DATABASE.to_string(),
     };
     let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
     let index = launcher
@@ -1228,10 +1230,18 @@ fn random_statement_sequences_get_the_same_replies_from_the_model_and_a_real_mar
     assert!(tally.completed.get() >= u64::from(cases));
 }
 
-/// Timed sequences run unless `LOCKCHECK_CONFORMANCE_TIMED_CASES` says otherwise: fewer than
-/// the untimed ones, because MariaDB's timers count whole seconds (1 s at least), so each timer a
-/// sequence lets fire costs it a second or two of real time.
-const DEFAULT_TIMED_CASES: u32 = 60;
+/// Timed sequences run unless `LOCKCHECK_CONFORMANCE_TIMED_CASES` says otherwise. MariaDB's
+/// timers count whole seconds (1 s at least), so each timer a sequence lets fire costs it a second
+/// or two of real time, spent waiting: the sequences run on [`DEFAULT_TIMED_WORKERS`] servers at
+/// once, each with its own share of the cases and its own stream of the seed.
+const DEFAULT_TIMED_CASES: u32 = 1_000;
+
+/// How many servers the timed sequences run on side by side, unless
+/// `LOCKCHECK_CONFORMANCE_TIMED_WORKERS` says otherwise (1 reruns one worker's stream alone).
+/// The sequences mostly wait for timers, so the two cores stay far from busy; a step that a
+/// loaded machine still delays past [`TIMER_MARGIN_MS`] ends its sequence uncounted, never
+/// wrongly compared.
+const DEFAULT_TIMED_WORKERS: u64 = 12;
 
 /// The timers of the timed sequences, set per connection (`SET SESSION`), in seconds: the lock
 /// wait's the shortest MariaDB allows, and the idle one longer, so that a statement's lock wait
@@ -1247,6 +1257,52 @@ const TIMED_WAIT_TIMEOUT_S: u64 = 2;
 /// for a loaded machine, at a small cost next to timers of whole seconds.
 const TIMER_MARGIN_MS: u64 = 100;
 
+/// What one worker's timed sequences did (a [`Tally`]'s numbers, to be summed across threads).
+#[derive(Clone, Copy, Debug, Default)]
+struct TimedCounts {
+    sequences: u64,
+    completed: u64,
+    statements: u64,
+    waits: u64,
+    timed_out: u64,
+    closed: u64,
+    deadlocks: u64,
+    straddled: u64,
+    unpurged: u64,
+    bypassed: u64,
+}
+
+impl TimedCounts {
+    fn of(tally: &Tally) -> TimedCounts {
+        TimedCounts {
+            sequences: tally.sequences.get(),
+            completed: tally.completed.get(),
+            statements: tally.statements.get(),
+            waits: tally.waits.get(),
+            timed_out: tally.timed_out.get(),
+            closed: tally.closed.get(),
+            deadlocks: tally.deadlocks.get(),
+            straddled: tally.straddled.get(),
+            unpurged: tally.unpurged.get(),
+            bypassed: tally.bypassed.get(),
+        }
+    }
+
+    fn add(mut self, o: TimedCounts) -> TimedCounts {
+        self.sequences += o.sequences;
+        self.completed += o.completed;
+        self.statements += o.statements;
+        self.waits += o.waits;
+        self.timed_out += o.timed_out;
+        self.closed += o.closed;
+        self.deadlocks += o.deadlocks;
+        self.straddled += o.straddled;
+        self.unpurged += o.unpurged;
+        self.bypassed += o.bypassed;
+        self
+    }
+}
+
 #[test]
 fn random_statement_sequences_with_short_server_timers_agree_with_the_model() {
     if !mariadb_installed() {
@@ -1257,9 +1313,64 @@ fn random_statement_sequences_with_short_server_timers_agree_with_the_model() {
         "LOCKCHECK_CONFORMANCE_TIMED_CASES",
         u64::from(DEFAULT_TIMED_CASES),
     ) as u32;
+    let workers = env_number("LOCKCHECK_CONFORMANCE_TIMED_WORKERS", DEFAULT_TIMED_WORKERS)
+        .clamp(1, 64) as u32;
     let seed = env_number("LOCKCHECK_CONFORMANCE_SEED", DEFAULT_SEED);
-    eprintln!("mysql timed conformance: {cases} sequences, seed {seed}");
-    let (_launcher, addr, runtime) = start_server(NEVER_S * 8, NEVER_S);
+    eprintln!(
+        "mysql timed conformance: {cases} sequences on {workers} servers, seed {seed} (worker w \
+         draws from seed + w)"
+    );
+    let share = cases.div_ceil(workers);
+    let results: Vec<Result<TimedCounts, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| scope.spawn(move || timed_worker(seed + u64::from(w), share)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let mut total = TimedCounts::default();
+    let mut failures = Vec::new();
+    for result in results {
+        match result {
+            Ok(counts) => total = total.add(counts),
+            Err(why) => failures.push(why),
+        }
+    }
+    eprintln!(
+        "mysql timed conformance: {} sequences compared to their end, of {} run ({} \
+         statements; {} waited for a lock, {} of them until innodb_lock_wait_timeout; {} \
+         connections closed by wait_timeout; {} deadlocks; ended early, not counted: {} across \
+         a timer, {} at a delete InnoDB could not purge yet, {} where InnoDB's lock bypass \
+         avoided a deadlock)",
+        total.completed,
+        total.sequences,
+        total.statements,
+        total.waits,
+        total.timed_out,
+        total.closed,
+        total.deadlocks,
+        total.straddled,
+        total.unpurged,
+        total.bypassed
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(total.completed >= u64::from(cases));
+    // The timers fired: lock waits timed out and idle connections were closed.
+    assert!(total.timed_out > 0 && total.closed > 0);
+}
+
+/// One worker of the timed conformance: `cases` sequences drawn from `seed`, on a server of its
+/// own; what they did, or how the model and MariaDB diverged.
+fn timed_worker(seed: u64, cases: u32) -> Result<TimedCounts, String> {
+    // One start at a time: several `mariadb-install-db`s at once fail here (exit status 1, with
+    // nothing in their output that says why); the sequences then run side by side.
+    static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let (_launcher, addr, runtime) = {
+        let _one = STARTING.lock().unwrap_or_else(|p| p.into_inner());
+        start_server(NEVER_S * 8, NEVER_S)
+    };
     let real = RefCell::new(runtime.block_on(async {
         let mut real = Real::open(addr).await;
         real.session_timers = Some((TIMED_LOCK_WAIT_S, TIMED_WAIT_TIMEOUT_S));
@@ -1285,33 +1396,21 @@ fn random_statement_sequences_with_short_server_timers_agree_with_the_model() {
     let result = runner.run(&timed_sequence_strategy(), |sequence| {
         check(&runtime, &real, &tally, config, &sequence)
     });
-    eprintln!(
-        "mysql timed conformance: {} sequences compared to their end, of {} run ({} \
-         statements; {} waited for a lock, {} of them until innodb_lock_wait_timeout; {} \
-         connections closed by wait_timeout; {} deadlocks; ended early, not counted: {} across \
-         a timer, {} at a delete InnoDB could not purge yet, {} where InnoDB's lock bypass \
-         avoided a deadlock)",
-        tally.completed.get(),
-        tally.sequences.get(),
-        tally.statements.get(),
-        tally.waits.get(),
-        tally.timed_out.get(),
-        tally.closed.get(),
-        tally.deadlocks.get(),
-        tally.straddled.get(),
-        tally.unpurged.get(),
-        tally.bypassed.get()
+    let rerun = format!(
+        "rerun alone: LOCKCHECK_CONFORMANCE_TIMED_WORKERS=1 LOCKCHECK_CONFORMANCE_SEED={seed} \
+         LOCKCHECK_CONFORMANCE_TIMED_CASES={cases}"
     );
     match result {
-        Ok(()) => {}
-        Err(TestError::Fail(why, sequence)) => {
-            panic!("the model and MariaDB diverge (seed {seed}):\n{why}\nminimal sequence: {sequence:#?}")
-        }
-        Err(TestError::Abort(why)) => panic!("conformance aborted: {why}"),
+        Ok(()) if tally.completed.get() >= u64::from(cases) => Ok(TimedCounts::of(&tally)),
+        Ok(()) => Err(format!(
+            "only {} of {cases} sequences compared to their end ({rerun})",
+            tally.completed.get()
+        )),
+        Err(TestError::Fail(why, sequence)) => Err(format!(
+            "the model and MariaDB diverge ({rerun}):\n{why}\nminimal sequence: {sequence:#?}"
+        )),
+        Err(TestError::Abort(why)) => Err(format!("conformance aborted ({rerun}): {why}")),
     }
-    assert!(tally.completed.get() >= u64::from(cases));
-    // The timers fired: lock waits timed out and idle connections were closed.
-    assert!(tally.timed_out.get() > 0 && tally.closed.get() > 0);
 }
 
 /// Runs `steps` (connection, statement; `None`: `ms` pass) through the model with `config` and a

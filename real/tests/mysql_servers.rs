@@ -335,6 +335,7 @@ fn a_killed_server_recovers_its_commits_on_restart_and_a_dropped_launcher_leaves
             wait_timeout_s: 60,
             lock_wait_timeout_s: 5,
             flush: FlushPolicy::AtCommit,
+            database: lockcheck_real::launcher::mariadb::DATABASE.to_string(),
         }) as Box<dyn ServerKind>
     };
     let launcher = RefCell::new(Launcher::new().unwrap());

@@ -675,3 +675,47 @@ fn a_release_sent_while_the_server_is_down_frees_the_lock_once_it_is_back() {
     assert_safe(&real);
     assert_eq!(sections(&real), 6, "{:#?}", real.outcome.history.entries);
 }
+
+/// The ensemble's leader-side pause (`sim/tests/scenarios/zk-ensemble-leader-pause.json`):
+/// client-0 holds the lock through its session on zk-0, a follower that stays healthy; the
+/// leader, zk-2, is stopped (SIGSTOP) for longer than the session timeout but for less than the
+/// followers' `syncLimit` (so it comes back as the leader). zk-0 kept answering client-0's
+/// pings, but the leader's session tracker decides expiry on the leader's clock: when it
+/// resumes, client-0's session is past its deadline and ends, its node goes, and client-1 takes
+/// the lock while client-0 is still inside. UNSAFE, as in the simulation of the same file.
+#[test]
+fn a_leader_paused_past_the_session_timeout_expires_a_follower_clients_session() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("zk-ensemble-leader-pause.json");
+    let real = common::run_real(&s, "QuorumPeerMain");
+    assert_eq!(real.server_pids.len(), 3, "three members, none restarted");
+    assert_two_holders_including(&real, "client-0");
+    for (world, history) in [
+        ("real", &real.outcome.history),
+        ("simulated", &lockcheck_sim::run(&s).history),
+    ] {
+        assert!(
+            session_expired(history, "client-0"),
+            "{world}: client-0's session expired: {:#?}",
+            history.entries
+        );
+    }
+}
+
+/// Whether `client`'s release found its lock gone: its ephemeral node was deleted, which for a
+/// client that never released it means its session expired (real mode does not see the servers'
+/// nodes; this is what both worlds' clients see of it).
+fn session_expired(history: &lockcheck_core::history::History, client: &str) -> bool {
+    history.entries.iter().any(|e| {
+        e.node == client
+            && e.kind == lockcheck_core::history::Kind::Fail
+            && matches!(
+                &e.op,
+                Op::Release { error: Some(error), .. }
+                    if error == lockcheck_core::workload::NO_LONGER_HELD
+            )
+    })
+}

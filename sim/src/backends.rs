@@ -7,15 +7,25 @@ use crate::mysql::node::MysqlServer;
 use crate::redis::node::RedisServer;
 use crate::server;
 use crate::world::World;
+use crate::zookeeper::ensemble::Ensemble;
+use crate::zookeeper::member::ZkMember;
 use crate::zookeeper::node::ZkServer;
 use lockcheck_core::scenario::Backend;
+use lockcheck_core::topology::Role;
 use madsim::runtime::Handle;
 use std::sync::Arc;
 
-/// Creates server node `node` of `world`, running its algorithm's backend.
+/// Creates server node `node` of `world`, running its algorithm's backend (for a ZooKeeper
+/// ensemble, a member around the ensemble's shared state, made with the first member).
 pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
     match world.scenario.algorithm.backend() {
         Backend::Redis => server::start::<RedisServer>(handle, world, node),
+        Backend::ZooKeeper if world.topology.with_role(Role::Server).len() > 1 => {
+            world
+                .ensemble
+                .get_or_init(|| Arc::new(Ensemble::new(world.topology.with_role(Role::Server))));
+            server::start::<ZkMember>(handle, world, node)
+        }
         Backend::ZooKeeper => server::start::<ZkServer>(handle, world, node),
         Backend::Mysql => server::start::<MysqlServer>(handle, world, node),
         Backend::Etcd => server::start::<EtcdServer>(handle, world, node),

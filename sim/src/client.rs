@@ -24,6 +24,8 @@ pub struct SimStores {
     world: Arc<World>,
     rpc: Rc<RpcClient>,
     env: SimEnv,
+    /// The client's node (its number), which picks its ZooKeeper member.
+    me: usize,
 }
 
 impl Stores for SimStores {
@@ -46,10 +48,14 @@ impl Stores for SimStores {
     fn zookeeper(&self) -> SimZk<SimEnv> {
         let session =
             Duration::from_millis(self.world.scenario.params.zookeeper.session_timeout_ms());
+        // A client starts on member `me mod n` of an ensemble, as in real mode.
+        let servers = self.servers();
+        let first = self.me % servers.len();
         SimZk::new(
             self.rpc.clone(),
             self.env.clone(),
-            self.servers()[0],
+            servers,
+            first,
             session,
             self.timeout(),
         )
@@ -110,6 +116,7 @@ impl Client {
                     world: world.clone(),
                     rpc: rpc.clone(),
                     env: env.clone(),
+                    me,
                 },
                 &env,
             ),

@@ -285,6 +285,11 @@ impl Port {
         Port::bind(world, addr, tags)
     }
 
+    /// Its address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Starts accepting letters for `tag` (a call's reply from node `peer`).
     fn open(&self, tag: u64, peer: usize) {
         self.inbox.0.lock().expect("never poisoned").insert(
@@ -520,6 +525,25 @@ pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Pa
         Route::Lose | Route::Hold => Route::Hold,
     };
     send(world, route, from, port.addr, to, PUSH_TAG, payload);
+}
+
+/// [`push`] from the pusher at `from_addr` on node `from`, without its [`Port`]: what an
+/// ensemble's leader uses to hand a commit's watch events to the member that holds each
+/// client's connection (that member's pusher address, so the client sees them come from its
+/// member, over its member's link).
+pub fn push_from(
+    world: &World,
+    from: usize,
+    from_addr: SocketAddr,
+    to: SocketAddr,
+    payload: Payload,
+) {
+    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
+    let route = match cut_route(world, from, to_node) {
+        Route::Deliver(delay) => Route::Deliver(delay),
+        Route::Lose | Route::Hold => Route::Hold,
+    };
+    send(world, route, from, from_addr, to, PUSH_TAG, payload);
 }
 
 /// Binds node `node`'s port for pushing messages (watch events) to clients.

@@ -47,6 +47,11 @@ pub struct World {
     primary: Mutex<usize>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
+    /// Nodes paused now (madsim freezes their tasks; an ensemble's members read this to tell a
+    /// peer that answers nothing, as a silent TCP peer is told by its timeouts).
+    paused: Mutex<std::collections::BTreeSet<usize>>,
+    /// A ZooKeeper ensemble's replicated state, shared by its members (none for other runs).
+    pub ensemble: std::sync::OnceLock<std::sync::Arc<crate::zookeeper::ensemble::Ensemble>>,
     /// What the run's main task waits for instead of polling: a node crashed or restarted, a
     /// client finished, or the probe ended.
     pub progress: Signal,
@@ -103,6 +108,8 @@ impl World {
             finished: Mutex::new(vec![false; clients]),
             primary: Mutex::new(clients),
             network: Mutex::new(crate::net::Network::default()),
+            paused: Mutex::new(std::collections::BTreeSet::new()),
+            ensemble: std::sync::OnceLock::new(),
             progress: Signal::default(),
             clocks_and_roles: Signal::default(),
         }
@@ -111,6 +118,21 @@ impl World {
     /// The simulated network's bindings (see [`crate::net`]).
     pub(crate) fn network(&self) -> std::sync::MutexGuard<'_, crate::net::Network> {
         self.network.lock().unwrap()
+    }
+
+    /// Marks node `node` paused (or resumed).
+    pub fn set_paused(&self, node: usize, paused: bool) {
+        let mut set = self.paused.lock().unwrap();
+        if paused {
+            set.insert(node);
+        } else {
+            set.remove(&node);
+        }
+    }
+
+    /// Whether node `node` is paused now.
+    pub fn is_paused(&self, node: usize) -> bool {
+        self.paused.lock().unwrap().contains(&node)
     }
 
     /// True time since the start of the run.

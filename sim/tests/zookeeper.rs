@@ -292,8 +292,9 @@ fn zookeeper_locks_reject_settings_they_cannot_honour() {
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("session_timeout_ms"), "{e}");
     s.params.zookeeper.session_timeout_ms = Some(10_000);
-    s.params.nodes = Some(3);
-    assert!(s.validate().unwrap_err().to_string().contains("ensembles"));
+    s.params.nodes = Some(4);
+    let e = s.validate().unwrap_err().to_string();
+    assert!(e.contains("params.nodes") && e.contains("odd"), "{e}");
     s.params.nodes = None;
     s.workload.hold_until_validity = true;
     let e = s.validate().unwrap_err().to_string();
@@ -449,4 +450,139 @@ fn herd_wakeups_grow_with_the_waiters_sequential_ones_stay_at_one() {
         assert_eq!(sequential.max_per_release, 1, "{n} clients: {sequential:?}");
         assert!(sequential.wakeups > 0);
     }
+}
+
+/// The story file the real ensemble test runs too.
+fn story(name: &str) -> Scenario {
+    let path = format!("{}/tests/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    Scenario::from_json(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Whether `client`'s release found its lock node gone (its session expired meanwhile).
+fn release_found_it_gone(history: &[Entry], client: &str) -> bool {
+    history.iter().any(|e| {
+        e.node == client
+            && e.kind == Kind::Fail
+            && matches!(&e.op, Op::Release { error: Some(error), .. }
+                if error == lockcheck_core::workload::NO_LONGER_HELD)
+    })
+}
+
+/// The leader decides session expiry on its own clock: client-0 holds the lock through zk-0, a
+/// follower that keeps answering its pings, while the leader (zk-2) is paused for longer than the
+/// session timeout but less than the followers' `syncLimit`. When the leader comes back, its
+/// expirer runs before zk-0's report of the pings can reach it: client-0's session ends, and
+/// client-1 takes the lock while client-0 still works. (`real/tests/zookeeper_servers.rs` tells
+/// the same file on a real ensemble.)
+#[test]
+fn a_leader_paused_past_the_session_timeout_expires_a_follower_clients_session() {
+    let s = story("zk-ensemble-leader-pause.json");
+    let outcome = run(&s);
+    let history = &outcome.history.entries;
+    assert!(
+        outcome
+            .violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::MutualExclusion),
+        "{:#?}",
+        outcome.violations
+    );
+    assert!(release_found_it_gone(history, "client-0"));
+    // Expired by the leader once it resumed (8 s), not before.
+    let expired = expiries(history);
+    assert!(
+        !expired.is_empty() && expired.iter().all(|&ms| ms >= 8_000.0),
+        "{expired:?}"
+    );
+    assert!(history
+        .iter()
+        .filter(|e| matches!(
+            &e.op,
+            Op::Key {
+                change: KeyChange::Expired,
+                ..
+            }
+        ))
+        .all(|e| e.node == "zk-2"));
+}
+
+/// The same pause, shorter than the session timeout: the leader comes back in time to hear
+/// zk-0's report, and the session survives: nobody shares the lock.
+#[test]
+fn a_leader_paused_for_less_than_the_session_timeout_expires_nothing() {
+    let mut s = story("zk-ensemble-leader-pause.json");
+    for fault in &mut s.faults {
+        if let Fault::Pause { node, for_ms, .. } = fault {
+            if node == "zk-2" {
+                *for_ms = 1_500;
+            }
+        }
+    }
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    assert!(expiries(&outcome.history.entries).is_empty());
+}
+
+/// A member cut off from the others stops serving once it has not heard its leader for
+/// `syncLimit` ticks (10 s): it closes its clients' connections, they move to another member
+/// with their sessions, and with a session timeout longer than that (20 s) the holder's session
+/// survives and the lock is never shared. (Meanwhile the cut-off member answered its pings, but
+/// its reports never reached the leader: a shorter session would have expired.)
+#[test]
+fn a_member_cut_off_from_the_quorum_stops_serving_and_its_clients_move() {
+    let mut s = story("zk-ensemble-leader-pause.json");
+    s.params.zookeeper.session_timeout_ms = Some(20_000);
+    s.duration_ms = 40_000;
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Partition {
+            at_ms: 1_000,
+            isolate: vec!["zk-0".into()],
+            from: Some(vec!["zk-1".into(), "zk-2".into()]),
+            for_ms: 14_000,
+            hold: false,
+        },
+    ];
+    s.validate().unwrap();
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    assert!(!release_found_it_gone(&outcome.history.entries, "client-0"));
+    assert!(expiries(&outcome.history.entries).is_empty());
+    assert!(noted(&outcome.history.entries, "zk-0", "stopped serving"));
+}
+
+/// Whether `node` noted `text` in the history (an ensemble member's role changes).
+fn noted(history: &[Entry], node: &str, text: &str) -> bool {
+    history
+        .iter()
+        .any(|e| e.node == node && matches!(&e.op, Op::Note { text: t } if t.contains(text)))
+}
+
+/// The leader crashes: the followers elect the highest of them, which gives every session a
+/// full timeout, so the holder, which moves to a live member, keeps its lock.
+#[test]
+fn a_crashed_leader_is_replaced_and_sessions_survive_the_election() {
+    let mut s = story("zk-ensemble-leader-pause.json");
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 400,
+        },
+        Fault::Crash {
+            at_ms: 1_000,
+            node: "zk-2".into(),
+            scope: lockcheck_core::scenario::CrashScope::Process,
+        },
+    ];
+    s.validate().unwrap();
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    assert!(expiries(&outcome.history.entries).is_empty());
+    assert!(noted(&outcome.history.entries, "zk-1", "elected leader"));
 }

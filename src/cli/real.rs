@@ -6,8 +6,9 @@ use super::{parse_algorithm, usage};
 use clap::Args;
 use lockcheck_core::report::Report;
 use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_real::endpoints::PASSWORD_VAR;
 use lockcheck_real::profile::{Profile, Shape};
-use lockcheck_real::{RealError, Servers};
+use lockcheck_real::{Endpoints, Login, RealError, Servers};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -87,10 +88,26 @@ pub struct RealArgs {
     /// Use servers you already run (containers included) instead of starting them:
     /// HOST:PORT, comma-separated, one per server in order (redlock: one per master).
     /// lockcheck only connects to them, so faults that need a server's process (crash,
-    /// restart, server pause, server clock) are refused; client faults stay real. The lock
-    /// uses the key `lock` (Redis).
+    /// restart, server pause, server clock) are refused; client faults stay real. Everything
+    /// the run writes is named after --key (a fresh name per run by default); a run refuses to
+    /// start when something by those names exists, applies the server settings the scenario
+    /// relies on to its own sessions (or reads them back and refuses), and removes what it
+    /// created at the end unless --keep. README.md, "Real mode", lists what is created.
     #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
     endpoints: Option<Vec<String>>,
+    /// The lock's name: the Redis key (and its derived keys), the ZooKeeper node /KEY, the etcd
+    /// prefix /KEY/, the MariaDB database KEY. Letters, digits and '_' [default: `lock` on
+    /// servers lockcheck starts; with --endpoints a fresh `lockcheck_XXXXXXXX` per run].
+    #[arg(long, value_name = "KEY")]
+    key: Option<String>,
+    /// With --endpoints: the user to log in as (a Redis ACL user, a MariaDB account, a ZooKeeper
+    /// digest user); the password comes from the environment variable LOCKCHECK_PASSWORD (a
+    /// Redis `requirepass` password alone needs no --user). [default: none; MariaDB: root]
+    #[arg(long, value_name = "NAME", requires = "endpoints")]
+    user: Option<String>,
+    /// With --endpoints: leave what the run created on the servers (to look at it afterwards).
+    #[arg(long, requires = "endpoints")]
+    keep: bool,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
     /// beside it) into this directory [with --cases: default reports].
     #[arg(long, value_name = "DIR")]
@@ -114,6 +131,9 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         ttl_ms,
         nodes,
         endpoints,
+        key,
+        user,
+        keep,
         report,
         params: flags,
         cases,
@@ -132,6 +152,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
         lockcheck_real::profile::set_lease(&mut s, ttl);
         s.params.nodes = nodes;
+        s.params.key = key;
         flags.apply(algorithm, &mut s.params)?;
         return super::real_search::search(super::real_search::RealSearch {
             algorithm,
@@ -147,11 +168,23 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     }
     let servers = match endpoints {
         None => Servers::Launched,
-        Some(list) => Servers::Endpoints(
-            list.iter()
+        Some(list) => Servers::Endpoints(Endpoints {
+            addrs: list
+                .iter()
                 .map(|e| resolve(e))
                 .collect::<anyhow::Result<_>>()?,
-        ),
+            login: Login {
+                user,
+                password: std::env::var(PASSWORD_VAR).ok(),
+            },
+            keep,
+        }),
+    };
+    // On the user's servers, never a name the user may have: a fresh one unless they chose.
+    let key = match (&servers, key) {
+        (_, Some(key)) => Some(key),
+        (Servers::Endpoints(_), None) => Some(lockcheck_real::endpoints::fresh_key()),
+        (Servers::Launched, None) => None,
     };
     let scenario = match scenario {
         Some(file) => {
@@ -169,6 +202,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 lockcheck_real::profile::set_lease(&mut s, ms);
             }
             s.params.nodes = nodes.or(s.params.nodes);
+            s.params.key = key.or(s.params.key);
             flags.apply(s.algorithm, &mut s.params)?;
             s.validate().map_err(|e| usage(e.to_string()))?;
             s
@@ -197,6 +231,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 .map_err(|e| usage(e.to_string()))?;
             // The user's settings win over the story's (a restart story with `--persistence
             // always` asks whether the lock survives a restart that keeps its data).
+            s.params.key = key;
             flags.apply(algorithm, &mut s.params)?;
             lockcheck_real::profile::fit_story(profile, &mut s);
             s.validate().map_err(|e| usage(e.to_string()))?;
@@ -241,6 +276,7 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
     let against = match servers {
         Servers::Launched => "servers lockcheck starts".to_string(),
         Servers::Endpoints(e) => e
+            .addrs
             .iter()
             .map(SocketAddr::to_string)
             .collect::<Vec<_>>()
@@ -274,6 +310,18 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
         say!("report: {}", path.display());
         say!("timeline: {}", Report::timeline_path(&path).display());
         say!("rerun: {}", report.replay_command);
+    }
+    if let Servers::Endpoints(_) = servers {
+        say!("lock name: {}", scenario.params.lock_key());
+        for gone in &real.removed {
+            say!("removed {gone}");
+        }
+        for kept in &real.left {
+            say!("left {kept}");
+        }
+        if real.left.is_empty() {
+            say!("nothing of the run's is left on the servers");
+        }
     }
     say!(
         "{} history entries in {:.1} s; {} server process(es) started and stopped",

@@ -216,12 +216,12 @@ pub struct FairConfig {
 impl FairConfig {
     /// The key of the wait queue (a list of owners).
     pub fn queue_key(&self) -> String {
-        format!("redisson_lock_queue:{{{}}}", self.key)
+        super::queue_key(&self.key)
     }
 
     /// The key of the waiters' deadlines (a sorted set of owners, scored in ms since the epoch).
     pub fn timeout_key(&self) -> String {
-        format!("redisson_lock_timeout:{{{}}}", self.key)
+        super::timeout_key(&self.key)
     }
 
     /// The prefix of the waiters' unlock channels (`{prefix}:{owner}`).

@@ -11,3 +11,31 @@ pub mod store;
 
 pub use command::{Command, Reply, Script, SetOptions};
 pub use store::RedisStore;
+
+/// The key of the fencing counter of the lock named `key`.
+pub fn fence_key(key: &str) -> String {
+    format!("{key}:fence")
+}
+
+/// The key of the fair lock's wait queue (a list of owners), as Redisson names it.
+pub fn queue_key(key: &str) -> String {
+    format!("redisson_lock_queue:{{{key}}}")
+}
+
+/// The key of the fair lock's waiters' deadlines (a sorted set of owners), as Redisson names it.
+pub fn timeout_key(key: &str) -> String {
+    format!("redisson_lock_timeout:{{{key}}}")
+}
+
+/// Every key a Redis lock named `key` may write, whichever Redis algorithm runs it: the lock's
+/// own key and the ones above. Real mode checks that none of them exists on a server the user
+/// runs before it starts, and deletes them after, so this list must be complete (a test runs
+/// every Redis lock and compares the keys its history shows).
+pub fn keys_of(key: &str) -> Vec<String> {
+    vec![
+        key.to_string(),
+        fence_key(key),
+        queue_key(key),
+        timeout_key(key),
+    ]
+}

@@ -71,7 +71,7 @@ pub struct SingleRedisConfig {
 impl SingleRedisConfig {
     /// The key of the fencing counter.
     pub fn fence_key(&self) -> String {
-        format!("{}:fence", self.key)
+        super::fence_key(&self.key)
     }
 
     /// The validity deducted for clock drift between client and server.

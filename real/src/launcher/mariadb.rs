@@ -28,6 +28,7 @@
 //!   `innodb_rollback_on_timeout=OFF`, deadlock detection on, strict SQL mode.
 
 use super::{find_on_path, ServerKind};
+use crate::endpoints::Login;
 use crate::error::RealError;
 use lockcheck_algorithms::mysql::store::{CREATE_FENCE_SEQUENCE, CREATE_LOCK_TABLE};
 use lockcheck_core::scenario::FlushPolicy;
@@ -51,6 +52,20 @@ pub const MARIADB_INSTALL: &str = "apt-get install mariadb-server";
 pub const DATABASE: &str = "lockcheck";
 /// The user the clients log in as (a private server: root, no password, loopback only).
 pub const USER: &str = "root";
+/// The transaction isolation the model follows (MariaDB's default), set on the launched server
+/// and for every session of a run on a user's server.
+pub const ISOLATION: &str = "REPEATABLE-READ";
+/// The SQL mode the model follows (MariaDB's default), likewise.
+pub const SQL_MODE: &str =
+    "STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION";
+/// The server-wide settings the model follows that a session cannot change, with the values
+/// `SELECT CAST(@@global.… AS CHAR)` gives when they hold: a user's server must have them (the
+/// launched one does).
+pub const GLOBALS: &[(&str, &str)] = &[
+    ("innodb_autoinc_lock_mode", "1"),
+    ("innodb_rollback_on_timeout", "OFF"),
+    ("innodb_deadlock_detect", "ON"),
+];
 
 /// Directories a distribution puts server binaries in that are not on every user's PATH.
 const SBIN_DIRS: &[&str] = &["/usr/sbin", "/usr/local/sbin", "/sbin", "/usr/libexec"];
@@ -111,6 +126,8 @@ pub struct MariaDb {
     pub lock_wait_timeout_s: u64,
     /// `innodb_flush_log_at_trx_commit`.
     pub flush: FlushPolicy,
+    /// The database the lock table is created in when the server is first ready.
+    pub database: String,
 }
 
 impl MariaDb {
@@ -133,12 +150,18 @@ impl MariaDb {
                 1_073_741_824,
             )?,
             flush,
+            database: crate::endpoints::database(scenario),
         })
     }
 }
 
 /// `ms` as whole seconds for server variable `variable` (at most `max` s), or why not.
-fn whole_seconds(param: &str, variable: &str, ms: u64, max: u64) -> Result<u64, RealError> {
+pub(crate) fn whole_seconds(
+    param: &str,
+    variable: &str,
+    ms: u64,
+    max: u64,
+) -> Result<u64, RealError> {
     let seconds = ms / 1_000;
     if !ms.is_multiple_of(1_000) || seconds == 0 {
         return Err(RealError::Unsupported(format!(
@@ -180,22 +203,35 @@ fn tail(path: &Path, lines: usize) -> String {
 /// The client options that reach server `addr` as [`USER`] over TCP (never the Unix socket the
 /// driver would otherwise switch to on a local server), in `database` if given.
 pub fn client_opts(addr: SocketAddr, database: Option<&str>) -> mysql_async::OptsBuilder {
+    client_opts_as(addr, &Login::default(), database)
+}
+
+/// The same as `login` (its user, [`USER`] when it names none, and its password).
+pub fn client_opts_as(
+    addr: SocketAddr,
+    login: &Login,
+    database: Option<&str>,
+) -> mysql_async::OptsBuilder {
     mysql_async::OptsBuilder::default()
         .ip_or_hostname(addr.ip().to_string())
         .tcp_port(addr.port())
-        .user(Some(USER))
+        .user(Some(login.user.as_deref().unwrap_or(USER)))
+        .pass(login.password.as_deref())
         .db_name(database)
         .prefer_socket(false)
 }
 
-/// Connects to `addr`, checks it answers a ping, and makes sure the lock table and the fence
-/// sequence exist (idempotent: after a restart they are there already).
-async fn ping_and_create_schema(addr: SocketAddr) -> Result<(), mysql_async::Error> {
+/// Connects to `addr`, checks it answers a ping, and makes sure `database` with the lock table
+/// and the fence sequence exists (idempotent: after a restart they are there already).
+async fn ping_and_create_schema(
+    addr: SocketAddr,
+    database: &str,
+) -> Result<(), mysql_async::Error> {
     let mut conn = mysql_async::Conn::new(client_opts(addr, None)).await?;
     conn.ping().await?;
-    conn.query_drop(format!("CREATE DATABASE IF NOT EXISTS {DATABASE}"))
+    conn.query_drop(format!("CREATE DATABASE IF NOT EXISTS {database}"))
         .await?;
-    conn.query_drop(format!("USE {DATABASE}")).await?;
+    conn.query_drop(format!("USE {database}")).await?;
     conn.query_drop(CREATE_LOCK_TABLE).await?;
     conn.query_drop(CREATE_FENCE_SEQUENCE).await?;
     conn.disconnect().await
@@ -335,19 +371,20 @@ impl ServerKind for MariaDb {
             ))
             .arg(format!("--innodb-flush-log-at-trx-commit={flush}"))
             .args([
-                "--transaction-isolation=REPEATABLE-READ",
                 "--innodb-autoinc-lock-mode=1",
                 "--innodb-rollback-on-timeout=OFF",
                 "--innodb-deadlock-detect=ON",
-                "--sql-mode=STRICT_TRANS_TABLES,ERROR_FOR_DIVISION_BY_ZERO,\
-                 NO_AUTO_CREATE_USER,NO_ENGINE_SUBSTITUTION",
-            ]);
+            ])
+            .arg(format!("--transaction-isolation={ISOLATION}"))
+            .arg(format!("--sql-mode={SQL_MODE}"));
         command
     }
 
     fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
+        let database = self.database.clone();
         Box::pin(async move {
-            match tokio::time::timeout(Duration::from_secs(1), ping_and_create_schema(addr)).await {
+            let ready = ping_and_create_schema(addr, &database);
+            match tokio::time::timeout(Duration::from_secs(1), ready).await {
                 Ok(Ok(())) => true,
                 // Refused or cut while the server starts: not yet.
                 Ok(Err(mysql_async::Error::Io(_) | mysql_async::Error::Driver(_))) | Err(_) => {

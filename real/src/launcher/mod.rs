@@ -25,6 +25,7 @@ pub mod mariadb;
 pub mod redis;
 pub mod sentinel;
 pub mod zookeeper;
+pub mod zookeeper_member;
 
 use crate::error::RealError;
 use std::cell::RefCell;
@@ -44,6 +45,7 @@ pub use self::mariadb::{MariaDb, MARIADBD, MARIADB_INSTALL};
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
 pub use self::sentinel::Sentinel;
 pub use self::zookeeper::{ZooKeeper, JAVA, ZOOKEEPER_INSTALL, ZOOKEEPER_JAR};
+pub use self::zookeeper_member::{PeerPorts, ZooKeeperMember};
 
 /// A kind of server: how to start it and how to tell it is ready. The launcher does the rest
 /// (ports, directories, process groups, signals, stopping).
@@ -159,6 +161,20 @@ impl Launcher {
         kind: Box<dyn ServerKind>,
         env: Vec<(OsString, OsString)>,
     ) -> Result<usize, RealError> {
+        let index = self.register(name, kind, env)?;
+        self.spawn(index)?;
+        Ok(index)
+    }
+
+    /// Prepares a new server of `kind` called `name` (its port, its directory, its
+    /// configuration) without starting it: [`Launcher::start`] does, so that servers can be
+    /// numbered in one order and started in another (an ensemble's members). Its index.
+    pub fn register(
+        &mut self,
+        name: &str,
+        kind: Box<dyn ServerKind>,
+        env: Vec<(OsString, OsString)>,
+    ) -> Result<usize, RealError> {
         if !kind.installed() {
             return Err(RealError::MissingBinary {
                 binary: kind.binary(),
@@ -182,9 +198,13 @@ impl Launcher {
             child: None,
             pids: Vec::new(),
         });
-        let index = self.servers.len() - 1;
-        self.spawn(index)?;
-        Ok(index)
+        Ok(self.servers.len() - 1)
+    }
+
+    /// Starts registered server `index` for the first time, without waiting for it
+    /// ([`Launcher::until_ready`] does).
+    pub fn start(&mut self, index: usize) -> Result<(), RealError> {
+        self.spawn(index)
     }
 
     /// Waits until server `index` is ready ([`ServerKind::ready`]), failing early, with its log,
@@ -456,7 +476,7 @@ const LOWEST_PORT: u16 = 10_000;
 /// port 0 (the proxies') and to every outgoing connection, so a port drawn there could be taken
 /// between this check and the server's own bind; below it, only another program choosing the
 /// same number can. When the range leaves too little room below it, the kernel's pick.
-fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())

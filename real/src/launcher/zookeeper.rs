@@ -26,7 +26,7 @@ const LOGGING_JARS: [&str; 2] = [
 /// The class the JVM runs: a standalone server.
 pub const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 /// The server's log, in its directory.
-const LOG_FILE: &str = "zookeeper.log";
+pub(crate) const LOG_FILE: &str = "zookeeper.log";
 
 /// A standalone ZooKeeper server.
 ///
@@ -68,6 +68,66 @@ impl ZooKeeper {
         ]
     }
 
+    /// Writes `zoo.cfg` (the tick, the session timeouts it grants, the data dir, the client
+    /// port, and `extra`: an ensemble member's lines) and the logging configuration into `dir`.
+    pub(crate) fn write_config(&self, dir: &Path, port: u16, extra: &str) -> Result<(), String> {
+        let tick = self.tick_time_ms;
+        if tick == 0 {
+            return Err("tickTime must be positive".into());
+        }
+        let (min, max) = (2 * tick, 20 * tick);
+        if !(min..=max).contains(&self.session_timeout_ms) {
+            return Err(format!(
+                "session timeout {} ms is outside what the server grants ({min}..={max} ms, 2 to \
+                 20 ticks of {tick} ms)",
+                self.session_timeout_ms
+            ));
+        }
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+        let config = format!(
+            "# Written by lockcheck for one run.\n\
+             tickTime={tick}\n\
+             minSessionTimeout={min}\n\
+             maxSessionTimeout={max}\n\
+             dataDir={data}\n\
+             clientPort={port}\n\
+             clientPortAddress=127.0.0.1\n\
+             # Every client comes from 127.0.0.1 (through its proxies): no per-address cap.\n\
+             maxClientCnxns=0\n\
+             {extra}",
+            data = data.display(),
+        );
+        write(&dir.join("zoo.cfg"), &config)?;
+        // Debian's conf_example/log4j.properties, reduced to one file appender in the server's
+        // directory.
+        let logging = format!(
+            "log4j.rootLogger=INFO, FILE\n\
+             log4j.appender.FILE=org.apache.log4j.FileAppender\n\
+             log4j.appender.FILE.File={log}\n\
+             log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n\
+             log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} - %-5p [%t:%C{{1}}@%L] - %m%n\n",
+            log = dir.join(LOG_FILE).display(),
+        );
+        write(&dir.join("log4j.properties"), &logging)
+    }
+
+    /// The JVM's command line running `main_class` on `dir`'s `zoo.cfg`.
+    pub(crate) fn java(dir: &Path, main_class: &str) -> Command {
+        let mut command = Command::new(JAVA);
+        command
+            .args(Self::jvm_flags())
+            .arg(format!(
+                "-Dlog4j.configuration=file:{}",
+                dir.join("log4j.properties").display()
+            ))
+            .arg("-cp")
+            .arg(Self::classpath())
+            .arg(main_class)
+            .arg(dir.join("zoo.cfg"));
+        command
+    }
+
     fn classpath() -> String {
         std::iter::once(ZOOKEEPER_JAR)
             .chain(
@@ -101,44 +161,7 @@ impl ServerKind for ZooKeeper {
     }
 
     fn prepare(&self, dir: &Path, port: u16) -> Result<(), String> {
-        let tick = self.tick_time_ms;
-        if tick == 0 {
-            return Err("tickTime must be positive".into());
-        }
-        let (min, max) = (2 * tick, 20 * tick);
-        if !(min..=max).contains(&self.session_timeout_ms) {
-            return Err(format!(
-                "session timeout {} ms is outside what the server grants ({min}..={max} ms, 2 to \
-                 20 ticks of {tick} ms)",
-                self.session_timeout_ms
-            ));
-        }
-        let data = dir.join("data");
-        std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-        let config = format!(
-            "# Written by lockcheck for one run.\n\
-             tickTime={tick}\n\
-             minSessionTimeout={min}\n\
-             maxSessionTimeout={max}\n\
-             dataDir={data}\n\
-             clientPort={port}\n\
-             clientPortAddress=127.0.0.1\n\
-             # Every client comes from 127.0.0.1 (through its proxies): no per-address cap.\n\
-             maxClientCnxns=0\n",
-            data = data.display(),
-        );
-        write(&dir.join("zoo.cfg"), &config)?;
-        // Debian's conf_example/log4j.properties, reduced to one file appender in the server's
-        // directory.
-        let logging = format!(
-            "log4j.rootLogger=INFO, FILE\n\
-             log4j.appender.FILE=org.apache.log4j.FileAppender\n\
-             log4j.appender.FILE.File={log}\n\
-             log4j.appender.FILE.layout=org.apache.log4j.PatternLayout\n\
-             log4j.appender.FILE.layout.ConversionPattern=%d{{ISO8601}} - %-5p [%t:%C{{1}}@%L] - %m%n\n",
-            log = dir.join(LOG_FILE).display(),
-        );
-        write(&dir.join("log4j.properties"), &logging)
+        self.write_config(dir, port, "")
     }
 
     /// `zoo.cfg` names the port: written again (the rest of what `prepare` writes is the same).
@@ -147,18 +170,7 @@ impl ServerKind for ZooKeeper {
     }
 
     fn command(&self, dir: &Path, _port: u16) -> Command {
-        let mut command = Command::new(JAVA);
-        command
-            .args(Self::jvm_flags())
-            .arg(format!(
-                "-Dlog4j.configuration=file:{}",
-                dir.join("log4j.properties").display()
-            ))
-            .arg("-cp")
-            .arg(Self::classpath())
-            .arg(MAIN_CLASS)
-            .arg(dir.join("zoo.cfg"));
-        command
+        Self::java(dir, MAIN_CLASS)
     }
 
     fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
@@ -175,27 +187,35 @@ impl ServerKind for ZooKeeper {
     }
 }
 
-fn write(path: &PathBuf, text: &str) -> Result<(), String> {
+pub(crate) fn write(path: &PathBuf, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Whether the server at `addr` serves clients: its `srvr` answer has a `Mode:` line. (`ruok`
-/// answers `imok` as soon as the port is open, before the database is loaded.)
+/// answers `imok` as soon as the port is open, before the database is loaded; an ensemble member
+/// that is not in a quorum answers `srvr` with "not currently serving requests".)
 pub async fn serving(addr: SocketAddr) -> bool {
+    mode(addr).await.is_some()
+}
+
+/// What the server at `addr` says it is in its `srvr` answer's `Mode:` line (`standalone`,
+/// `leader`, `follower`), if it answers within half a second and serves clients.
+pub async fn mode(addr: SocketAddr) -> Option<String> {
     let exchange = async {
         let mut stream = tokio::net::TcpStream::connect(addr).await?;
         stream.write_all(b"srvr").await?;
         let mut reply = Vec::new();
         // The server closes the connection after its answer.
         stream.read_to_end(&mut reply).await?;
-        Ok::<bool, std::io::Error>(
+        Ok::<Option<String>, std::io::Error>(
             String::from_utf8_lossy(&reply)
                 .lines()
-                .any(|line| line.starts_with("Mode:")),
+                .find_map(|line| line.strip_prefix("Mode:"))
+                .map(|mode| mode.trim().to_string()),
         )
     };
-    matches!(
-        tokio::time::timeout(Duration::from_millis(500), exchange).await,
-        Ok(Ok(true))
-    )
+    match tokio::time::timeout(Duration::from_millis(500), exchange).await {
+        Ok(Ok(mode)) => mode,
+        _ => None,
+    }
 }

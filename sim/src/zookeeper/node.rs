@@ -89,6 +89,9 @@ pub enum ZkResponse {
     Result(OpResult, Option<super::model::Stat>),
     /// The session is gone.
     Expired,
+    /// An ensemble member that serves no one now (cut off from a quorum, or looking for a
+    /// leader): the real one closes the connection at once, and the client moves on.
+    NotServing,
 }
 
 /// A watch event pushed to a client.

@@ -51,24 +51,33 @@ struct Session {
     /// The connection was lost: the pinger should start reconnecting now, not at its next tick.
     kicked: bool,
     pinger: Option<Waker>,
+    /// The server (of an ensemble, the member) its connection is to, by its place in `servers`.
+    member: usize,
+    /// How many servers there are: a lost connection moves to the next member.
+    members: usize,
 }
 
 /// One client's ZooKeeper session, shared with its ping and event tasks.
 pub struct SimZk<E: Env> {
     rpc: Rc<RpcClient>,
     env: E,
-    server: usize,
+    /// The standalone server, or the ensemble's members.
+    servers: Rc<Vec<usize>>,
     request_timeout: Duration,
     session: Rc<RefCell<Session>>,
 }
 
 impl<E: Env + Clone + 'static> SimZk<E> {
-    /// A client of the server at node `server`, asking for `session_timeout`. Starts its ping
-    /// and event tasks on the calling node (they die with it).
+    /// A client of the server at node `servers[0]`, or of the ensemble whose members are
+    /// `servers`, starting on `servers[first]` and moving to the next member each time its
+    /// connection is lost (the Java client tries the members of its connect string in turn),
+    /// asking for `session_timeout`. Starts its ping and event tasks on the calling node (they
+    /// die with it).
     pub fn new(
         rpc: Rc<RpcClient>,
         env: E,
-        server: usize,
+        servers: Vec<usize>,
+        first: usize,
         session_timeout: Duration,
         request_timeout: Duration,
     ) -> Self {
@@ -84,11 +93,13 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             watches: SetWatches::default(),
             kicked: false,
             pinger: None,
+            member: first,
+            members: servers.len(),
         }));
         let store = SimZk {
             rpc,
             env,
-            server,
+            servers: Rc::new(servers),
             request_timeout,
             session,
         };
@@ -113,12 +124,25 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         Self::notify(session, ZkNotice::State(state));
     }
 
+    /// Before a connection is made, each failed attempt moves to the next member (a lost
+    /// connection moves in [`Self::lose_connection`]). A single server stays itself.
+    fn next_member_unless_connected(&self) {
+        let mut s = self.session.borrow_mut();
+        if !s.connected {
+            s.member = (s.member + 1) % s.members;
+        }
+    }
+
     /// The connection is gone: Disconnected (unless the session is already known expired), and
     /// the pinger starts reconnecting.
     fn lose_connection(session: &RefCell<Session>) {
         let was_connected = std::mem::replace(&mut session.borrow_mut().connected, false);
         if !was_connected {
             return;
+        }
+        {
+            let mut s = session.borrow_mut();
+            s.member = (s.member + 1) % s.members;
         }
         if session.borrow().state == SessionState::Connected {
             Self::set_state(session, SessionState::Disconnected);
@@ -175,7 +199,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         SimZk {
             rpc: self.rpc.clone(),
             env: self.env.clone(),
-            server: self.server,
+            servers: self.servers.clone(),
             request_timeout: self.request_timeout,
             session: self.session.clone(),
         }
@@ -280,11 +304,19 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             request,
             push_to: self.rpc.local_addr(),
         };
-        match self
-            .rpc
-            .call(self.server, message, self.request_timeout)
-            .await
-        {
+        let server = self.servers[self.session.borrow().member];
+        match self.rpc.call(server, message, self.request_timeout).await {
+            Ok(ZkReply {
+                response: ZkResponse::NotServing,
+                ..
+            }) => {
+                // A member that serves no one closes the connection: try the next one.
+                self.next_member_unless_connected();
+                Self::lose_connection(&self.session);
+                Err(StoreError::ConnectionLost(
+                    "the ensemble member is not serving".into(),
+                ))
+            }
             Ok(ZkReply { response, zxid }) => {
                 let mut s = self.session.borrow_mut();
                 s.last_heard = self.env.mono_now();
@@ -292,6 +324,8 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                 Ok(response)
             }
             Err(e) => {
+                // No connection could be made: the next attempt goes to the next member.
+                self.next_member_unless_connected();
                 // A reset or a refusal: the socket is gone, whatever the session's fate.
                 if !matches!(e, StoreError::Timeout) {
                     Self::lose_connection(&self.session);

@@ -1,0 +1,401 @@
+//! Runs on servers the user runs (`--endpoints`): each test starts a server as a user would have
+//! it configured (a password, a long `wait_timeout`, data of their own), runs a story against it
+//! as endpoints, and checks that the verdict is the simulation's, that the user's data is never
+//! touched, and that nothing of the run's is left.
+//!
+//! Without the servers installed these tests print one line saying how to install them and
+//! pass, except under CI (`CI=true`), where they fail.
+
+use lockcheck_core::scenario::{Algorithm, FlushPolicy, Persistence, Scenario};
+use lockcheck_real::launcher::{Launcher, MariaDb, Redis, ServerKind, ZooKeeper};
+use lockcheck_real::profile::{self, Profile, Shape};
+use lockcheck_real::{run_on, Endpoints, Login, RealError, RealRun, Servers};
+use std::cell::RefCell;
+use std::net::SocketAddr;
+
+mod common;
+
+use common::{kinds, one_at_a_time};
+
+/// A server started as "the user's": lockcheck's launcher, but used only through its address.
+struct UsersServer {
+    launcher: RefCell<Launcher>,
+    addr: SocketAddr,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl UsersServer {
+    fn start(name: &str, kind: Box<dyn ServerKind>) -> UsersServer {
+        let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
+        let index = launcher.borrow_mut().add(name, kind, Vec::new()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(Launcher::until_ready(&launcher, index))
+            .unwrap();
+        let addr = launcher.borrow().addr(index);
+        UsersServer {
+            launcher,
+            addr,
+            runtime,
+        }
+    }
+}
+
+impl Drop for UsersServer {
+    fn drop(&mut self) {
+        self.launcher.borrow_mut().close();
+    }
+}
+
+/// A story of `algorithm` with the run's own key, as the CLI gives it.
+fn story(algorithm: Algorithm, profile: Profile, ttl_ms: u64) -> Scenario {
+    let shape = Shape {
+        clients: 3,
+        ttl_ms,
+        ..Shape::for_algorithm(algorithm)
+    };
+    let mut s = profile::scenario(algorithm, profile, &shape).unwrap();
+    s.params.key = Some(lockcheck_real::endpoints::fresh_key());
+    s
+}
+
+fn endpoints(addr: SocketAddr, login: Login) -> Servers {
+    Servers::Endpoints(Endpoints {
+        addrs: vec![addr],
+        login,
+        keep: false,
+    })
+}
+
+/// The run, whose verdict must be the simulation's for the same scenario.
+fn run_agreeing(scenario: &Scenario, servers: &Servers) -> RealRun {
+    let real = run_on(scenario, servers).unwrap_or_else(|e| panic!("the run failed: {e}"));
+    assert!(real.server_pids.is_empty(), "endpoints start no server");
+    let simulated = lockcheck_sim::run(scenario);
+    assert_eq!(
+        kinds(&real.outcome.violations),
+        kinds(&simulated.violations),
+        "real: {:#?}\nsimulated: {:#?}",
+        real.outcome.violations,
+        simulated.violations
+    );
+    real
+}
+
+fn redis_installed() -> bool {
+    common::installed(&Redis {
+        persistence: Persistence::None,
+    })
+}
+
+async fn redis_query(addr: SocketAddr, password: Option<&str>, args: &[&str]) -> redis::Value {
+    let login = Login {
+        user: None,
+        password: password.map(str::to_string),
+    };
+    let client =
+        redis::Client::open(lockcheck_real::redis_store::connection_info(addr, &login)).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let mut cmd = redis::cmd(args[0]);
+    for a in &args[1..] {
+        cmd.arg(*a);
+    }
+    cmd.query_async(&mut c).await.unwrap()
+}
+
+/// A Redis with `requirepass`: refused without the password, with a message that says where it
+/// goes; with it, the pause story is UNSAFE as in the simulation, the user's own key is untouched,
+/// and none of the run's keys is left.
+#[test]
+fn a_password_protected_redis_needs_the_password_and_keeps_only_the_users_keys() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start(
+        "redis-0",
+        Box::new(Redis {
+            persistence: Persistence::None,
+        }),
+    );
+    let addr = server.addr;
+    server.runtime.block_on(async {
+        redis_query(addr, None, &["SET", "users:own", "data"]).await;
+        redis_query(addr, None, &["CONFIG", "SET", "requirepass", "pw"]).await;
+    });
+    let s = story(Algorithm::SingleRedis, Profile::Pause, 2_000);
+
+    let e = run_on(&s, &endpoints(addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Endpoint { .. }) && e.to_string().contains("LOCKCHECK_PASSWORD"),
+        "{e}"
+    );
+
+    let login = Login {
+        user: None,
+        password: Some("pw".into()),
+    };
+    let real = run_agreeing(&s, &endpoints(addr, login));
+    assert!(
+        !real.outcome.violations.is_empty(),
+        "the pause story breaks single-redis"
+    );
+    assert!(real.left.is_empty(), "{:?}", real.left);
+    let keys = server
+        .runtime
+        .block_on(redis_query(addr, Some("pw"), &["KEYS", "*"]));
+    assert_eq!(
+        keys,
+        redis::Value::Array(vec![redis::Value::BulkString(b"users:own".to_vec())]),
+        "only the user's key is left"
+    );
+}
+
+/// A key the run would use already exists (here: the user's own `lock`): the run is refused
+/// before anything is written, and the key is as it was.
+#[test]
+fn an_existing_key_is_refused_up_front_and_left_as_it_was() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start(
+        "redis-0",
+        Box::new(Redis {
+            persistence: Persistence::None,
+        }),
+    );
+    let addr = server.addr;
+    for existing in ["lock", "lock:fence"] {
+        server
+            .runtime
+            .block_on(redis_query(addr, None, &["SET", existing, "users"]));
+        let mut s = story(Algorithm::SingleRedis, Profile::None, 2_000);
+        s.params.key = Some("lock".into());
+        let e = run_on(&s, &endpoints(addr, Login::default())).unwrap_err();
+        assert!(matches!(e, RealError::Occupied { .. }), "{e}");
+        assert!(e.to_string().contains(existing), "{e}");
+        let value = server
+            .runtime
+            .block_on(redis_query(addr, None, &["GET", existing]));
+        assert_eq!(value, redis::Value::BulkString(b"users".to_vec()));
+        server
+            .runtime
+            .block_on(redis_query(addr, None, &["DEL", existing]));
+    }
+}
+
+fn mariadb_installed() -> bool {
+    common::installed(&MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0").unwrap())
+}
+
+/// The story: a MariaDB whose own `wait_timeout` is the default 8 hours. The scenario's
+/// `wait_timeout` (the story's 2 s) is applied to the run's sessions, so a holder paused past it
+/// loses its transaction-held lock as in the simulation (before, the real run kept it: "safe").
+/// The run's database is gone afterwards; the user's is untouched.
+#[test]
+fn a_mariadb_endpoint_runs_with_the_scenarios_wait_timeout_and_drops_its_database() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start(
+        "mysql-0",
+        Box::new(MariaDb {
+            wait_timeout_s: 28_800,
+            lock_wait_timeout_s: 50,
+            flush: FlushPolicy::EverySecond,
+            database: "users_db".into(),
+        }),
+    );
+    let s = story(Algorithm::MysqlForUpdateHeld, Profile::Pause, 2_000);
+    let real = run_agreeing(&s, &endpoints(server.addr, Login::default()));
+    assert!(
+        !real.outcome.violations.is_empty(),
+        "the holder paused past wait_timeout lost its lock"
+    );
+    let key = s.params.key.clone().unwrap();
+    assert_eq!(
+        real.removed,
+        vec![format!("mysql-0: MariaDB database '{key}'")]
+    );
+    let schemas: Vec<String> = server.runtime.block_on(async {
+        use mysql_async::prelude::Queryable;
+        let opts = lockcheck_real::launcher::mariadb::client_opts(server.addr, None);
+        let mut c = mysql_async::Conn::new(opts).await.unwrap();
+        c.query("SELECT SCHEMA_NAME FROM information_schema.SCHEMATA")
+            .await
+            .unwrap()
+    });
+    assert!(schemas.contains(&"users_db".to_string()), "{schemas:?}");
+    assert!(!schemas.contains(&key), "{schemas:?}");
+}
+
+fn zookeeper_installed() -> bool {
+    common::installed(&zookeeper())
+}
+
+fn zookeeper() -> ZooKeeper {
+    ZooKeeper {
+        session_timeout_ms: 4_000,
+        tick_time_ms: lockcheck_core::scenario::DEFAULT_TICK_TIME_MS,
+    }
+}
+
+/// ZooKeeper grants a session timeout within 2–20 ticks of its own: a scenario asking for more is refused
+/// with what the server grants (rather than run with a session the scenario does not describe);
+/// a run that fits leaves no node under its name.
+#[test]
+fn a_zookeeper_endpoint_refuses_a_session_timeout_it_would_not_grant_and_leaves_no_node() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    // The user's server ticks every second: it grants at most 20 s.
+    let server = UsersServer::start(
+        "zk-0",
+        Box::new(ZooKeeper {
+            tick_time_ms: 1_000,
+            ..zookeeper()
+        }),
+    );
+    let mut s = story(Algorithm::ZkSequential, Profile::None, 4_000);
+    s.params.zookeeper.session_timeout_ms = Some(30_000);
+    let e = run_on(&s, &endpoints(server.addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Setting(_)) && e.to_string().contains("grants 20000 ms"),
+        "{e}"
+    );
+
+    let s = story(Algorithm::ZkSequential, Profile::None, 4_000);
+    let real = run_agreeing(&s, &endpoints(server.addr, Login::default()));
+    assert!(real.left.is_empty(), "{:?}", real.left);
+    let key = s.params.key.clone().unwrap();
+    assert!(
+        real.removed
+            .iter()
+            .any(|r| r.contains(&format!("'/{key}'"))),
+        "{:?}",
+        real.removed
+    );
+    let exists = server.runtime.block_on(async {
+        let client = zookeeper_client::Client::connector()
+            .connect(&server.addr.to_string())
+            .await
+            .unwrap();
+        client.check_stat(&format!("/{key}")).await.unwrap()
+    });
+    assert!(exists.is_none(), "/{key} is left");
+}
+
+fn etcd_installed() -> bool {
+    common::installed(&lockcheck_real::launcher::Etcd)
+}
+
+/// etcd grants no lease shorter than 1.5 election timeouts (2 s with the defaults): on a user's
+/// etcd whose elections take 3 s, a scenario asking for 2 s is refused with what it grants (5 s);
+/// a run that fits leaves no key under its prefix.
+#[test]
+fn an_etcd_endpoint_refuses_a_lease_it_would_not_grant_and_leaves_no_key() {
+    if !etcd_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let slow = UsersServer::start("etcd-0", Box::new(SlowElections));
+    let s = story(Algorithm::EtcdMutex, Profile::None, 2_000);
+    let e = run_on(&s, &endpoints(slow.addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Setting(_)) && e.to_string().contains("grants 5 s"),
+        "{e}"
+    );
+    drop(slow);
+
+    let server = UsersServer::start("etcd-0", Box::new(lockcheck_real::launcher::Etcd));
+    let real = run_agreeing(&s, &endpoints(server.addr, Login::default()));
+    assert!(real.left.is_empty(), "{:?}", real.left);
+    let key = s.params.key.clone().unwrap();
+    let count = server.runtime.block_on(async {
+        let mut c = lockcheck_real::etcd_gateway::Connection::open(server.addr)
+            .await
+            .unwrap();
+        let prefix = format!("/{key}/");
+        let body = serde_json::json!({
+            "key": lockcheck_real::etcd_gateway::b64(&prefix),
+            "range_end": base64_of(&lockcheck_real::etcd_gateway::prefix_end(&prefix)),
+            "count_only": true,
+        });
+        let (_, answer) = c.post("/v3/kv/range", &body).await.unwrap();
+        lockcheck_real::etcd_gateway::int(&answer, "count")
+    });
+    assert_eq!(count, 0, "keys left under /{key}/");
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// etcd as a user may run it: elections after 3 s (heartbeats every 300 ms), so that the
+/// shortest lease it grants is 5 s.
+struct SlowElections;
+
+impl ServerKind for SlowElections {
+    fn binary(&self) -> &'static str {
+        lockcheck_real::launcher::Etcd.binary()
+    }
+    fn install(&self) -> &'static str {
+        lockcheck_real::launcher::Etcd.install()
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = lockcheck_real::launcher::Etcd.command(dir, port);
+        command.args(["--heartbeat-interval", "300", "--election-timeout", "3000"]);
+        command
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        lockcheck_real::launcher::Etcd.ready(addr)
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        lockcheck_real::launcher::Etcd.logs()
+    }
+    fn ready_within(&self) -> std::time::Duration {
+        lockcheck_real::launcher::Etcd.ready_within()
+    }
+}
+
+/// A Redis that may evict keys under memory pressure (a limit, and a policy that evicts keys
+/// with a TTL, as every lease is) is refused: the model never evicts a lock's key.
+#[test]
+fn a_redis_that_may_evict_the_lock_key_is_refused() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start(
+        "redis-0",
+        Box::new(Redis {
+            persistence: Persistence::None,
+        }),
+    );
+    let addr = server.addr;
+    server.runtime.block_on(async {
+        redis_query(addr, None, &["CONFIG", "SET", "maxmemory", "100mb"]).await;
+        redis_query(
+            addr,
+            None,
+            &["CONFIG", "SET", "maxmemory-policy", "volatile-lru"],
+        )
+        .await;
+    });
+    let s = story(Algorithm::SingleRedis, Profile::None, 2_000);
+    let e = run_on(&s, &endpoints(addr, Login::default())).unwrap_err();
+    assert!(
+        matches!(e, RealError::Setting(_)) && e.to_string().contains("volatile-lru"),
+        "{e}"
+    );
+}

@@ -1,0 +1,400 @@
+//! A simulated member of a ZooKeeper ensemble: a [`Server`] on each of `zk-0..zk-{n-1}` around
+//! the ensemble's shared state ([`super::ensemble`]).
+//!
+//! - A member that does not serve (cut off from a quorum, or looking for a leader) answers every
+//!   request with [`ZkResponse::NotServing`]: the real one closes the connection at once, and
+//!   the client moves to another member.
+//! - Pings are answered by the member the client is connected to; a follower notes the session
+//!   as touched and reports it to the leader at the leader's next ping (every tick/2).
+//! - Everything else (opening and re-attaching a session, reads and writes) goes to the leader,
+//!   is applied there on the leader's clocks, and answered by the member once the leader has
+//!   it: while the leader cannot be reached (paused, cut off) the request waits, as it waits in
+//!   a real follower's queue, until the leader answers or the member gives up on it.
+//! - Watch events go to the client from the member its session is connected to.
+//! - Every member wakes every tick/2 to look at the ensemble (follow, give up, elect); the
+//!   leader's expirer wakes at the sessions' deadlines as a standalone server's does.
+
+use super::ensemble::{Attachment, Changes, Ensemble, State};
+use super::model::{EventType, Op, OpResult, WatchEvent, ZkError};
+use super::node::{ZkMessage, ZkPush, ZkReply, ZkRequest, ZkResponse};
+use crate::net::{Handled, Peer};
+use crate::server::{Node, Server};
+use crate::world::World;
+use lockcheck_core::history::{KeyChange, Kind, Op as HistoryOp};
+use lockcheck_core::scenario::Persistence;
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a follower holding a request for an unreachable leader looks again.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// One member's process.
+pub struct ZkMember {
+    node: Node<ZkMember>,
+    ensemble: Arc<Ensemble>,
+    /// Its place in the ensemble (server order).
+    me: usize,
+    /// The endpoint its watch events leave from.
+    pusher: crate::net::Port,
+    /// When it next looks at the ensemble, on its monotonic clock.
+    next_step_ms: Cell<u64>,
+}
+
+impl Server for ZkMember {
+    type Request = ZkMessage;
+    type Durable = ();
+    type Kept = ();
+
+    /// Every transaction is logged by a quorum before it is answered.
+    fn persistence(_: &World, _: usize) -> Persistence {
+        Persistence::Always
+    }
+
+    /// A (re)started member serves no one until it has found its leader.
+    fn start(node: Node<Self>, _recovered: Option<()>) -> Self {
+        let ensemble = node
+            .world
+            .ensemble
+            .get()
+            .expect("the ensemble is made before its members start")
+            .clone();
+        let pusher = crate::net::bind_pusher(node.world.clone(), node.me);
+        let me = {
+            let mut state = ensemble.lock();
+            let me = state
+                .members
+                .iter()
+                .position(|&m| m == node.me)
+                .expect("a member of its ensemble");
+            state.pushers[me] = Some(pusher.addr());
+            if node.crashed.is_some() {
+                state.serving[me] = false;
+                if state.leader == Some(me) {
+                    state.leader = None;
+                }
+            }
+            me
+        };
+        let first = node.mono_ms() + half_tick(&ensemble.lock());
+        ZkMember {
+            node,
+            ensemble,
+            me,
+            pusher,
+            next_step_ms: Cell::new(first),
+        }
+    }
+
+    fn node(&self) -> &Node<Self> {
+        &self.node
+    }
+
+    fn handle(self: &Rc<Self>, from: Peer, message: ZkMessage) -> Handled {
+        let ZkMessage { request, push_to } = message;
+        let at = Attachment {
+            member: self.me,
+            client: from.node,
+            push_to,
+        };
+        {
+            let mut state = self.ensemble.lock();
+            if !state.serving[self.me] {
+                return Handled::now(ZkReply {
+                    response: ZkResponse::NotServing,
+                    zxid: state.tree.last_zxid(),
+                });
+            }
+            if let ZkRequest::Ping { session } = request {
+                let response = self.ping(&mut state, session);
+                return Handled::now(ZkReply {
+                    response,
+                    zxid: state.tree.last_zxid(),
+                });
+            }
+            if state.leader == Some(self.me) {
+                let reply = self.at_leader(&mut state, at, request);
+                return Handled::now(reply);
+            }
+        }
+        // A follower: the leader applies it, when it can be reached.
+        let member = self.clone();
+        Handled::later(async move {
+            loop {
+                {
+                    let mut state = member.ensemble.lock();
+                    if !state.serving[member.me] {
+                        return ZkReply {
+                            response: ZkResponse::NotServing,
+                            zxid: state.tree.last_zxid(),
+                        };
+                    }
+                    if let Some(leader) = state.leader {
+                        if state.reaches(&member.node.world, member.me, leader) {
+                            return member.at_leader(&mut state, at, request);
+                        }
+                    }
+                }
+                crate::timer::sleep(RETRY).await;
+            }
+        })
+    }
+
+    /// The session stays (a killed client sends no `closeSession`); its watches go.
+    fn connection_closed(&self, from: Peer) {
+        let mut state = self.ensemble.lock();
+        let sessions: Vec<_> = state
+            .clients
+            .iter()
+            .filter(|(_, a)| a.member == self.me && a.push_to == from.addr)
+            .map(|(s, _)| *s)
+            .collect();
+        for session in sessions {
+            state.clients.remove(&session);
+            state.tree.drop_watches(session);
+        }
+    }
+
+    /// The next look at the ensemble, or, on the leader, a session's deadline if sooner.
+    fn next_due(&self) -> Option<(u64, Duration)> {
+        let mono = self.node.mono_ms();
+        let state = self.ensemble.lock();
+        let mut due = self.next_step_ms.get();
+        if state.leader == Some(self.me) && state.serving[self.me] {
+            if let Some(deadline) = state.tree.next_expiry_ms() {
+                due = due.min(deadline);
+            }
+        }
+        Some((due, Duration::from_millis(due.saturating_sub(mono))))
+    }
+
+    fn on_due(&self) {
+        let world = &self.node.world;
+        let mono = self.node.mono_ms();
+        let mut changes = Changes::default();
+        let mut state = self.ensemble.lock();
+        if mono >= self.next_step_ms.get() {
+            self.next_step_ms.set(mono + half_tick(&state));
+            let members = state.members.clone();
+            state.step(
+                world,
+                self.me,
+                mono,
+                |m| world.mono_ns(members[m]) / 1_000_000,
+                &mut changes,
+            );
+        } else if state.leader == Some(self.me) && state.serving[self.me] {
+            state.expire(mono, &mut changes);
+        }
+        self.settle(&mut state, changes);
+    }
+}
+
+/// Half a tick: how often members look at the ensemble (the leader pings its followers).
+fn half_tick(state: &State) -> u64 {
+    (state.tree.tick_time_ms() / 2).max(1)
+}
+
+impl ZkMember {
+    /// A client's ping, answered here: the leader renews the session itself, a follower notes it
+    /// for its next report.
+    fn ping(&self, state: &mut State, session: u64) -> ZkResponse {
+        if state.tree.session_timeout_ms(session).is_none() {
+            return ZkResponse::Expired;
+        }
+        if state.leader == Some(self.me) {
+            return match state.tree.touch(session, self.node.mono_ms()) {
+                Ok(()) => ZkResponse::Pong,
+                Err(_) => ZkResponse::Expired,
+            };
+        }
+        state.touched[self.me].insert(session);
+        ZkResponse::Pong
+    }
+
+    /// What the leader's clocks read now.
+    fn leader_now(&self, state: &State) -> (usize, u64, u64) {
+        let leader = state.members[state.leader.expect("called with a leader")];
+        let world = &self.node.world;
+        let wall = (world.wall_ns(leader).max(0) / 1_000_000) as u64;
+        (leader, world.mono_ns(leader) / 1_000_000, wall)
+    }
+
+    /// Applies `request` of the client `at` at the leader: the reply its member gives.
+    fn at_leader(&self, state: &mut State, at: Attachment, request: ZkRequest) -> ZkReply {
+        let (leader, mono, wall) = self.leader_now(state);
+        let mut changes = Changes::default();
+        state.expire(mono, &mut changes);
+        let fired_by_expiry = changes.events.len();
+        let mut events = Vec::new();
+        let response = match request {
+            ZkRequest::Open { timeout_ms } => {
+                let (session, timeout_ms) = state.tree.open_session(timeout_ms, mono);
+                state.clients.insert(session, at);
+                ZkResponse::Opened {
+                    session,
+                    timeout_ms,
+                }
+            }
+            ZkRequest::Reconnect {
+                session,
+                last_zxid,
+                watches,
+            } => match state
+                .tree
+                .reconnect(session, last_zxid, &watches, mono, &mut events)
+            {
+                Ok(()) => {
+                    state.clients.insert(session, at);
+                    ZkResponse::Reconnected
+                }
+                Err(_) => ZkResponse::Expired,
+            },
+            ZkRequest::Ping { .. } => unreachable!("answered by the member"),
+            ZkRequest::Op { session, op } => {
+                state.clients.insert(session, at);
+                let result = state.tree.apply(session, &op, mono, wall, &mut events);
+                match (&op, &result) {
+                    (_, OpResult::Error(ZkError::SessionExpired)) => ZkResponse::Expired,
+                    (Op::Create { mode, .. }, OpResult::Created(path)) => {
+                        let stat = state.tree.stat(path);
+                        if mode.is_ephemeral() {
+                            state
+                                .ephemerals
+                                .entry(session)
+                                .or_default()
+                                .insert(path.clone());
+                        }
+                        self.record(leader, path, KeyChange::Set, Some(at.client));
+                        ZkResponse::Result(result.clone(), stat)
+                    }
+                    (Op::Delete { path, .. }, OpResult::Deleted) => {
+                        for nodes in state.ephemerals.values_mut() {
+                            nodes.remove(path);
+                        }
+                        self.record(leader, path, KeyChange::Deleted, Some(at.client));
+                        ZkResponse::Result(result, None)
+                    }
+                    _ => ZkResponse::Result(result, None),
+                }
+            }
+        };
+        let zxid = state.tree.last_zxid();
+        debug_assert!(fired_by_expiry <= changes.events.len());
+        changes.events.extend(events);
+        self.settle(state, changes);
+        ZkReply { response, zxid }
+    }
+
+    /// Records a change to a node at the leader (the node's path is its identity).
+    fn record(&self, leader: usize, path: &str, change: KeyChange, by: Option<usize>) {
+        let world = &self.node.world;
+        world.record(
+            leader,
+            Kind::Observe,
+            HistoryOp::Key {
+                key: path.to_string(),
+                change,
+                field: None,
+                value: Some(path.to_string()),
+                by: by.map(|n| world.topology.name(n).to_string()),
+                expires_local_ns: None,
+            },
+        );
+    }
+
+    /// Carries out what a look at the ensemble or a transaction changed: the expired sessions'
+    /// nodes recorded, the watch events pushed from each client's member, and the connections of
+    /// members that stopped serving closed.
+    fn settle(&self, state: &mut State, changes: Changes) {
+        let world = &self.node.world;
+        let leader = state.leader.map(|l| state.members[l]);
+        for session in &changes.expired {
+            let nodes = state.ephemerals.remove(session).unwrap_or_default();
+            for path in nodes {
+                self.record(
+                    leader.unwrap_or(self.node.me),
+                    &path,
+                    KeyChange::Expired,
+                    None,
+                );
+            }
+            state.clients.remove(session);
+        }
+        for event in changes.events {
+            self.deliver(state, event);
+        }
+        for member in changes.stopped {
+            let node = state.members[member];
+            state.clients.retain(|_, a| a.member != member);
+            world.record(
+                node,
+                Kind::Observe,
+                HistoryOp::Note {
+                    text: "stopped serving (no leader with a quorum): its clients' connections \
+                           closed"
+                        .into(),
+                },
+            );
+            crate::net::reset_connections(world, node);
+        }
+        if let Some(elected) = changes.elected {
+            world.record(
+                state.members[elected],
+                Kind::Observe,
+                HistoryOp::Note {
+                    text: format!("elected leader (epoch {})", state.epoch),
+                },
+            );
+        }
+        if let Some(leader) = state.leader {
+            if leader == self.me {
+                self.node.due.offer(state.tree.next_expiry_ms());
+            }
+        }
+    }
+
+    /// Pushes `event` to its session's client from the member the client is connected to, if
+    /// that member serves and the leader reaches it (a commit it never got fires nothing there;
+    /// the client's reconnection with its watches tells it later).
+    fn deliver(&self, state: &State, event: WatchEvent) {
+        let Some(at) = state.clients.get(&event.session).copied() else {
+            return; // nobody to tell: not a wake-up
+        };
+        let world = &self.node.world;
+        let leader = state.leader.unwrap_or(self.me);
+        if !state.serving[at.member] || !state.reaches(world, leader, at.member) {
+            return;
+        }
+        let Some(from) = state.pushers[at.member] else {
+            return;
+        };
+        let member = state.members[at.member];
+        world.record(
+            member,
+            Kind::Observe,
+            HistoryOp::Watch {
+                path: event.path.clone(),
+                event: event_name(event.kind).to_string(),
+                to: world.topology.name(at.client).to_string(),
+            },
+        );
+        let push = Box::new(ZkPush(event));
+        if at.member == self.me {
+            crate::net::push(world, &self.pusher, member, at.push_to, push);
+        } else {
+            crate::net::push_from(world, member, from, at.push_to, push);
+        }
+    }
+}
+
+/// An event's name in the history.
+fn event_name(kind: EventType) -> &'static str {
+    match kind {
+        EventType::NodeCreated => "node_created",
+        EventType::NodeDeleted => "node_deleted",
+        EventType::NodeDataChanged => "node_data_changed",
+        EventType::NodeChildrenChanged => "node_children_changed",
+    }
+}
