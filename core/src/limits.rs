@@ -64,7 +64,7 @@ pub fn rows() -> Vec<(&'static str, String, &'static str)> {
         (
             "`params.nodes`",
             format!("1..={MAX_NODES}"),
-            "redlock: odd and at least 3; the others: 1",
+            "redlock: odd and at least 3; the ZooKeeper locks: 1 or odd; the others: 1",
         ),
         ("`params.ttl_ms`", ms(1), ""),
         ("`params.drift_factor`", "[0, 1)".into(), ""),
