@@ -218,22 +218,8 @@ pub async fn occupied(
     let key = scenario.params.lock_key();
     match scenario.algorithm.backend() {
         Backend::Redis => {
-            bounded(server, addr, "looking for the run's keys", async {
-                let mut c = redis_connection(addr, login).await?;
-                let mut found = Vec::new();
-                for name in lockcheck_algorithms::redis::keys_of(key) {
-                    let exists: i64 = redis::cmd("EXISTS")
-                        .arg(&name)
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| redis_reason(&e))?;
-                    if exists > 0 {
-                        found.push(format!("Redis key '{name}'"));
-                    }
-                }
-                Ok(found)
-            })
-            .await
+            let exchange = each_redis_key(addr, login, key, "EXISTS");
+            bounded(server, addr, "looking for the run's keys", exchange).await
         }
         Backend::ZooKeeper => {
             bounded(server, addr, "looking for the run's node", async {
@@ -270,28 +256,8 @@ pub async fn occupied(
         }
         Backend::Etcd => {
             let prefix = format!("/{key}/");
-            bounded(server, addr, "looking for the run's keys", async {
-                let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
-                let body = json!({
-                    "key": b64(&prefix),
-                    "range_end": base64_bytes(&prefix_end(&prefix)),
-                    "count_only": true,
-                });
-                let (status, answer) = c
-                    .post("/v3/kv/range", &body)
-                    .await
-                    .map_err(|e| format!("{e:?}"))?;
-                if status != 200 {
-                    return Err(format!("HTTP {status}: {answer}"));
-                }
-                let count = int(&answer, "count");
-                Ok(if count > 0 {
-                    vec![format!("{count} etcd key(s) under '{prefix}'")]
-                } else {
-                    vec![]
-                })
-            })
-            .await
+            let exchange = on_etcd_prefix(addr, &prefix, "/v3/kv/range", "count");
+            bounded(server, addr, "looking for the run's keys", exchange).await
         }
     }
 }
@@ -450,22 +416,8 @@ pub async fn remove(
     let key = scenario.params.lock_key();
     match scenario.algorithm.backend() {
         Backend::Redis => {
-            bounded(server, addr, "deleting the run's keys", async {
-                let mut c = redis_connection(addr, login).await?;
-                let mut removed = Vec::new();
-                for name in lockcheck_algorithms::redis::keys_of(key) {
-                    let n: i64 = redis::cmd("DEL")
-                        .arg(&name)
-                        .query_async(&mut c)
-                        .await
-                        .map_err(|e| redis_reason(&e))?;
-                    if n > 0 {
-                        removed.push(format!("Redis key '{name}'"));
-                    }
-                }
-                Ok(removed)
-            })
-            .await
+            let exchange = each_redis_key(addr, login, key, "DEL");
+            bounded(server, addr, "deleting the run's keys", exchange).await
         }
         Backend::ZooKeeper => {
             bounded(server, addr, "deleting the run's nodes", async {
@@ -500,29 +452,39 @@ pub async fn remove(
         }
         Backend::Etcd => {
             let prefix = format!("/{key}/");
-            bounded(server, addr, "deleting the run's keys", async {
-                let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
-                let body = json!({
-                    "key": b64(&prefix),
-                    "range_end": base64_bytes(&prefix_end(&prefix)),
-                });
-                let (status, answer) = c
-                    .post("/v3/kv/deleterange", &body)
-                    .await
-                    .map_err(|e| format!("{e:?}"))?;
-                if status != 200 {
-                    return Err(format!("HTTP {status}: {answer}"));
-                }
-                let n = int(&answer, "deleted");
-                Ok(if n > 0 {
-                    vec![format!("{n} etcd key(s) under '{prefix}'")]
-                } else {
-                    vec![]
-                })
-            })
-            .await
+            let exchange = on_etcd_prefix(addr, &prefix, "/v3/kv/deleterange", "deleted");
+            bounded(server, addr, "deleting the run's keys", exchange).await
         }
     }
+}
+
+/// Sends `path` (`/v3/kv/range`, counting only; `/v3/kv/deleterange`) for every key under
+/// `prefix`: the keys it `counted` (its answer's field of that name), in words, if any.
+async fn on_etcd_prefix(
+    addr: SocketAddr,
+    prefix: &str,
+    path: &str,
+    counted: &str,
+) -> Result<Vec<String>, String> {
+    let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
+    let mut body = json!({
+        "key": b64(prefix),
+        "range_end": base64_bytes(&prefix_end(prefix)),
+    });
+    if counted == "count" {
+        // A range that counts need not send what it finds (a delete takes no such field).
+        body["count_only"] = json!(true);
+    }
+    let (status, answer) = c.post(path, &body).await.map_err(|e| format!("{e:?}"))?;
+    if status != 200 {
+        return Err(format!("HTTP {status}: {answer}"));
+    }
+    let n = int(&answer, counted);
+    Ok(if n > 0 {
+        vec![format!("{n} etcd key(s) under '{prefix}'")]
+    } else {
+        vec![]
+    })
 }
 
 /// The eviction policy of a Redis whose `INFO memory` is `info`, when it may evict keys: a
@@ -562,6 +524,29 @@ async fn delete_tree(client: &zk::Client, path: &str) -> Result<Vec<String>, zk:
         }
     }
     Ok(removed)
+}
+
+/// Sends `command KEY` (`EXISTS`, `DEL`) for each key a Redis lock named `key` may write
+/// ([`lockcheck_algorithms::redis::keys_of`]); the keys it counted (that exist, that it deleted).
+async fn each_redis_key(
+    addr: SocketAddr,
+    login: &Login,
+    key: &str,
+    command: &str,
+) -> Result<Vec<String>, String> {
+    let mut c = redis_connection(addr, login).await?;
+    let mut counted = Vec::new();
+    for name in lockcheck_algorithms::redis::keys_of(key) {
+        let n: i64 = redis::cmd(command)
+            .arg(&name)
+            .query_async(&mut c)
+            .await
+            .map_err(|e| redis_reason(&e))?;
+        if n > 0 {
+            counted.push(format!("Redis key '{name}'"));
+        }
+    }
+    Ok(counted)
 }
 
 /// A Redis connection to `addr` as `login`, without the library's name announced.

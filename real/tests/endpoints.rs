@@ -85,6 +85,16 @@ fn run_agreeing(scenario: &Scenario, servers: &Servers) -> RealRun {
     real
 }
 
+/// A Redis of the user's, without persistence.
+fn users_redis() -> UsersServer {
+    UsersServer::start(
+        "redis-0",
+        Box::new(Redis {
+            persistence: Persistence::None,
+        }),
+    )
+}
+
 fn redis_installed() -> bool {
     common::installed(&Redis {
         persistence: Persistence::None,
@@ -115,12 +125,7 @@ fn a_password_protected_redis_needs_the_password_and_keeps_only_the_users_keys()
         return;
     }
     let _serial = one_at_a_time();
-    let server = UsersServer::start(
-        "redis-0",
-        Box::new(Redis {
-            persistence: Persistence::None,
-        }),
-    );
+    let server = users_redis();
     let addr = server.addr;
     server.runtime.block_on(async {
         redis_query(addr, None, &["SET", "users:own", "data"]).await;
@@ -162,12 +167,7 @@ fn an_existing_key_is_refused_up_front_and_left_as_it_was() {
         return;
     }
     let _serial = one_at_a_time();
-    let server = UsersServer::start(
-        "redis-0",
-        Box::new(Redis {
-            persistence: Persistence::None,
-        }),
-    );
+    let server = users_redis();
     let addr = server.addr;
     for existing in ["lock", "lock:fence"] {
         server
@@ -376,12 +376,7 @@ fn a_redis_that_may_evict_the_lock_key_is_refused() {
         return;
     }
     let _serial = one_at_a_time();
-    let server = UsersServer::start(
-        "redis-0",
-        Box::new(Redis {
-            persistence: Persistence::None,
-        }),
-    );
+    let server = users_redis();
     let addr = server.addr;
     server.runtime.block_on(async {
         redis_query(addr, None, &["CONFIG", "SET", "maxmemory", "100mb"]).await;
