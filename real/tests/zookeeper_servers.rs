@@ -719,3 +719,31 @@ fn session_expired(history: &lockcheck_core::history::History, client: &str) -> 
             )
     })
 }
+
+/// `sim/tests/scenarios/zk-ensemble-follower-cut.json`: client-0 holds the lock through zk-0, a
+/// follower; from 1 s to 8 s zk-0 is cut off from the other two members (its clients are not).
+/// zk-0 keeps answering client-0's pings (it gives its leader up only after `syncLimit`, 10 s),
+/// but its reports of them no longer reach the leader, whose session tracker ends client-0's
+/// session after its 4 s timeout: its node goes, client-1 takes the lock while client-0, which
+/// heard nothing wrong, is still inside. UNSAFE, as in the simulation of the same file.
+#[test]
+fn a_follower_cut_off_from_its_leader_keeps_a_session_alive_that_the_leader_expires() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("zk-ensemble-follower-cut.json");
+    let real = common::run_real(&s, "QuorumPeerMain");
+    assert_eq!(real.server_pids.len(), 3, "three members, none restarted");
+    assert_two_holders_including(&real, "client-0");
+    for (world, history) in [
+        ("real", &real.outcome.history),
+        ("simulated", &lockcheck_sim::run(&s).history),
+    ] {
+        assert!(
+            session_expired(history, "client-0"),
+            "{world}: client-0's session expired: {:#?}",
+            history.entries
+        );
+    }
+}
