@@ -685,11 +685,17 @@ fn a_release_sent_while_the_server_is_down_frees_the_lock_once_it_is_back() {
 /// the lock while client-0 is still inside. UNSAFE, as in the simulation of the same file.
 #[test]
 fn a_leader_paused_past_the_session_timeout_expires_a_follower_clients_session() {
+    two_holders_after_an_expiry_in_both_worlds("zk-ensemble-leader-pause.json");
+}
+
+/// Runs ensemble scenario `file` on three real members: two holders, client-0 among them, whose
+/// session ended under it in the real run and in the simulation of the same file alike.
+fn two_holders_after_an_expiry_in_both_worlds(file: &str) {
     if !zookeeper_installed() {
         return;
     }
     let _serial = one_at_a_time();
-    let s = sim_scenario("zk-ensemble-leader-pause.json");
+    let s = sim_scenario(file);
     let real = common::run_real(&s, "QuorumPeerMain");
     assert_eq!(real.server_pids.len(), 3, "three members, none restarted");
     assert_two_holders_including(&real, "client-0");
@@ -728,22 +734,5 @@ fn session_expired(history: &lockcheck_core::history::History, client: &str) -> 
 /// heard nothing wrong, is still inside. UNSAFE, as in the simulation of the same file.
 #[test]
 fn a_follower_cut_off_from_its_leader_keeps_a_session_alive_that_the_leader_expires() {
-    if !zookeeper_installed() {
-        return;
-    }
-    let _serial = one_at_a_time();
-    let s = sim_scenario("zk-ensemble-follower-cut.json");
-    let real = common::run_real(&s, "QuorumPeerMain");
-    assert_eq!(real.server_pids.len(), 3, "three members, none restarted");
-    assert_two_holders_including(&real, "client-0");
-    for (world, history) in [
-        ("real", &real.outcome.history),
-        ("simulated", &lockcheck_sim::run(&s).history),
-    ] {
-        assert!(
-            session_expired(history, "client-0"),
-            "{world}: client-0's session expired: {:#?}",
-            history.entries
-        );
-    }
+    two_holders_after_an_expiry_in_both_worlds("zk-ensemble-follower-cut.json");
 }
