@@ -488,6 +488,40 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "--endpoints",
         ),
         (vec!["--algorithm", "single-redis", "--keep"], "--endpoints"),
+        (vec!["--algorithm", "single-redis", "--tls"], "--endpoints"),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--endpoints",
+                "127.0.0.1:1",
+                "--tls-cert",
+                "c.pem",
+            ],
+            "--tls-key",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--endpoints",
+                "127.0.0.1:1",
+                "--tls-ca",
+                "/nonexistent/ca.pem",
+            ],
+            "--tls-ca /nonexistent/ca.pem",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--endpoints",
+                "127.0.0.1:1",
+                "--tls-ca",
+                "Cargo.toml",
+            ],
+            "no PEM certificate",
+        ),
     ] {
         let o = lockcheck_real(&args, &[]);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -20,12 +20,15 @@
 //!   `/KEY` with its children, the etcd keys under `/KEY/`, the MariaDB database `KEY` (its
 //!   `lock_table` and `lock_fence`).
 //! - **Credentials.** A user name and a password ([`Login`]): Redis `AUTH` (ACL user or
-//!   `requirepass`), MariaDB's account, ZooKeeper's `digest` scheme. etcd's authentication and
-//!   TLS are not supported: a run that asks for them is refused, never run without.
+//!   `requirepass`), MariaDB's account, ZooKeeper's `digest` scheme; and TLS, with a client
+//!   certificate when given ([`crate::tls`]). etcd's authentication is not supported: a run that
+//!   asks for it is refused, never run without.
 
 use crate::error::RealError;
 use crate::etcd_gateway::{b64, int, prefix_end, Connection};
 use crate::launcher::mariadb::{DATABASE, GLOBALS};
+use crate::proxy::Proxy;
+use crate::tls::Tls;
 use lockcheck_algorithms::mysql::store::{CREATE_FENCE_SEQUENCE, CREATE_LOCK_TABLE};
 use lockcheck_core::scenario::{Backend, Scenario};
 use mysql_async::prelude::Queryable;
@@ -42,13 +45,15 @@ pub const PASSWORD_VAR: &str = "LOCKCHECK_PASSWORD";
 const WITHIN: Duration = Duration::from_secs(5);
 
 /// How lockcheck logs in to a server: nothing, a password (Redis `requirepass`), or a user and a
-/// password.
+/// password; over TLS when the server asks for it (a client certificate is a credential too).
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Login {
     /// The user (Redis ACL user, MariaDB account, ZooKeeper digest user).
     pub user: Option<String>,
     /// The password.
     pub password: Option<String>,
+    /// TLS to every server ([`crate::tls`]); none: plain TCP.
+    pub tls: Option<Tls>,
 }
 
 impl std::fmt::Debug for Login {
@@ -57,6 +62,7 @@ impl std::fmt::Debug for Login {
         f.debug_struct("Login")
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -153,10 +159,21 @@ pub async fn reach(
     addr: SocketAddr,
     login: &Login,
 ) -> Result<(), RealError> {
-    match scenario.algorithm.backend() {
+    let backend = scenario.algorithm.backend();
+    if let (Some(tls), false) = (&login.tls, backend == Backend::Mysql) {
+        // TLS first, on its own: a certificate problem named as one, not as a dead server.
+        bounded(server, addr, "TLS", async {
+            tls.connect(addr)
+                .await
+                .map(drop)
+                .map_err(|e| format!("{e} (is TLS on at this port, and do --tls-ca and --tls-server-name fit its certificate?)"))
+        })
+        .await?;
+    }
+    match backend {
         Backend::Redis => {
             bounded(server, addr, "Redis PING", async {
-                let mut c = redis_connection(addr, login).await?;
+                let (mut c, _route) = redis_connection(addr, login).await?;
                 let pong: String = redis::cmd("PING")
                     .query_async(&mut c)
                     .await
@@ -171,7 +188,7 @@ pub async fn reach(
         }
         Backend::ZooKeeper => {
             bounded(server, addr, "ZooKeeper session", async {
-                let client = zk_session(scenario, addr, login).await?;
+                let (client, _route) = zk_session(scenario, addr, login).await?;
                 // Not detached: dropping the client closes its session.
                 drop(client);
                 Ok(())
@@ -189,7 +206,7 @@ pub async fn reach(
         }
         Backend::Etcd => {
             bounded(server, addr, "etcd status", async {
-                let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
+                let (mut c, _route) = etcd_connection(addr, login).await?;
                 let (status, _) = c
                     .post("/v3/maintenance/status", &json!({}))
                     .await
@@ -223,7 +240,7 @@ pub async fn occupied(
         }
         Backend::ZooKeeper => {
             bounded(server, addr, "looking for the run's node", async {
-                let client = zk_session(scenario, addr, login).await?;
+                let (client, _route) = zk_session(scenario, addr, login).await?;
                 let path = format!("/{key}");
                 let stat = client.check_stat(&path).await.map_err(|e| e.to_string());
                 // Not detached: dropping the client closes its session.
@@ -256,7 +273,7 @@ pub async fn occupied(
         }
         Backend::Etcd => {
             let prefix = format!("/{key}/");
-            let exchange = on_etcd_prefix(addr, &prefix, "/v3/kv/range", "count");
+            let exchange = on_etcd_prefix(addr, login, &prefix, "/v3/kv/range", "count");
             bounded(server, addr, "looking for the run's keys", exchange).await
         }
     }
@@ -277,7 +294,7 @@ pub async fn prepare(
         // eviction would delete a lock's key under memory pressure, which the model never does.
         Backend::Redis => {
             let info = bounded(server, addr, "INFO memory", async {
-                let mut c = redis_connection(addr, login).await?;
+                let (mut c, _route) = redis_connection(addr, login).await?;
                 redis::cmd("INFO")
                     .arg("memory")
                     .query_async::<String>(&mut c)
@@ -297,7 +314,7 @@ pub async fn prepare(
         Backend::ZooKeeper => {
             let asked = Duration::from_millis(p.zookeeper.session_timeout_ms());
             let got = bounded(server, addr, "opening a session", async {
-                let client = zk_session(scenario, addr, login).await?;
+                let (client, _route) = zk_session(scenario, addr, login).await?;
                 let got = client.session_timeout();
                 // Not detached: dropping the client closes its session.
                 drop(client);
@@ -380,7 +397,7 @@ pub async fn prepare(
         Backend::Etcd => {
             let asked = p.etcd.lease_ttl_s();
             let got = bounded(server, addr, "granting a lease", async {
-                let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
+                let (mut c, _route) = etcd_connection(addr, login).await?;
                 let (status, answer) = c
                     .post("/v3/lease/grant", &json!({ "TTL": asked }))
                     .await
@@ -421,7 +438,7 @@ pub async fn remove(
         }
         Backend::ZooKeeper => {
             bounded(server, addr, "deleting the run's nodes", async {
-                let client = zk_session(scenario, addr, login).await?;
+                let (client, _route) = zk_session(scenario, addr, login).await?;
                 let path = format!("/{key}");
                 let removed = delete_tree(&client, &path).await;
                 // Not detached: dropping the client closes its session.
@@ -452,7 +469,7 @@ pub async fn remove(
         }
         Backend::Etcd => {
             let prefix = format!("/{key}/");
-            let exchange = on_etcd_prefix(addr, &prefix, "/v3/kv/deleterange", "deleted");
+            let exchange = on_etcd_prefix(addr, login, &prefix, "/v3/kv/deleterange", "deleted");
             bounded(server, addr, "deleting the run's keys", exchange).await
         }
     }
@@ -462,11 +479,12 @@ pub async fn remove(
 /// `prefix`: the keys it `counted` (its answer's field of that name), in words, if any.
 async fn on_etcd_prefix(
     addr: SocketAddr,
+    login: &Login,
     prefix: &str,
     path: &str,
     counted: &str,
 ) -> Result<Vec<String>, String> {
-    let mut c = Connection::open(addr).await.map_err(|e| format!("{e:?}"))?;
+    let (mut c, _route) = etcd_connection(addr, login).await?;
     let mut body = json!({
         "key": b64(prefix),
         "range_end": base64_bytes(&prefix_end(prefix)),
@@ -534,7 +552,7 @@ async fn each_redis_key(
     key: &str,
     command: &str,
 ) -> Result<Vec<String>, String> {
-    let mut c = redis_connection(addr, login).await?;
+    let (mut c, _route) = redis_connection(addr, login).await?;
     let mut counted = Vec::new();
     for name in lockcheck_algorithms::redis::keys_of(key) {
         let n: i64 = redis::cmd(command)
@@ -553,13 +571,40 @@ async fn each_redis_key(
 async fn redis_connection(
     addr: SocketAddr,
     login: &Login,
-) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = redis::Client::open(crate::redis_store::connection_info(addr, login))
+) -> Result<(redis::aio::MultiplexedConnection, Option<Proxy>), String> {
+    let (via, guard) = route(addr, login).await?;
+    let client = redis::Client::open(crate::redis_store::connection_info(via, login))
         .map_err(|e| e.to_string())?;
-    client
+    let c = client
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| redis_reason(&e))
+        .map_err(|e| redis_reason(&e))?;
+    Ok((c, guard))
+}
+
+/// Where an administrative exchange connects to reach the server at `addr`: the server itself,
+/// or, over TLS, a proxy that speaks it (see [`crate::tls`]), kept open while its guard lives.
+async fn route(addr: SocketAddr, login: &Login) -> Result<(SocketAddr, Option<Proxy>), String> {
+    match &login.tls {
+        None => Ok((addr, None)),
+        Some(tls) => {
+            let proxy = Proxy::start_tls(addr, 0, Some(tls.clone()))
+                .await
+                .map_err(|e| format!("a TLS proxy to {addr}: {e}"))?;
+            Ok((proxy.addr(), Some(proxy)))
+        }
+    }
+}
+
+/// An HTTP connection to the etcd gateway at `addr`, over TLS when `login` says so; the guard
+/// keeps its route open.
+async fn etcd_connection(
+    addr: SocketAddr,
+    login: &Login,
+) -> Result<(Connection, Option<Proxy>), String> {
+    let (via, guard) = route(addr, login).await?;
+    let c = Connection::open(via).await.map_err(|e| format!("{e:?}"))?;
+    Ok((c, guard))
 }
 
 /// A Redis error in words that say what to do about it.
@@ -580,18 +625,20 @@ async fn zk_session(
     scenario: &Scenario,
     addr: SocketAddr,
     login: &Login,
-) -> Result<zk::Client, String> {
+) -> Result<(zk::Client, Option<Proxy>), String> {
+    let (via, guard) = route(addr, login).await?;
     let mut connector = zk::Client::connector().with_session_timeout(Duration::from_millis(
         scenario.params.zookeeper.session_timeout_ms(),
     ));
     if let Some(digest) = login.zk_digest() {
         connector = connector.with_auth("digest", &digest);
     }
-    connector
+    let client = connector
         .with_fail_eagerly()
-        .connect(&addr.to_string())
+        .connect(&via.to_string())
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    Ok((client, guard))
 }
 
 /// A MariaDB connection to `addr` as `login`, in `database` if given.
@@ -626,6 +673,7 @@ mod tests {
         let login = Login {
             user: Some("alice".into()),
             password: Some("s3cret".into()),
+            tls: None,
         };
         let shown = format!("{login:?}");
         assert!(

@@ -65,6 +65,10 @@ pub enum RealError {
         /// What was found.
         found: Vec<String>,
     },
+    /// TLS to the user's servers: a file that does not load, a certificate that does not verify,
+    /// a server that does not speak TLS where it was asked to.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// A server setting the scenario relies on is not what the server gives the run's sessions.
     #[error("server setting: {0}")]
     Setting(String),

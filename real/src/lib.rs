@@ -98,9 +98,11 @@ pub mod runner;
 pub mod signals;
 pub mod support;
 pub mod timeshift;
+pub mod tls;
 pub mod world;
 pub mod zk_store;
 
 pub use endpoints::{Endpoints, Login};
 pub use error::RealError;
 pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};
+pub use tls::{Tls, TlsFiles};

@@ -35,17 +35,24 @@
 //! accepted connection, the nearest a relay can come to "connection refused" once the kernel
 //! has completed the client's handshake.
 //!
+//! A proxy can speak TLS to its server ([`Proxy::start_tls`], for `--endpoints … --tls`; see
+//! [`crate::tls`]): it opens the TLS session when it opens the upstream connection, and relays
+//! plaintext to its client. A handshake the server refuses (a certificate that does not
+//! verify) resets the client, as a refused connection does, and is kept
+//! ([`Proxy::tls_refusal`]) so that the run ends in an error rather than a verdict about a lock
+//! that never reached its server.
+//!
 //! Every task of a proxy (its accept loop and one task per connection) is aborted when the
 //! [`Proxy`] is dropped, which closes its sockets; dropping the runtime ends them too.
 
+use crate::tls::{HandshakeError, Tls};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -151,6 +158,18 @@ pub struct Proxy {
     upstream: SocketAddr,
     link: Link,
     accept: JoinHandle<()>,
+    refusal: Refusal,
+}
+
+/// The first TLS handshake a proxy's server refused, shared with its connections.
+type Refusal = Arc<Mutex<Option<String>>>;
+
+/// How a proxy reaches its server.
+#[derive(Clone)]
+struct Upstream {
+    addr: SocketAddr,
+    tls: Option<Tls>,
+    refusal: Refusal,
 }
 
 impl Proxy {
@@ -158,6 +177,11 @@ impl Proxy {
     /// transmissions a loss drops is drawn from `seed` (per connection and direction, in the
     /// order they are read). Must be called within a tokio runtime (its tasks are spawned on it).
     pub async fn start(upstream: SocketAddr, seed: u64) -> io::Result<Proxy> {
+        Proxy::start_tls(upstream, seed, None).await
+    }
+
+    /// As [`Proxy::start`], speaking `tls` (when given) to `upstream`.
+    pub async fn start_tls(upstream: SocketAddr, seed: u64, tls: Option<Tls>) -> io::Result<Proxy> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let (control, watcher) = watch::channel(Control {
@@ -166,7 +190,13 @@ impl Proxy {
             impairment: Impairment::default(),
             lose_in_flight: false,
         });
-        let accept = tokio::spawn(accept_loop(listener, upstream, watcher, seed));
+        let refusal = Refusal::default();
+        let to = Upstream {
+            addr: upstream,
+            tls,
+            refusal: refusal.clone(),
+        };
+        let accept = tokio::spawn(accept_loop(listener, to, watcher, seed));
         Ok(Proxy {
             addr,
             upstream,
@@ -174,6 +204,7 @@ impl Proxy {
                 control: Arc::new(control),
             },
             accept,
+            refusal,
         })
     }
 
@@ -192,6 +223,11 @@ impl Proxy {
         self.link.clone()
     }
 
+    /// Why its server refused a TLS handshake, if it ever did.
+    pub fn tls_refusal(&self) -> Option<String> {
+        self.refusal.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
     /// Sets its mode (see [`Link::set_mode`]).
     pub fn set_mode(&self, mode: Mode) {
         self.link.set_mode(mode);
@@ -208,7 +244,7 @@ impl Drop for Proxy {
 /// Accepts connections until aborted, each served by a task it owns.
 async fn accept_loop(
     listener: TcpListener,
-    upstream: SocketAddr,
+    upstream: Upstream,
     control: watch::Receiver<Control>,
     seed: u64,
 ) {
@@ -221,11 +257,11 @@ async fn accept_loop(
                     // Two generators per connection (one per direction), each its own stream.
                     let seed = seed ^ accepted_count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
                     accepted_count += 1;
-                    connections.spawn(relay(stream, upstream, control.clone(), seed));
+                    connections.spawn(relay(stream, upstream.clone(), control.clone(), seed));
                 }
                 Err(e) => {
                     // Out of file descriptors or an aborted handshake: try again shortly.
-                    tracing::debug!(%upstream, "proxy accept: {e}");
+                    tracing::debug!(upstream = %upstream.addr, "proxy accept: {e}");
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
             },
@@ -253,10 +289,11 @@ async fn flowing(control: &mut watch::Receiver<Control>) -> io::Result<Control> 
 /// Serves one accepted connection until either side closes it or the link resets it.
 async fn relay(
     mut client: TcpStream,
-    upstream: SocketAddr,
+    to: Upstream,
     mut control: watch::Receiver<Control>,
     seed: u64,
 ) {
+    let upstream = to.addr;
     // A connection made during a blackhole is held before anything reaches the server.
     let held = control.borrow().effective() == Mode::Blackhole;
     match flowing(&mut control).await.map(|c| c.effective()) {
@@ -275,34 +312,61 @@ async fn relay(
             return reset(&client);
         }
     };
-    if server.write_all(&early).await.is_err() {
-        reset(&client);
-        return reset(&server);
-    }
     // The relay adds no batching of its own: small requests (pings, commands) go out at once.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let reset_both = {
-        let (client_read, client_write) = client.split();
-        let (server_read, server_write) = server.split();
-        let mut resets = control.clone();
-        tokio::select! {
-            biased;
-            _ = resets.wait_for(|c| c.effective() == Mode::Reset) => true,
-            result = async {
-                tokio::try_join!(
-                    pump(client_read, server_write, control.clone(), seed, false),
-                    pump(server_read, client_write, control.clone(), !seed, true),
-                )
-            } => {
-                // A side that failed (reset by its peer) is passed on as a reset of the other.
-                result.is_err()
+    let Some(tls) = &to.tls else {
+        if exchange(&mut client, &mut server, &early, &control, seed).await {
+            reset(&client);
+            reset(&server);
+        }
+        return;
+    };
+    let mut server = match tls.handshake(upstream, server).await {
+        Ok(server) => server,
+        Err(e) => {
+            tracing::debug!(%upstream, "proxy: {e}");
+            if let HandshakeError::Refused(why) = e {
+                if let Ok(mut refusal) = to.refusal.lock() {
+                    refusal.get_or_insert(why);
+                }
             }
+            return reset(&client);
         }
     };
-    if reset_both {
+    if exchange(&mut client, &mut server, &early, &control, seed).await {
         reset(&client);
-        reset(&server);
+        reset(server.get_ref().0);
+    }
+}
+
+/// Relays between `client` and `server` (after what the client sent while held, `early`) until
+/// either side closes or the link resets; whether both are to be reset.
+async fn exchange<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut TcpStream,
+    server: &mut S,
+    early: &[u8],
+    control: &watch::Receiver<Control>,
+    seed: u64,
+) -> bool {
+    if server.write_all(early).await.is_err() {
+        return true;
+    }
+    let (client_read, client_write) = client.split();
+    let (server_read, server_write) = tokio::io::split(server);
+    let mut resets = control.clone();
+    tokio::select! {
+        biased;
+        _ = resets.wait_for(|c| c.effective() == Mode::Reset) => true,
+        result = async {
+            tokio::try_join!(
+                pump(client_read, server_write, control.clone(), seed, false),
+                pump(server_read, client_write, control.clone(), !seed, true),
+            )
+        } => {
+            // A side that failed (reset by its peer) is passed on as a reset of the other.
+            result.is_err()
+        }
     }
 }
 
@@ -326,8 +390,8 @@ fn abandoned(client: &TcpStream, early: &mut Vec<u8>) -> bool {
 /// what is in flight when the server closes, the end of the stream is an error instead: what
 /// the queue still holds is dropped, and the relay resets the connection.
 async fn pump(
-    mut from: ReadHalf<'_>,
-    mut to: WriteHalf<'_>,
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
     control: watch::Receiver<Control>,
     seed: u64,
     from_server: bool,
@@ -339,7 +403,12 @@ async fn pump(
         let mut buf = vec![0u8; 16 * 1024];
         loop {
             flowing(&mut read_control).await?;
-            let n = from.read(&mut buf).await?;
+            let n = match from.read(&mut buf).await {
+                // A TLS server that closes without a close_notify: the end of its stream, as
+                // the same server's FIN is without TLS.
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => 0,
+                n => n?,
+            };
             if n == 0 && from_server && read_control.borrow().lose_in_flight {
                 return Err(io::Error::other(
                     "the server closed; what was in flight is lost",
@@ -637,6 +706,25 @@ mod tests {
             read.map_err(|e| e.kind()),
             Err(io::ErrorKind::ConnectionReset)
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_server_that_does_not_speak_tls_resets_the_client_and_the_refusal_is_kept() {
+        // An echo server answers a ClientHello with a ClientHello: no TLS server would.
+        let (echo, _server) = echo_server().await;
+        let tls = Tls::load(crate::tls::TlsFiles::default()).unwrap();
+        let proxy = Proxy::start_tls(echo, 0, Some(tls)).await.unwrap();
+        assert_eq!(proxy.tls_refusal(), None);
+        let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
+            .await
+            .expect("the reset arrives");
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(io::ErrorKind::ConnectionReset)
+        );
+        assert!(proxy.tls_refusal().is_some(), "the refusal is kept");
     }
 
     #[tokio::test(flavor = "current_thread")]

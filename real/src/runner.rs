@@ -268,6 +268,29 @@ async fn execute(
     // Every client reaches every server through a proxy of its own, so that a fault can act on
     // one link (a partition) or on all of one client's links (its pause). The proxies live until
     // the end of this function; dropping them ends their tasks.
+    //
+    // Over TLS (endpoints only), the proxies speak it to the servers, except to MariaDB, which
+    // its client speaks end to end (see crate::tls); the probe then reaches the servers through
+    // proxies of its own, which no fault acts on.
+    let mut login = match servers {
+        Servers::Endpoints(endpoints) => endpoints.login.clone(),
+        Servers::Launched => Default::default(),
+    };
+    let proxy_tls = match scenario.algorithm.backend() {
+        Backend::Mysql => {
+            login.tls = login.tls.map(|tls| tls.naming(addrs[0]));
+            None
+        }
+        _ => login.tls.clone(),
+    };
+    let start_proxy = |upstream: SocketAddr, link_seed: u64| {
+        let tls = proxy_tls.clone();
+        async move {
+            Proxy::start_tls(upstream, link_seed, tls)
+                .await
+                .map_err(|source| RealError::Proxy { upstream, source })
+        }
+    };
     let clients = topology.with_role(Role::Client);
     let mut proxies: Vec<Vec<Proxy>> = Vec::new();
     for (c, _) in clients.iter().enumerate() {
@@ -275,12 +298,15 @@ async fn execute(
         for (i, &upstream) in addrs.iter().enumerate() {
             // Each link draws its losses from its own stream of the scenario's seed.
             let link_seed = scenario.seed ^ (((c as u64) << 32) | i as u64);
-            let proxy = Proxy::start(upstream, link_seed)
-                .await
-                .map_err(|source| RealError::Proxy { upstream, source })?;
-            to_servers.push(proxy);
+            to_servers.push(start_proxy(upstream, link_seed).await?);
         }
         proxies.push(to_servers);
+    }
+    let mut probe_proxies = Vec::new();
+    if proxy_tls.is_some() {
+        for &upstream in &addrs {
+            probe_proxies.push(start_proxy(upstream, scenario.seed).await?);
+        }
     }
     let routes = proxies
         .iter()
@@ -313,13 +339,12 @@ async fn execute(
         .as_ref()
         .map(|e| e.links.clone())
         .unwrap_or_default();
-    let login = match servers {
-        Servers::Endpoints(endpoints) => endpoints.login.clone(),
-        Servers::Launched => Default::default(),
-    };
     let mut world = RealWorld::new(scenario.clone(), addrs, routes)
         .with_peer_links(peer_links)
         .with_login(login);
+    if !probe_proxies.is_empty() {
+        world = world.with_probe_routes(probe_proxies.iter().map(Proxy::addr).collect());
+    }
     if let Some(replication) = &replication {
         world = world.with_sentinel(replication.sentinel(), replication.announced());
     }
@@ -415,7 +440,21 @@ async fn execute(
         }
     }
 
+    // A server that refused TLS during the run (it passed before): what the run saw of it is
+    // no evidence about the lock.
+    if let Some((proxy, why)) = proxies
+        .iter()
+        .flatten()
+        .chain(&probe_proxies)
+        .find_map(|p| p.tls_refusal().map(|why| (p, why)))
+    {
+        return Err(RealError::Tls(format!(
+            "{} refused the TLS handshake during the run: {why}",
+            proxy.upstream()
+        )));
+    }
     drop(proxies);
+    drop(probe_proxies);
     drop(replication);
     drop(ensemble);
     Ok(Outcome::of(world.recorder.history(), scenario))

@@ -47,6 +47,9 @@ pub struct RealWorld {
     pub login: Login,
     /// Per client, per server: the address of the proxy the client reaches that server through.
     pub routes: Vec<Vec<SocketAddr>>,
+    /// How the liveness probe reaches the servers, when not directly (see
+    /// [`RealWorld::with_probe_routes`]).
+    probe_routes: Option<Vec<SocketAddr>>,
     /// Per client, per server: that proxy's link (cut by the client's pauses and by
     /// partitions).
     pub links: Vec<Vec<Link>>,
@@ -125,6 +128,7 @@ impl RealWorld {
             resource,
             gates,
             routes,
+            probe_routes: None,
             links,
             peer_links: Vec::new(),
             resource_cuts: RefCell::new(vec![ResourceCuts::default(); clients]),
@@ -243,7 +247,15 @@ impl RealWorld {
             .get(client)
             .filter(|routes| !routes.is_empty())
             .cloned()
+            .or_else(|| self.probe_routes.clone())
             .unwrap_or_else(|| self.servers.clone())
+    }
+
+    /// The same world, its liveness probe reaching the servers through `routes` (proxies no
+    /// fault acts on) rather than directly: over TLS, which the proxies speak.
+    pub fn with_probe_routes(mut self, routes: Vec<SocketAddr>) -> RealWorld {
+        self.probe_routes = Some(routes);
+        self
     }
 
     /// Counts one partition more (`cut`) or fewer between client `client` and the resource; a

@@ -103,8 +103,8 @@ fn redis_installed() -> bool {
 
 async fn redis_query(addr: SocketAddr, password: Option<&str>, args: &[&str]) -> redis::Value {
     let login = Login {
-        user: None,
         password: password.map(str::to_string),
+        ..Login::default()
     };
     let client =
         redis::Client::open(lockcheck_real::redis_store::connection_info(addr, &login)).unwrap();
@@ -140,8 +140,8 @@ fn a_password_protected_redis_needs_the_password_and_keeps_only_the_users_keys()
     );
 
     let login = Login {
-        user: None,
         password: Some("pw".into()),
+        ..Login::default()
     };
     let real = run_agreeing(&s, &endpoints(addr, login));
     assert!(
@@ -393,4 +393,367 @@ fn a_redis_that_may_evict_the_lock_key_is_refused() {
         matches!(e, RealError::Setting(_)) && e.to_string().contains("volatile-lru"),
         "{e}"
     );
+}
+
+/// Certificates for the TLS tests, as a user's PKI would issue them: a CA, a server certificate
+/// for 127.0.0.1 (and `localhost`), a client certificate, each in a PEM file of its own.
+struct Pki {
+    dir: std::path::PathBuf,
+}
+
+impl Pki {
+    fn issue() -> Pki {
+        use rcgen::{
+            BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose,
+            IsCa, KeyPair,
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "lockcheck-pki-{}-{:08x}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, pem: String| std::fs::write(dir.join(name), pem).unwrap();
+        // Every certificate is named for what it is: a leaf named as its issuer would look
+        // self-signed to OpenSSL (Redis, MariaDB).
+        let ca_params = |name: &str| {
+            let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+            ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+            ca.distinguished_name.push(DnType::CommonName, name);
+            ca
+        };
+        let ca = CertifiedIssuer::self_signed(
+            ca_params("lockcheck test CA"),
+            KeyPair::generate().unwrap(),
+        )
+        .unwrap();
+        write("ca.pem", ca.pem());
+        use ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+        // etcd's gateway dials its own gRPC port with the server's certificate: it is a
+        // client's certificate too.
+        for (name, usages) in [
+            ("server", vec![ServerAuth, ClientAuth]),
+            ("client", vec![ClientAuth]),
+        ] {
+            let key = KeyPair::generate().unwrap();
+            let mut params =
+                CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+                    .unwrap();
+            params
+                .distinguished_name
+                .push(DnType::CommonName, format!("lockcheck test {name}"));
+            params.extended_key_usages = usages;
+            let cert = params.signed_by(&key, &ca).unwrap();
+            write(&format!("{name}.pem"), cert.pem());
+            write(&format!("{name}.key"), key.serialize_pem());
+            // ZooKeeper reads its key and certificate from one PEM file.
+            write(
+                &format!("{name}.both.pem"),
+                format!("{}{}", key.serialize_pem(), cert.pem()),
+            );
+        }
+        // A CA that signed none of them: the run must refuse the server.
+        let other =
+            CertifiedIssuer::self_signed(ca_params("another CA"), KeyPair::generate().unwrap())
+                .unwrap();
+        write("other-ca.pem", other.pem());
+        Pki { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// What `lockcheck real --tls-ca ca.pem --tls-cert client.pem --tls-key client.key` loads.
+    fn client(&self, ca: &str) -> lockcheck_real::Tls {
+        lockcheck_real::Tls::load(lockcheck_real::TlsFiles {
+            ca: Some(self.dir.join(ca)),
+            cert: Some(self.dir.join("client.pem")),
+            key: Some(self.dir.join("client.key")),
+            server_name: None,
+        })
+        .unwrap()
+    }
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One of lockcheck's server kinds with TLS on its client port only (Redis, etcd, ZooKeeper's
+/// `secureClientPort`): ready once a TLS handshake with it succeeds.
+struct TlsOnly {
+    inner: Box<dyn ServerKind>,
+    tls: lockcheck_real::Tls,
+    pki: std::path::PathBuf,
+}
+
+impl ServerKind for TlsOnly {
+    fn binary(&self) -> &'static str {
+        self.inner.binary()
+    }
+    fn install(&self) -> &'static str {
+        self.inner.install()
+    }
+    fn installed(&self) -> bool {
+        self.inner.installed()
+    }
+    fn process_marker(&self) -> &'static str {
+        self.inner.process_marker()
+    }
+    fn prepare(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
+        self.inner.prepare(dir, port)?;
+        let config = dir.join("zoo.cfg");
+        if let Ok(text) = std::fs::read_to_string(&config) {
+            // ZooKeeper: the client port becomes the secure one, served by Netty with PEM files.
+            let p = |name: &str| self.pki.join(name).display().to_string();
+            let text = text.replace(
+                &format!("clientPort={port}\nclientPortAddress=127.0.0.1\n"),
+                &format!("secureClientPort={port}\nsecureClientPortAddress=127.0.0.1\n"),
+            ) + &format!(
+                "serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n\
+                     ssl.keyStore.location={}\nssl.keyStore.type=PEM\n\
+                     ssl.trustStore.location={}\nssl.trustStore.type=PEM\n\
+                     ssl.clientHostnameVerification=false\n",
+                p("server.both.pem"),
+                p("ca.pem")
+            );
+            std::fs::write(&config, text).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = self.inner.command(dir, port);
+        let p = |name: &str| self.pki.join(name).display().to_string();
+        match self.inner.binary() {
+            "redis-server" => {
+                // Later settings win: the plain port is closed, the TLS port is the one given.
+                command.args(["--port", "0", "--tls-port", &port.to_string()]);
+                command.args(["--tls-cert-file", &p("server.pem")]);
+                command.args(["--tls-key-file", &p("server.key")]);
+                command.args(["--tls-ca-cert-file", &p("ca.pem")]);
+            }
+            "etcd" => {
+                let url = format!("https://127.0.0.1:{port}");
+                command.args([
+                    "--listen-client-urls",
+                    &url,
+                    "--advertise-client-urls",
+                    &url,
+                ]);
+                command.args([
+                    "--cert-file",
+                    &p("server.pem"),
+                    "--key-file",
+                    &p("server.key"),
+                ]);
+                command.args(["--trusted-ca-file", &p("ca.pem"), "--client-cert-auth"]);
+            }
+            _ => {}
+        }
+        command
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        let tls = self.tls.clone();
+        Box::pin(async move { tls.connect(addr).await.is_ok() })
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        self.inner.logs()
+    }
+    fn ready_within(&self) -> std::time::Duration {
+        self.inner.ready_within()
+    }
+}
+
+fn tls_endpoints(addr: SocketAddr, tls: lockcheck_real::Tls) -> Servers {
+    endpoints(
+        addr,
+        Login {
+            tls: Some(tls),
+            ..Login::default()
+        },
+    )
+}
+
+/// A Redis that speaks only TLS and wants a client certificate (`tls-auth-clients yes`, its
+/// default): without TLS the run is refused, with a CA that did not sign the server's
+/// certificate it is refused naming the certificate, and with the user's PKI the pause story is
+/// UNSAFE as in the simulation (the proxies speak TLS; the faults act on them as without).
+#[test]
+fn a_tls_redis_is_refused_without_tls_or_with_the_wrong_ca_and_agrees_with_it() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let pki = Pki::issue();
+    let server = UsersServer::start(
+        "redis-0",
+        Box::new(TlsOnly {
+            inner: Box::new(Redis {
+                persistence: Persistence::None,
+            }),
+            tls: pki.client("ca.pem"),
+            pki: pki.dir.clone(),
+        }),
+    );
+    let s = story(Algorithm::SingleRedis, Profile::Pause, 2_000);
+
+    let plain = run_on(&s, &endpoints(server.addr, Login::default())).unwrap_err();
+    assert!(matches!(plain, RealError::Endpoint { .. }), "{plain}");
+
+    let wrong = run_on(&s, &tls_endpoints(server.addr, pki.client("other-ca.pem"))).unwrap_err();
+    assert!(
+        matches!(wrong, RealError::Endpoint { .. }) && wrong.to_string().contains("TLS refused"),
+        "{wrong}"
+    );
+
+    let real = run_agreeing(&s, &tls_endpoints(server.addr, pki.client("ca.pem")));
+    assert!(
+        !real.outcome.violations.is_empty(),
+        "the pause story is UNSAFE"
+    );
+    // What the run wrote was looked for (and, had a lease outlived the run, removed) over TLS.
+    assert!(real.left.is_empty(), "{:?}", real.left);
+}
+
+/// MariaDB switches to TLS inside its protocol, so its client (mysql_async) speaks it end to end
+/// through the proxy. The account may log in over TLS only (`REQUIRE SSL`): the run goes
+/// through, and agrees with the simulation.
+#[test]
+fn a_mariadb_account_that_requires_tls_runs_over_tls() {
+    if !mariadb_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let pki = Pki::issue();
+    let mut kind = MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0").unwrap();
+    kind.database = "users_db".into();
+    let server = UsersServer::start(
+        "mysql-0",
+        Box::new(WithTls {
+            inner: kind,
+            pki: pki.path(""),
+        }),
+    );
+    server.runtime.block_on(async {
+        use mysql_async::prelude::Queryable;
+        let opts = lockcheck_real::launcher::mariadb::client_opts(server.addr, None);
+        let mut c = mysql_async::Conn::new(opts).await.unwrap();
+        c.query_drop("CREATE USER 'alice'@'%' IDENTIFIED BY 'pw' REQUIRE SSL")
+            .await
+            .unwrap();
+        c.query_drop("GRANT ALL ON *.* TO 'alice'@'%'")
+            .await
+            .unwrap();
+    });
+    let alice = |tls: Option<lockcheck_real::Tls>| {
+        endpoints(
+            server.addr,
+            Login {
+                user: Some("alice".into()),
+                password: Some("pw".into()),
+                tls,
+            },
+        )
+    };
+    let s = story(Algorithm::MysqlRow, Profile::Pause, 2_000);
+    let plain = run_on(&s, &alice(None)).unwrap_err();
+    assert!(
+        matches!(plain, RealError::Endpoint { .. }) && plain.to_string().contains("Access denied"),
+        "{plain}"
+    );
+    let real = run_agreeing(&s, &alice(Some(pki.client("ca.pem"))));
+    assert!(real.left.is_empty(), "{:?}", real.left);
+}
+
+/// MariaDB with a server certificate (TLS offered, not required of every account).
+struct WithTls {
+    inner: MariaDb,
+    pki: String,
+}
+
+impl ServerKind for WithTls {
+    fn binary(&self) -> &'static str {
+        self.inner.binary()
+    }
+    fn install(&self) -> &'static str {
+        self.inner.install()
+    }
+    fn process_marker(&self) -> &'static str {
+        self.inner.process_marker()
+    }
+    fn prepare(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
+        self.inner.prepare(dir, port)
+    }
+    fn port_moved(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
+        self.inner.port_moved(dir, port)
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = self.inner.command(dir, port);
+        command.arg(format!("--ssl-cert={}server.pem", self.pki));
+        command.arg(format!("--ssl-key={}server.key", self.pki));
+        command.arg(format!("--ssl-ca={}ca.pem", self.pki));
+        command
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        self.inner.ready(addr)
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        self.inner.logs()
+    }
+    fn ready_within(&self) -> std::time::Duration {
+        self.inner.ready_within()
+    }
+}
+
+/// etcd with TLS on its client port and client certificates required (`--client-cert-auth`):
+/// the gateway's HTTP goes through the proxies' TLS; nothing is left under the run's prefix.
+#[test]
+fn an_etcd_that_wants_client_certificates_runs_over_tls() {
+    if !etcd_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let pki = Pki::issue();
+    let server = UsersServer::start(
+        "etcd-0",
+        Box::new(TlsOnly {
+            inner: Box::new(lockcheck_real::launcher::Etcd),
+            tls: pki.client("ca.pem"),
+            pki: pki.dir.clone(),
+        }),
+    );
+    let s = story(Algorithm::EtcdMutex, Profile::Pause, 2_000);
+    let real = run_agreeing(&s, &tls_endpoints(server.addr, pki.client("ca.pem")));
+    assert!(real.left.is_empty(), "{:?}", real.left);
+}
+
+/// ZooKeeper's `secureClientPort` (Netty, PEM key and trust stores, client certificates needed):
+/// the session runs through the proxies' TLS, and the verdict is the simulation's.
+#[test]
+fn a_zookeeper_secure_client_port_runs_over_tls() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let pki = Pki::issue();
+    let server = UsersServer::start(
+        "zk-0",
+        Box::new(TlsOnly {
+            inner: Box::new(zookeeper()),
+            tls: pki.client("ca.pem"),
+            pki: pki.dir.clone(),
+        }),
+    );
+    let s = story(Algorithm::ZkSequential, Profile::Pause, 4_000);
+    let real = run_agreeing(&s, &tls_endpoints(server.addr, pki.client("ca.pem")));
+    assert!(real.left.is_empty(), "{:?}", real.left);
 }

@@ -8,7 +8,7 @@ use lockcheck_core::report::Report;
 use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_real::endpoints::PASSWORD_VAR;
 use lockcheck_real::profile::{Profile, Shape};
-use lockcheck_real::{Endpoints, Login, RealError, Servers};
+use lockcheck_real::{Endpoints, Login, RealError, Servers, Tls, TlsFiles};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -105,6 +105,27 @@ pub struct RealArgs {
     /// Redis `requirepass` password alone needs no --user). [default: none; MariaDB: root]
     #[arg(long, value_name = "NAME", requires = "endpoints")]
     user: Option<String>,
+    /// With --endpoints: speak TLS to every server, verifying its certificate against the
+    /// Mozilla roots (or --tls-ca) for the name the endpoint was given by (or --tls-server-name).
+    /// Redis, ZooKeeper's secure port and etcd: lockcheck's proxies speak it; MariaDB: its client.
+    #[arg(long, requires = "endpoints")]
+    tls: bool,
+    /// With --endpoints: the PEM file of the CA certificate(s) the servers' certificates are
+    /// verified against, instead of the Mozilla roots (implies --tls).
+    #[arg(long, value_name = "FILE", requires = "endpoints")]
+    tls_ca: Option<PathBuf>,
+    /// With --endpoints: the PEM client certificate (chain) to present, for servers that ask for
+    /// one (Redis's tls-auth-clients, ZooKeeper's ssl.clientAuth, etcd's --client-cert-auth);
+    /// with --tls-key (implies --tls).
+    #[arg(long, value_name = "FILE", requires_all = ["endpoints", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// With --endpoints: the PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires_all = ["endpoints", "tls_cert"])]
+    tls_key: Option<PathBuf>,
+    /// With --endpoints: the name every server's certificate must carry [default: the host each
+    /// endpoint is given by: its name, or its IP address] (implies --tls).
+    #[arg(long, value_name = "NAME", requires = "endpoints")]
+    tls_server_name: Option<String>,
     /// With --endpoints: leave what the run created on the servers (to look at it afterwards).
     #[arg(long, requires = "endpoints")]
     keep: bool,
@@ -133,6 +154,11 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         endpoints,
         key,
         user,
+        tls,
+        tls_ca,
+        tls_cert,
+        tls_key,
+        tls_server_name,
         keep,
         report,
         params: flags,
@@ -168,17 +194,38 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     }
     let servers = match endpoints {
         None => Servers::Launched,
-        Some(list) => Servers::Endpoints(Endpoints {
-            addrs: list
+        Some(list) => {
+            let addrs: Vec<SocketAddr> = list
                 .iter()
                 .map(|e| resolve(e))
-                .collect::<anyhow::Result<_>>()?,
-            login: Login {
-                user,
-                password: std::env::var(PASSWORD_VAR).ok(),
-            },
-            keep,
-        }),
+                .collect::<anyhow::Result<_>>()?;
+            let tls_files = TlsFiles {
+                ca: tls_ca,
+                cert: tls_cert,
+                key: tls_key,
+                server_name: tls_server_name,
+            };
+            let tls = if tls || tls_files != TlsFiles::default() {
+                // Each server's certificate names the host it was given by.
+                let hosts = list.iter().zip(&addrs).map(|(e, &a)| (a, host_of(e)));
+                Some(
+                    Tls::load(tls_files)
+                        .map_err(|e| usage(e.to_string()))?
+                        .with_hosts(hosts),
+                )
+            } else {
+                None
+            };
+            Servers::Endpoints(Endpoints {
+                addrs,
+                login: Login {
+                    user,
+                    password: std::env::var(PASSWORD_VAR).ok(),
+                    tls,
+                },
+                keep,
+            })
+        }
     };
     // On the user's servers, never a name the user may have: a fresh one unless they chose.
     let key = match (&servers, key) {
@@ -258,6 +305,14 @@ fn lease(
 }
 
 /// `HOST:PORT` as one socket address (a name is resolved; its first address is taken).
+/// The host part of `HOST:PORT` (`[::1]:6379` gives `::1`).
+fn host_of(endpoint: &str) -> String {
+    let host = endpoint.rsplit_once(':').map_or(endpoint, |(host, _)| host);
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string()
+}
+
 fn resolve(endpoint: &str) -> anyhow::Result<SocketAddr> {
     endpoint
         .to_socket_addrs()

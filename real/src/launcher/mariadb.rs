@@ -219,6 +219,7 @@ pub fn client_opts_as(
         .pass(login.password.as_deref())
         .db_name(database)
         .prefer_socket(false)
+        .ssl_opts(login.tls.as_ref().map(|tls| tls.mysql_ssl_opts(addr)))
 }
 
 /// Connects to `addr`, checks it answers a ping, and makes sure `database` with the lock table

@@ -23,6 +23,10 @@ const LOGGING_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-log4j12.jar",
     "/usr/share/java/log4j-1.2.jar",
 ];
+/// Netty's codecs, which its TLS handler is built on (a `secureClientPort`, as a user's server
+/// may have): ZooKeeper's own distribution ships the jar in `lib/`, Debian's manifest leaves it
+/// out. From `libnetty-java`, a dependency of the package.
+const NETTY_CODEC_JAR: &str = "/usr/share/java/netty-codec.jar";
 /// The class the JVM runs: a standalone server.
 pub const MAIN_CLASS: &str = "org.apache.zookeeper.server.ZooKeeperServerMain";
 /// The server's log, in its directory.
@@ -133,6 +137,7 @@ impl ZooKeeper {
             .chain(
                 LOGGING_JARS
                     .into_iter()
+                    .chain([NETTY_CODEC_JAR])
                     .filter(|jar| Path::new(jar).exists()),
             )
             .collect::<Vec<_>>()
