@@ -15,8 +15,9 @@
 //!   leader's expirer wakes at the sessions' deadlines as a standalone server's does.
 
 use super::ensemble::{Attachment, Changes, Ensemble, State};
-use super::model::{EventType, Op, OpResult, WatchEvent, ZkError};
+use super::model::WatchEvent;
 use super::node::{ZkMessage, ZkPush, ZkReply, ZkRequest, ZkResponse};
+use super::serve;
 use crate::net::{Handled, Peer};
 use crate::server::{Node, Server};
 use crate::world::World;
@@ -228,63 +229,28 @@ impl ZkMember {
         state.expire(mono, &mut changes);
         let fired_by_expiry = changes.events.len();
         let mut events = Vec::new();
-        let response = match request {
-            ZkRequest::Open { timeout_ms } => {
-                let (session, timeout_ms) = state.tree.open_session(timeout_ms, mono);
-                state.clients.insert(session, at);
-                ZkResponse::Opened {
-                    session,
-                    timeout_ms,
-                }
-            }
-            ZkRequest::Reconnect {
-                session,
-                last_zxid,
-                watches,
-            } => match state
-                .tree
-                .reconnect(session, last_zxid, &watches, mono, &mut events)
-            {
-                Ok(()) => {
-                    state.clients.insert(session, at);
-                    ZkResponse::Reconnected
-                }
-                Err(_) => ZkResponse::Expired,
-            },
-            ZkRequest::Ping { .. } => unreachable!("answered by the member"),
-            ZkRequest::Op { session, op } => {
-                state.clients.insert(session, at);
-                let result = state.tree.apply(session, &op, mono, wall, &mut events);
-                match (&op, &result) {
-                    (_, OpResult::Error(ZkError::SessionExpired)) => ZkResponse::Expired,
-                    (Op::Create { mode, .. }, OpResult::Created(path)) => {
-                        let stat = state.tree.stat(path);
-                        if mode.is_ephemeral() {
-                            state
-                                .ephemerals
-                                .entry(session)
-                                .or_default()
-                                .insert(path.clone());
-                        }
-                        self.record(leader, path, KeyChange::Set, Some(at.client));
-                        ZkResponse::Result(result.clone(), stat)
-                    }
-                    (Op::Delete { path, .. }, OpResult::Deleted) => {
-                        for nodes in state.ephemerals.values_mut() {
-                            nodes.remove(path);
-                        }
-                        self.record(leader, path, KeyChange::Deleted, Some(at.client));
-                        ZkResponse::Result(result, None)
-                    }
-                    _ => ZkResponse::Result(result, None),
-                }
-            }
-        };
+        let answer = serve::answer(
+            &mut state.tree,
+            &mut state.ephemerals,
+            request,
+            mono,
+            wall,
+            &mut events,
+        );
+        if let Some(session) = answer.attach {
+            state.clients.insert(session, at);
+        }
+        if let Some((path, change)) = &answer.change {
+            self.record(leader, path, *change, Some(at.client));
+        }
         let zxid = state.tree.last_zxid();
         debug_assert!(fired_by_expiry <= changes.events.len());
         changes.events.extend(events);
         self.settle(state, changes);
-        ZkReply { response, zxid }
+        ZkReply {
+            response: answer.response,
+            zxid,
+        }
     }
 
     /// Records a change to a node at the leader (the node's path is its identity).
@@ -376,7 +342,7 @@ impl ZkMember {
             Kind::Observe,
             HistoryOp::Watch {
                 path: event.path.clone(),
-                event: event_name(event.kind).to_string(),
+                event: serve::event_name(event.kind).to_string(),
                 to: world.topology.name(at.client).to_string(),
             },
         );
@@ -386,15 +352,5 @@ impl ZkMember {
         } else {
             crate::net::push_from(world, member, from, at.push_to, push);
         }
-    }
-}
-
-/// An event's name in the history.
-fn event_name(kind: EventType) -> &'static str {
-    match kind {
-        EventType::NodeCreated => "node_created",
-        EventType::NodeDeleted => "node_deleted",
-        EventType::NodeDataChanged => "node_data_changed",
-        EventType::NodeChildrenChanged => "node_children_changed",
     }
 }

@@ -12,6 +12,7 @@ pub mod ensemble;
 pub mod member;
 pub mod model;
 pub mod node;
+mod serve;
 pub mod store;
 
 pub use model::{CreateMode, Op, OpResult, SessionId, Stat, WatchEvent, ZkError, ZkModel};

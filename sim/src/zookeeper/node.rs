@@ -3,9 +3,8 @@
 //! client, and the tree and sessions on disk (ZooKeeper logs every transaction before it
 //! answers, so a restart keeps both).
 
-use super::model::{
-    EventType, Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkError, ZkModel,
-};
+use super::model::{Op, OpResult, SessionId, SetWatches, Snapshot, WatchEvent, ZkModel};
+use super::serve;
 use crate::net::{push, Handled, Peer};
 use crate::server::{KeyEvent, Node, Server};
 use crate::world::World;
@@ -234,7 +233,7 @@ impl ZkServer {
                 Kind::Observe,
                 HistoryOp::Watch {
                     path: event.path.clone(),
-                    event: event_name(event.kind).to_string(),
+                    event: serve::event_name(event.kind).to_string(),
                     to: world.topology.name(client).to_string(),
                 },
             );
@@ -290,72 +289,24 @@ impl ZkServer {
         self.note_watches(&events);
         let fired_by_expiry = events.len();
         let mut model = self.model.borrow_mut();
-        let response = match request {
-            ZkRequest::Open { timeout_ms } => {
-                let (session, timeout_ms) = model.open_session(timeout_ms, mono);
-                self.clients.borrow_mut().insert(session, (from, addr));
-                ZkResponse::Opened {
-                    session,
-                    timeout_ms,
-                }
-            }
-            ZkRequest::Reconnect {
-                session,
-                last_zxid,
-                watches,
-            } => match model.reconnect(session, last_zxid, &watches, mono, &mut events) {
-                Ok(()) => {
-                    self.clients.borrow_mut().insert(session, (from, addr));
-                    ZkResponse::Reconnected
-                }
-                Err(_) => ZkResponse::Expired,
-            },
-            ZkRequest::Ping { session } => match model.touch(session, mono) {
-                Ok(()) => ZkResponse::Pong,
-                Err(_) => ZkResponse::Expired,
-            },
-            ZkRequest::Op { session, op } => {
-                self.clients.borrow_mut().insert(session, (from, addr));
-                let result = model.apply(session, &op, mono, wall, &mut events);
-                match (&op, &result) {
-                    (_, OpResult::Error(ZkError::SessionExpired)) => ZkResponse::Expired,
-                    (Op::Create { mode, .. }, OpResult::Created(path)) => {
-                        let stat = model.stat(path);
-                        if mode.is_ephemeral() {
-                            self.ephemerals
-                                .borrow_mut()
-                                .entry(session)
-                                .or_default()
-                                .insert(path.clone());
-                        }
-                        self.record(path, KeyChange::Set, Some(from));
-                        ZkResponse::Result(result.clone(), stat)
-                    }
-                    (Op::Delete { path, .. }, OpResult::Deleted) => {
-                        for nodes in self.ephemerals.borrow_mut().values_mut() {
-                            nodes.remove(path);
-                        }
-                        self.record(path, KeyChange::Deleted, Some(from));
-                        ZkResponse::Result(result, None)
-                    }
-                    _ => ZkResponse::Result(result, None),
-                }
-            }
-        };
+        let answer = serve::answer(
+            &mut model,
+            &mut self.ephemerals.borrow_mut(),
+            request,
+            mono,
+            wall,
+            &mut events,
+        );
+        if let Some(session) = answer.attach {
+            self.clients.borrow_mut().insert(session, (from, addr));
+        }
+        if let Some((path, change)) = &answer.change {
+            self.record(path, *change, Some(from));
+        }
         self.node.due.offer(model.next_expiry_ms());
         drop(model);
         self.note_watches(&events[fired_by_expiry..]);
         self.persist();
-        (response, events)
-    }
-}
-
-/// An event's name in the history.
-fn event_name(kind: EventType) -> &'static str {
-    match kind {
-        EventType::NodeCreated => "node_created",
-        EventType::NodeDeleted => "node_deleted",
-        EventType::NodeDataChanged => "node_data_changed",
-        EventType::NodeChildrenChanged => "node_children_changed",
+        (answer.response, events)
     }
 }
