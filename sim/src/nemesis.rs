@@ -61,14 +61,8 @@ fn apply(world: &World, action: Action, text: String) {
     match action {
         Action::Skipped(_) | Action::MessagesSettled(_) => {}
         Action::Failover(n) => world.set_primary(n),
-        Action::Pause(n) => {
-            handle.pause(id(n));
-            world.set_paused(n, true);
-        }
-        Action::Resume(n) => {
-            handle.resume(id(n));
-            world.set_paused(n, false);
-        }
+        Action::Pause(n) => world.pause(&handle, n),
+        Action::Resume(n) => world.resume(&handle, n),
         Action::Crash(n, scope) => {
             handle.kill(id(n));
             world.set_crashed(n, scope);

@@ -519,12 +519,7 @@ pub fn is_reset(payload: &Payload) -> bool {
 /// (the connection either delivers it late or breaks, and a reconnection re-registers the
 /// watch). A push to a process that died meanwhile is dropped with its connection.
 pub fn push(world: &World, port: &Port, from: usize, to: SocketAddr, payload: Payload) {
-    let to_node = Topology::index_of_addr(to).expect("simulated addresses are IPv4");
-    let route = match cut_route(world, from, to_node) {
-        Route::Deliver(delay) => Route::Deliver(delay),
-        Route::Lose | Route::Hold => Route::Hold,
-    };
-    send(world, route, from, port.addr, to, PUSH_TAG, payload);
+    push_from(world, from, port.addr, to, payload);
 }
 
 /// [`push`] from the pusher at `from_addr` on node `from`, without its [`Port`]: what an

@@ -47,8 +47,8 @@ pub struct World {
     primary: Mutex<usize>,
     /// Bound addresses and their inboxes.
     network: Mutex<crate::net::Network>,
-    /// Nodes paused now (madsim freezes their tasks; an ensemble's members read this to tell a
-    /// peer that answers nothing, as a silent TCP peer is told by its timeouts).
+    /// Nodes paused now ([`World::pause`]; an ensemble's members read this to tell a peer that
+    /// answers nothing, as a silent TCP peer is told by its timeouts).
     paused: Mutex<std::collections::BTreeSet<usize>>,
     /// A ZooKeeper ensemble's replicated state, shared by its members (none for other runs).
     pub ensemble: std::sync::OnceLock<std::sync::Arc<crate::zookeeper::ensemble::Ensemble>>,
@@ -120,14 +120,18 @@ impl World {
         self.network.lock().unwrap()
     }
 
-    /// Marks node `node` paused (or resumed).
-    pub fn set_paused(&self, node: usize, paused: bool) {
-        let mut set = self.paused.lock().unwrap();
-        if paused {
-            set.insert(node);
-        } else {
-            set.remove(&node);
-        }
+    /// Pauses node `node`: madsim freezes its tasks, and the world remembers it, because madsim
+    /// keeps no pause state anyone can read (an ensemble's members ask [`World::is_paused`]).
+    /// The one way to pause a node, so the two cannot disagree.
+    pub fn pause(&self, handle: &madsim::runtime::Handle, node: usize) {
+        handle.pause(self.node_id(node));
+        self.paused.lock().unwrap().insert(node);
+    }
+
+    /// Resumes node `node` (see [`World::pause`]).
+    pub fn resume(&self, handle: &madsim::runtime::Handle, node: usize) {
+        handle.resume(self.node_id(node));
+        self.paused.lock().unwrap().remove(&node);
     }
 
     /// Whether node `node` is paused now.
