@@ -1,7 +1,7 @@
 //! `lockcheck real`: the same algorithm code against real servers, with real faults.
 
 use super::params::ParamArgs;
-use super::run::{print_outcome, read_scenario};
+use super::run::{print_outcome, read_scenario_with};
 use super::{parse_algorithm, usage};
 use clap::Args;
 use lockcheck_core::report::Report;
@@ -188,7 +188,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     };
     let scenario = match scenario {
         Some(file) => {
-            let mut s = read_scenario(&file)?;
+            let mut s = read_scenario_with(&file, flags.script.as_deref())?;
             if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
                 return Err(usage(format!(
                     "--algorithm {name} contradicts {}, which runs {}",

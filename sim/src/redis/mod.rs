@@ -9,4 +9,5 @@ pub mod parse;
 pub mod store;
 
 pub use model::{KeyEffect, RedisModel, Snapshot};
+pub use lua::compile as compile_script;
 pub use store::SimRedis;
