@@ -328,7 +328,7 @@ mod tests {
         for &a in Algorithm::ALL {
             let d = a.description();
             let valid = |f: &dyn Fn(&mut Scenario)| {
-                let mut s = Scenario::new(a);
+                let mut s = crate::scenario::runnable(a);
                 f(&mut s);
                 s.validate()
             };

@@ -10,8 +10,8 @@ pub use crate::registry::Algorithm;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::{Backend, Lease};
 use lockcheck_algorithms::describe::{Fencing, Order, Servers};
-pub use lockcheck_algorithms::redis::script_spec::UserScript;
 use lockcheck_algorithms::redis::script_spec::Expect;
+pub use lockcheck_algorithms::redis::script_spec::UserScript;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -1582,6 +1582,47 @@ pub const SYNC_LIMIT_TICKS: u64 = 5;
 /// sync with its leader (`zoo_sample.cfg`'s 10).
 pub const INIT_LIMIT_TICKS: u64 = 10;
 
+/// A scenario of `algorithm` with every default, and for a lock that runs the user's scripts
+/// ([`lockcheck_algorithms::describe::Description::scripted`]) a fenced compare-and-delete lock
+/// with a renewal: what the tests that sweep the registry run.
+#[cfg(test)]
+pub(crate) fn runnable(algorithm: Algorithm) -> Scenario {
+    use lockcheck_algorithms::redis::script_spec::{Input, ScriptStep};
+    let mut s = Scenario::new(algorithm);
+    if algorithm.description().scripted {
+        let step = |script: &str, keys: Vec<Input>, argv: Vec<Input>, success| ScriptStep {
+            script: script.into(),
+            keys,
+            argv,
+            success,
+        };
+        s.params.redis.script = Some(UserScript {
+            acquire: vec![step(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+                 return redis.call('INCR', KEYS[2]) else return false end",
+                vec![Input::Key, Input::FenceKey],
+                vec![Input::Token, Input::TtlMs],
+                Expect::Positive,
+            )],
+            release: step(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) \
+                 else return 0 end",
+                vec![Input::Key],
+                vec![Input::Token],
+                Expect::One,
+            ),
+            extend: Some(step(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+                vec![Input::Key],
+                vec![Input::Token, Input::TtlMs],
+                Expect::One,
+            )),
+        });
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1635,7 +1676,7 @@ mod tests {
     fn every_algorithm_round_trips_by_name() {
         for &a in Algorithm::ALL {
             assert_eq!(Algorithm::from_name(a.name()), Some(a));
-            let doc = format!("{{\"algorithm\": \"{}\"}}", a.name());
+            let doc = runnable(a).to_json();
             assert_eq!(Scenario::from_json(&doc).unwrap().algorithm, a);
         }
     }

@@ -24,7 +24,9 @@
 //! the script and its line rather than a failure in the middle of a search. This lives in the
 //! simulator because the Lua that compiles it is the simulator's.
 
-use lockcheck_algorithms::redis::script_spec::{acquire_name, Expect, Input, ScriptStep, UserScript};
+use lockcheck_algorithms::redis::script_spec::{
+    acquire_name, Expect, Input, ScriptStep, UserScript,
+};
 use lockcheck_core::input;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

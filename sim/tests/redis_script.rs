@@ -11,7 +11,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, Params, ScenarioError};
 use lockcheck_core::{Algorithm, Outcome, Scenario};
 use lockcheck_sim::run;
-use lockcheck_sim::script_file::{load, ScriptFileError, ScriptFile};
+use lockcheck_sim::script_file::{load, ScriptFile, ScriptFileError};
 use std::path::PathBuf;
 
 fn example_path(name: &str) -> PathBuf {
@@ -28,9 +28,11 @@ fn example(name: &str) -> ScriptFile {
 /// redis-script's parameters with the example `name`, as `--script` sets them.
 fn params_of(name: &str) -> Params {
     let file = example(name);
-    let mut params = Params::default();
-    params.fencing = file.fencing;
-    params.watchdog = file.script.extend.is_some();
+    let mut params = Params {
+        fencing: file.fencing,
+        watchdog: file.script.extend.is_some(),
+        ..Params::default()
+    };
     params.redis.script = Some(file.script);
     params
 }
@@ -266,20 +268,31 @@ fn the_fenced_lock_hands_out_tokens_the_resource_checks() {
         "client-0's late access carries an older token and is rejected"
     );
     // Fencing reads the last acquire script's reply as the token: "ok" is not a number.
-    let mut wrong = scripted(&paused_holder(Algorithm::SingleRedis), "compare-and-delete.toml");
+    let mut wrong = scripted(
+        &paused_holder(Algorithm::SingleRedis),
+        "compare-and-delete.toml",
+    );
     wrong.params.fencing = true;
     let e = wrong.validate().unwrap_err().to_string();
-    assert!(e.contains("params.fencing") && e.contains("integer>0"), "{e}");
+    assert!(
+        e.contains("params.fencing") && e.contains("integer>0"),
+        "{e}"
+    );
 }
 
 #[test]
 fn a_scenario_without_scripts_or_with_scripts_for_another_lock_is_refused() {
-    let e = Scenario::new(Algorithm::RedisScript).validate().unwrap_err();
+    let e = Scenario::new(Algorithm::RedisScript)
+        .validate()
+        .unwrap_err();
     assert!(e.to_string().contains("--script FILE"), "{e}");
     let mut other = Scenario::new(Algorithm::SingleRedis);
     other.params.redis.script = params_of("plain-del.toml").redis.script;
     let e = other.validate().unwrap_err().to_string();
-    assert!(e.contains("params.redis.script") && e.contains("single-redis"), "{e}");
+    assert!(
+        e.contains("params.redis.script") && e.contains("single-redis"),
+        "{e}"
+    );
     let mut zk = Scenario::new(Algorithm::ZkSequential);
     zk.params.redis.script = params_of("plain-del.toml").redis.script;
     let e = zk.validate().unwrap_err();
@@ -326,13 +339,19 @@ fn the_file_says_how_each_reply_is_read_and_which_keys_exist() {
     let no_rule = format!("{ACQUIRE}\n[release]\nscript = \"return 1\"\n");
     let e = load_text("no_rule.toml", &no_rule).unwrap_err().to_string();
     assert!(e.contains("release: give 'released'"), "{e}");
-    let bad_key =
-        format!("{ACQUIRE}\n[release]\nscript = \"return 1\"\nkeys = [\"token\"]\nreleased = \"1\"\n");
+    let bad_key = format!(
+        "{ACQUIRE}\n[release]\nscript = \"return 1\"\nkeys = [\"token\"]\nreleased = \"1\"\n"
+    );
     let e = load_text("bad_key.toml", &bad_key).unwrap_err().to_string();
     assert!(e.contains("'token' is not a key"), "{e}");
     let bad_word = format!("{ACQUIRE}\n[release]\nscript = \"return 1\"\nreleased = \"yes\"\n");
-    let e = load_text("bad_word.toml", &bad_word).unwrap_err().to_string();
-    assert!(e.contains("release.released") && e.contains("integer>0"), "{e}");
+    let e = load_text("bad_word.toml", &bad_word)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("release.released") && e.contains("integer>0"),
+        "{e}"
+    );
 }
 
 /// The first history entry whose error mentions `text`.
@@ -381,10 +400,7 @@ fn a_script_that_touches_a_key_not_in_keys_is_reported() {
 
 #[test]
 fn a_report_embeds_the_scripts_and_replays_without_the_file() {
-    let s = scripted(
-        &paused_holder(Algorithm::RedisPlainDel),
-        "plain-del.toml",
-    );
+    let s = scripted(&paused_holder(Algorithm::RedisPlainDel), "plain-del.toml");
     let json = s.to_json();
     assert!(json.contains("return redis.call('DEL', KEYS[1])"), "{json}");
     let back = Scenario::from_json(&json).expect("reads back");

@@ -227,8 +227,17 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
                 nodes,
             };
-            let mut s = lockcheck_real::profile::scenario(algorithm, profile, &shape)
-                .map_err(|e| usage(e.to_string()))?;
+            let mut params = lockcheck_core::scenario::Params::default();
+            if let Some(file) = &flags.script {
+                super::params::apply_script_file(file, &mut params)?;
+            }
+            let mut s = lockcheck_real::profile::scenario_scripted(
+                algorithm,
+                profile,
+                &shape,
+                params.redis.script,
+            )
+            .map_err(|e| usage(e.to_string()))?;
             // The user's settings win over the story's (a restart story with `--persistence
             // always` asks whether the lock survives a restart that keeps its data).
             s.params.key = key;

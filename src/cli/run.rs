@@ -92,7 +92,11 @@ pub fn compile_scripts(scenario: &Scenario) -> Result<(), String> {
 
 /// Runs `lockcheck run FILE`, with the scripts of `script` (`--script`) in place of those the
 /// scenario embeds.
-pub fn run_file(file: &Path, script: Option<&Path>, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+pub fn run_file(
+    file: &Path,
+    script: Option<&Path>,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<u8> {
     let scenario = read_scenario_with(file, script)?;
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);

@@ -151,7 +151,11 @@ impl<S: RedisStore> RedisScript<S> {
 
     /// The acquire steps in order: the last one's reply when each read as acquired, `None` at
     /// the first that did not.
-    async fn acquire_steps<E: Env>(&self, env: &E, token: &str) -> Result<Option<Reply>, LockError> {
+    async fn acquire_steps<E: Env>(
+        &self,
+        env: &E,
+        token: &str,
+    ) -> Result<Option<Reply>, LockError> {
         let mut last = None;
         for step in &self.acquire {
             match self.run(env, step, token).await? {
@@ -186,7 +190,9 @@ impl<S: RedisStore> RedisScript<S> {
             (true, other) => {
                 return Err(LockError::Script {
                     script: self.acquire[self.acquire.len() - 1].name.clone(),
-                    message: format!("with fencing it must reply a positive integer, got {other:?}"),
+                    message: format!(
+                        "with fencing it must reply a positive integer, got {other:?}"
+                    ),
                 })
             }
         };

@@ -475,7 +475,10 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
 /// refuses it for a user's script ([`Script::keys_declared`]), deliberately stricter than a
 /// standalone Redis; lockcheck's own scripts run as on a standalone Redis.
 fn undeclared_key(cmd: &Command, keys: &[String]) -> Option<String> {
-    let key = cmd.keys().into_iter().find(|k| !keys.iter().any(|d| d == k))?;
+    let key = cmd
+        .keys()
+        .into_iter()
+        .find(|k| !keys.iter().any(|d| d == k))?;
     Some(format!(
         "ERR Script attempted to access key '{}', which is not in KEYS (Redis Cluster would \
          refuse it; pass every key the script touches in KEYS)",
