@@ -203,6 +203,24 @@ impl FileStep {
     }
 }
 
+/// The first failure of a user's script in `history` (as [`LockError::Script`] words it: `the
+/// release script failed: ERR … on @user_script:2.`), if any. A script that fails at run time
+/// is a broken lock, not a busy one: the CLI shows it rather than let a search report nothing.
+///
+/// [`LockError::Script`]: lockcheck_algorithms::LockError::Script
+pub fn first_failure(history: &lockcheck_core::History) -> Option<&str> {
+    use lockcheck_core::history::Op;
+    history.entries.iter().find_map(|e| match &e.op {
+        Op::Acquire {
+            error: Some(text), ..
+        }
+        | Op::Release {
+            error: Some(text), ..
+        } if text.contains(" script failed: ") => Some(text.as_str()),
+        _ => None,
+    })
+}
+
 /// Compiles every script of `script` as Redis does (the body of a function named
 /// `user_script`): `Err((which script, Lua's message with the line))` for the first that does
 /// not compile.

@@ -18,6 +18,9 @@ pub fn print_outcome(report: &Report, outcome: &Outcome) {
     for v in &outcome.violations {
         say!("  {:?}: {}", v.kind, v.story);
     }
+    if let Some(failure) = lockcheck_sim::script_file::first_failure(&outcome.history) {
+        say!("  a script failed (see the history for every failure): {failure}");
+    }
     for s in &outcome.stale_accesses {
         say!(
             "  stale access rejected: {} with fence {:?} at {:.1} ms",
