@@ -143,3 +143,41 @@ fn bad_scripts_and_misplaced_ones_exit_2_naming_the_problem() {
         assert!(stderr(&o).contains(expected), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// Real mode sends the same scripts by `EVAL` to a real `redis-server`: the compare-and-delete
+/// lock runs clean without faults, and the plain `DEL` is caught by the pause story.
+#[test]
+fn real_mode_runs_the_users_scripts_on_a_real_redis() {
+    if !common::installed("redis-server") {
+        eprintln!("redis-server is not installed; skipped");
+        return;
+    }
+    let clean = lockcheck(&[
+        "real",
+        "--algorithm",
+        "redis-script",
+        "--script",
+        &example("compare-and-delete.toml"),
+        "--faults",
+        "none",
+        "--duration-ms",
+        "2000",
+    ]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stderr(&clean));
+    assert!(
+        stdout(&clean).contains("no violation"),
+        "{}",
+        stdout(&clean)
+    );
+    let paused = lockcheck(&[
+        "real",
+        "--algorithm",
+        "redis-script",
+        "--script",
+        &example("plain-del.toml"),
+        "--faults",
+        "pause",
+    ]);
+    assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
+    assert!(stdout(&paused).contains("UNSAFE"), "{}", stdout(&paused));
+}
