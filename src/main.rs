@@ -61,7 +61,11 @@ fn message(e: &anyhow::Error) -> String {
 /// Hands a verb to its module; the exit code it returns, or an error for bad input.
 fn dispatch(command: Command) -> anyhow::Result<u8> {
     match command {
-        Command::Run { file, report } => cli::run::run_file(&file, report.as_deref()),
+        Command::Run {
+            file,
+            report,
+            script,
+        } => cli::run::run_file(&file, script.as_deref(), report.as_deref()),
         Command::Explore(args) => cli::explore::explore(args),
         Command::Matrix(args) => cli::matrix::matrix(args),
         Command::Merge { dirs, out } => cli::matrix::merge(&dirs, &out),

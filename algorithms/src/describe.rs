@@ -150,6 +150,10 @@ pub struct Description {
     pub readers: bool,
     /// The order it promises among waiters.
     pub order: Order,
+    /// Whether its steps are scripts the user gives (`params.redis.script`): it runs only with
+    /// them, so it is left out of what sweeps the whole registry by default (the default
+    /// matrix, the tests that run every algorithm with default parameters).
+    pub scripted: bool,
 }
 
 /// The settings every lock is built from, worked out once from a scenario's parameters and the
@@ -172,6 +176,8 @@ pub struct Settings {
     pub queue_timeout: Duration,
     /// ZooKeeper: treat a disconnected session as a lost lock at once.
     pub suspended_is_lost: bool,
+    /// The user's scripts, for a [`Description::scripted`] lock.
+    pub script: Option<crate::redis::script_spec::UserScript>,
 }
 
 impl Settings {

@@ -43,4 +43,14 @@ pub enum LockError {
     /// mismatched server version).
     #[error("unexpected reply: {0}")]
     UnexpectedReply(String),
+    /// A user's script (`redis-script`) failed: a Lua runtime error, a key outside `KEYS`, a
+    /// command the server refused. Kept apart from [`LockError::Server`] so that the history
+    /// names the script at fault rather than blaming the server.
+    #[error("the {script} script failed: {message}")]
+    Script {
+        /// Which script: `acquire`, `acquire[2]`, `release`, `extend`.
+        script: String,
+        /// The server's error reply, with the script's line when Redis gives one.
+        message: String,
+    },
 }

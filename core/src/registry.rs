@@ -115,6 +115,17 @@ impl Algorithm {
         self.description().name
     }
 
+    /// The algorithms that run on lockcheck's own code alone: every one but those that need the
+    /// user's scripts ([`Description::scripted`]). What the default matrix and the sweeps over
+    /// the registry run.
+    pub fn built_in() -> Vec<Algorithm> {
+        Self::ALL
+            .iter()
+            .copied()
+            .filter(|a| !a.description().scripted)
+            .collect()
+    }
+
     /// Looks an algorithm up by its user-facing name.
     pub fn from_name(name: &str) -> Option<Algorithm> {
         Self::ALL.iter().copied().find(|a| a.name() == name)
@@ -248,6 +259,7 @@ pub fn settings(scenario: &Scenario) -> Settings {
         )),
         queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
         suspended_is_lost: p.zookeeper.suspended_is_lost,
+        script: p.redis.script.clone(),
     }
 }
 
@@ -273,6 +285,8 @@ registry! { S;
     RedisFair: redis::fair, lockcheck_algorithms::redis::fair::RedisFair<S::Redis>;
     /// `SET NX PX`, released by a plain `DEL` of whatever holds the key (known unsafe).
     RedisPlainDel: redis::plain_del, lockcheck_algorithms::redis::plain_del::RedisPlainDel<S::Redis>;
+    /// The user's own lock: acquire, release and extend are Lua scripts from a file.
+    RedisScript: redis::script, lockcheck_algorithms::redis::script::RedisScript<S::Redis>;
     /// Curator's InterProcessMutex: ephemeral sequential nodes on one ZooKeeper server.
     ZkSequential: zookeeper::sequential, lockcheck_algorithms::zookeeper::ZkSequential<S::Zk>;
     /// One ephemeral node that every waiter watches (seed 001's herd-effect lock).
@@ -314,7 +328,7 @@ mod tests {
         for &a in Algorithm::ALL {
             let d = a.description();
             let valid = |f: &dyn Fn(&mut Scenario)| {
-                let mut s = Scenario::new(a);
+                let mut s = crate::scenario::runnable(a);
                 f(&mut s);
                 s.validate()
             };

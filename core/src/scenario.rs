@@ -10,6 +10,8 @@ pub use crate::registry::Algorithm;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::{Backend, Lease};
 use lockcheck_algorithms::describe::{Fencing, Order, Servers};
+use lockcheck_algorithms::redis::script_spec::Expect;
+pub use lockcheck_algorithms::redis::script_spec::UserScript;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -164,6 +166,10 @@ pub struct RedisParams {
     /// by the clients' wall clocks (default 5000). Only for a fair lock (redis-fair).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_timeout_ms: Option<u64>,
+    /// The user's scripts, for `redis-script` (and only for it): embedded whole, so that a
+    /// report replays without the file they came from (`lockcheck … --script FILE` reads it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<UserScript>,
 }
 
 impl RedisParams {
@@ -993,6 +999,7 @@ impl Scenario {
             ));
         }
         let r = &p.redis;
+        self.validate_script().map_err(ScenarioError::Invalid)?;
         if r.queue_timeout_ms.is_some() && description.order != Order::Fifo {
             return bad(format!(
                 "params.redis.queue_timeout_ms: {name} has no queue of waiters; it applies to a \
@@ -1209,6 +1216,48 @@ impl Scenario {
             );
         }
         self.validate_faults()
+    }
+
+    /// `params.redis.script` given exactly to the algorithm that runs it, in a shape it can
+    /// run: a renewal to run when the watchdog is on, an integer to read as the fencing token
+    /// when fencing is. (Whether the Lua compiles is checked where Lua is: the simulator's
+    /// `script_file`, when the CLI reads the user's file.)
+    fn validate_script(&self) -> Result<(), String> {
+        let p = &self.params;
+        let name = self.algorithm.name();
+        let scripted = self.algorithm.description().scripted;
+        let Some(script) = &p.redis.script else {
+            return match scripted {
+                true => Err(format!(
+                    "params.redis.script: {name} runs your Lua scripts and none are given \
+                     (lockcheck: --script FILE)"
+                )),
+                false => Ok(()),
+            };
+        };
+        if !scripted {
+            return Err(format!(
+                "params.redis.script: {name} runs its own scripts; a user's scripts are for an \
+                 algorithm that runs them (redis-script)"
+            ));
+        }
+        script
+            .check()
+            .map_err(|e| format!("params.redis.script: {e}"))?;
+        if p.watchdog && script.extend.is_none() {
+            return Err(
+                "params.watchdog: the scripts have no extend script to renew the lock with".into(),
+            );
+        }
+        let last = script.acquire.last().map(|s| s.success);
+        if p.fencing && last != Some(Expect::Positive) {
+            return Err(format!(
+                "params.fencing: the fencing token is the last acquire script's integer reply, so \
+                 that script's reply must be read as integer>0 (it is read as {})",
+                last.map_or_else(|| "nothing".to_string(), |e| e.to_string())
+            ));
+        }
+        Ok(())
     }
 
     /// Every number within its documented range ([`crate::limits`]), each error naming its
@@ -1533,6 +1582,47 @@ pub const SYNC_LIMIT_TICKS: u64 = 5;
 /// sync with its leader (`zoo_sample.cfg`'s 10).
 pub const INIT_LIMIT_TICKS: u64 = 10;
 
+/// A scenario of `algorithm` with every default, and for a lock that runs the user's scripts
+/// ([`lockcheck_algorithms::describe::Description::scripted`]) a fenced compare-and-delete lock
+/// with a renewal: what the tests that sweep the registry run.
+#[cfg(test)]
+pub(crate) fn runnable(algorithm: Algorithm) -> Scenario {
+    use lockcheck_algorithms::redis::script_spec::{Input, ScriptStep};
+    let mut s = Scenario::new(algorithm);
+    if algorithm.description().scripted {
+        let step = |script: &str, keys: Vec<Input>, argv: Vec<Input>, success| ScriptStep {
+            script: script.into(),
+            keys,
+            argv,
+            success,
+        };
+        s.params.redis.script = Some(UserScript {
+            acquire: vec![step(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then \
+                 return redis.call('INCR', KEYS[2]) else return false end",
+                vec![Input::Key, Input::FenceKey],
+                vec![Input::Token, Input::TtlMs],
+                Expect::Positive,
+            )],
+            release: step(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) \
+                 else return 0 end",
+                vec![Input::Key],
+                vec![Input::Token],
+                Expect::One,
+            ),
+            extend: Some(step(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+                vec![Input::Key],
+                vec![Input::Token, Input::TtlMs],
+                Expect::One,
+            )),
+        });
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1586,7 +1676,7 @@ mod tests {
     fn every_algorithm_round_trips_by_name() {
         for &a in Algorithm::ALL {
             assert_eq!(Algorithm::from_name(a.name()), Some(a));
-            let doc = format!("{{\"algorithm\": \"{}\"}}", a.name());
+            let doc = runnable(a).to_json();
             assert_eq!(Scenario::from_json(&doc).unwrap().algorithm, a);
         }
     }

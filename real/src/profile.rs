@@ -270,6 +270,17 @@ pub fn scenario(
     profile: Profile,
     shape: &Shape,
 ) -> Result<Scenario, ScenarioError> {
+    scenario_scripted(algorithm, profile, shape, None)
+}
+
+/// [`scenario`], for a lock that runs the user's scripts (`redis-script`): `script` is
+/// embedded before the scenario is validated, which refuses such a lock without them.
+pub fn scenario_scripted(
+    algorithm: Algorithm,
+    profile: Profile,
+    shape: &Shape,
+    script: Option<lockcheck_core::scenario::UserScript>,
+) -> Result<Scenario, ScenarioError> {
     // The stories do arithmetic on the TTL: bound it (and the run) before any of it.
     use lockcheck_core::limits;
     let invalid = ScenarioError::Invalid;
@@ -278,6 +289,7 @@ pub fn scenario(
     let ttl = shape.ttl_ms;
     check_lease(algorithm, ttl)?;
     let mut s = Scenario::new(algorithm);
+    s.params.redis.script = script;
     s.clients = shape.clients;
     s.duration_ms = shape.duration_ms;
     s.seed = shape.seed;

@@ -44,6 +44,7 @@ pub mod redis;
 pub mod regression;
 pub mod resource;
 pub mod runner;
+pub mod script_file;
 pub mod server;
 pub mod signal;
 pub mod timer;

@@ -559,7 +559,7 @@ impl Matrix {
             }
         }
         let _ = write!(command, " --seed {}", self.seed);
-        if self.algorithms != Algorithm::ALL {
+        if self.algorithms != Algorithm::built_in() {
             let names: Vec<&str> = self.algorithms.iter().map(|a| a.name()).collect();
             let _ = write!(command, " --algorithms {}", names.join(","));
         }

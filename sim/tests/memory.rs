@@ -19,6 +19,12 @@ fn no_world_outlives_its_run_under_any_fault_or_backend() {
         if algorithm.backend() == Backend::Mysql {
             options.params.mysql.wait_timeout_ms = Some(10_000);
         }
+        if algorithm.description().scripted {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../examples/redis-script/compare-and-delete.toml");
+            let file = lockcheck_sim::script_file::load(&path).expect("the example reads");
+            options.params.redis.script = Some(file.script);
+        }
         let strategy = scenarios(&options);
         let mut runner = TestRunner::deterministic();
         for _ in 0..4 {

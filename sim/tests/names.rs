@@ -23,6 +23,16 @@ fn covered(backend: Backend, name: &str) -> bool {
     }
 }
 
+/// The scripts of `examples/redis-script/NAME`.
+fn example_script(name: &str) -> lockcheck_core::scenario::UserScript {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/redis-script")
+        .join(name);
+    lockcheck_sim::script_file::load(&path)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .script
+}
+
 #[test]
 fn every_name_a_lock_writes_derives_from_the_key_as_real_mode_cleans_it_up() {
     for &algorithm in Algorithm::ALL {
@@ -31,6 +41,10 @@ fn every_name_a_lock_writes_derives_from_the_key_as_real_mode_cleans_it_up() {
         s.params.fencing = algorithm.description().fencing == Fencing::Token;
         s.clients = 3;
         s.workload.acquisitions_per_client = 2;
+        if algorithm.description().scripted {
+            // A user's scripts write what they are given in KEYS: the key and its fence key.
+            s.params.redis.script = Some(example_script("fenced.toml"));
+        }
         if algorithm == Algorithm::MysqlForUpdateHeld {
             // Its lease is the server's wait_timeout: 8 hours by default.
             s.params.mysql.wait_timeout_ms = Some(10_000);

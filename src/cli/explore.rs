@@ -117,7 +117,27 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         ..ExploreOptions::new(algorithm, profiles, cases, seed)
     };
     check_options(&options).map_err(|e| usage(e.to_string()))?;
+    try_scripts(&options)?;
     Ok((options, faults, out))
+}
+
+/// For a lock of the user's scripts: one run without faults first, refused (exit 2) when a
+/// script fails in it, naming the script and line. Otherwise a script that errors every time
+/// (a typo in a command name, a wrong type) would pass for a lock that is never free, and a
+/// search would report a deadlock, or nothing, about a lock that cannot work at all.
+fn try_scripts(options: &ExploreOptions) -> anyhow::Result<()> {
+    if options.params.redis.script.is_none() {
+        return Ok(());
+    }
+    let mut scenario = lockcheck_core::Scenario::new(options.algorithm);
+    scenario.params = options.params.clone();
+    let outcome = lockcheck_sim::run(&scenario);
+    match lockcheck_sim::script_file::first_failure(&outcome.history) {
+        Some(failure) => Err(usage(format!(
+            "{failure} (in a run without faults, before the search)"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Searches, and prints what was found for people.

@@ -67,11 +67,19 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         .map(|text| Shard::parse(&text).map_err(usage))
         .transpose()?;
     let algorithms = match algorithms {
-        None => Algorithm::ALL.to_vec(),
+        None => Algorithm::built_in(),
         Some(list) => {
             let mut out = Vec::new();
             for name in list.split(',').map(str::trim) {
                 let a = parse_algorithm(name)?;
+                if a.description().scripted {
+                    // Its cells would need the user's scripts, which a matrix cannot carry yet.
+                    return Err(usage(format!(
+                        "--algorithms {name}: the matrix does not take your scripts yet; search \
+                         each profile with `lockcheck explore --algorithm {name} --script FILE \
+                         --faults PROFILE`"
+                    )));
+                }
                 if !out.contains(&a) {
                     out.push(a);
                 }

@@ -85,6 +85,10 @@ pub enum Command {
         /// Write a report (JSON with the full history) into this directory.
         #[arg(long, value_name = "DIR")]
         report: Option<PathBuf>,
+        /// redis-script: run the Lua scripts of this file (see `explore --help`) instead of
+        /// those the scenario embeds.
+        #[arg(long, value_name = "FILE")]
+        script: Option<PathBuf>,
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore(explore::ExploreArgs),

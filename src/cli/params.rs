@@ -8,6 +8,7 @@ use super::usage;
 use clap::Args;
 use lockcheck_core::scenario::{Backend, Params, Persistence};
 use lockcheck_core::Algorithm;
+use std::path::{Path, PathBuf};
 
 /// Scenario parameters given as flags (every one optional: not given, the default or the
 /// scenario file's value stands).
@@ -49,6 +50,11 @@ pub struct ParamArgs {
     /// MySQL: innodb_lock_wait_timeout in ms (default 50000).
     #[arg(long, value_name = "MS")]
     pub lock_wait_timeout_ms: Option<u64>,
+    /// redis-script: the file of your lock's Lua scripts (TOML, or JSON for a .json file; see
+    /// README, "Check your own lock"). They are embedded in the scenario, so reports replay
+    /// without the file; an extend script turns the watchdog on, `fencing = true` fencing.
+    #[arg(long, value_name = "FILE")]
+    pub script: Option<PathBuf>,
 }
 
 impl ParamArgs {
@@ -58,6 +64,9 @@ impl ParamArgs {
     pub fn apply(&self, algorithm: Algorithm, params: &mut Params) -> anyhow::Result<()> {
         params.fencing |= self.fencing;
         params.watchdog |= self.watchdog;
+        if let Some(file) = &self.script {
+            apply_script_file(file, params)?;
+        }
         if let Some(p) = self.persistence.as_deref() {
             params.persistence = Some(parse_persistence(p)?);
         }
@@ -108,6 +117,19 @@ impl ParamArgs {
             (Lease::None | Lease::Ttl { .. }, _) => None,
         }
     }
+}
+
+/// Reads the script file at `file` (`--script`, or `redis-script:FILE` in a matrix's list)
+/// into `params`: the scripts into `params.redis.script`, its `fencing` into `params.fencing`,
+/// and an extend script turns the watchdog on (it is what the extend script is for). A file
+/// that cannot be read, is not of the format, or holds a script that does not compile is a
+/// usage error naming the file and the script.
+pub fn apply_script_file(file: &Path, params: &mut Params) -> anyhow::Result<()> {
+    let read = lockcheck_sim::script_file::load(file).map_err(|e| usage(e.to_string()))?;
+    params.fencing |= read.fencing;
+    params.watchdog |= read.script.extend.is_some();
+    params.redis.script = Some(read.script);
+    Ok(())
 }
 
 /// Parses `--persistence`.

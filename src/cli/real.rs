@@ -1,7 +1,7 @@
 //! `lockcheck real`: the same algorithm code against real servers, with real faults.
 
 use super::params::ParamArgs;
-use super::run::{print_outcome, read_scenario};
+use super::run::{print_outcome, read_scenario_with};
 use super::{parse_algorithm, usage};
 use clap::Args;
 use lockcheck_core::report::Report;
@@ -235,7 +235,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     };
     let scenario = match scenario {
         Some(file) => {
-            let mut s = read_scenario(&file)?;
+            let mut s = read_scenario_with(&file, flags.script.as_deref())?;
             if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
                 return Err(usage(format!(
                     "--algorithm {name} contradicts {}, which runs {}",
@@ -274,8 +274,17 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 duration_ms: duration_ms.unwrap_or(defaults.duration_ms),
                 nodes,
             };
-            let mut s = lockcheck_real::profile::scenario(algorithm, profile, &shape)
-                .map_err(|e| usage(e.to_string()))?;
+            let mut params = lockcheck_core::scenario::Params::default();
+            if let Some(file) = &flags.script {
+                super::params::apply_script_file(file, &mut params)?;
+            }
+            let mut s = lockcheck_real::profile::scenario_scripted(
+                algorithm,
+                profile,
+                &shape,
+                params.redis.script,
+            )
+            .map_err(|e| usage(e.to_string()))?;
             // The user's settings win over the story's (a restart story with `--persistence
             // always` asks whether the lock survives a restart that keeps its data).
             s.params.key = key;

@@ -18,6 +18,9 @@ pub fn print_outcome(report: &Report, outcome: &Outcome) {
     for v in &outcome.violations {
         say!("  {:?}: {}", v.kind, v.story);
     }
+    if let Some(failure) = lockcheck_sim::script_file::first_failure(&outcome.history) {
+        say!("  a script failed (see the history for every failure): {failure}");
+    }
     for s in &outcome.stale_accesses {
         say!(
             "  stale access rejected: {} with fence {:?} at {:.1} ms",
@@ -58,16 +61,46 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
     Severity::worst(&outcome.violations).map_or(EXIT_OK, Severity::exit_code)
 }
 
-/// The scenario file at `file`; a usage error naming the file when it cannot be read or parsed.
-pub fn read_scenario(file: &Path) -> anyhow::Result<Scenario> {
+/// The scenario file at `file` (a usage error naming the file when it cannot be read or
+/// parsed), with the scripts of the file `script` (`--script`) in place of
+/// those it embeds (a scenario of `redis-script` may then embed none).
+pub fn read_scenario_with(file: &Path, script: Option<&Path>) -> anyhow::Result<Scenario> {
+    let named = |e: &dyn std::fmt::Display| usage(format!("{}: {e}", file.display()));
     let text = lockcheck_core::input::read_text(file, lockcheck_core::input::MAX_SCENARIO_BYTES)
-        .map_err(|e| usage(format!("{}: {e}", file.display())))?;
-    Scenario::from_json(&text).map_err(|e| usage(format!("{}: {e}", file.display())))
+        .map_err(|e| named(&e))?;
+    let scenario = match script {
+        None => Scenario::from_json(&text).map_err(|e| named(&e))?,
+        Some(script) => {
+            let mut s: Scenario = lockcheck_core::input::parse_json(&text)
+                .map_err(|e| named(&format!("{}: {}", e.path, e.message)))?;
+            super::params::apply_script_file(script, &mut s.params)?;
+            s.validate().map_err(|e| named(&e))?;
+            s
+        }
+    };
+    compile_scripts(&scenario).map_err(|e| named(&e))?;
+    Ok(scenario)
 }
 
-/// Runs `lockcheck run FILE`.
-pub fn run_file(file: &Path, report_dir: Option<&Path>) -> anyhow::Result<u8> {
-    let scenario = read_scenario(file)?;
+/// Compiles the user's scripts a scenario embeds (`params.redis.script`), so that a syntax
+/// error is refused before the run, naming the script and its line.
+pub fn compile_scripts(scenario: &Scenario) -> Result<(), String> {
+    match &scenario.params.redis.script {
+        Some(script) => lockcheck_sim::script_file::compile(script).map_err(|(name, message)| {
+            format!("params.redis.script: the {name} script does not compile: {message}")
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Runs `lockcheck run FILE`, with the scripts of `script` (`--script`) in place of those the
+/// scenario embeds.
+pub fn run_file(
+    file: &Path,
+    script: Option<&Path>,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<u8> {
+    let scenario = read_scenario_with(file, script)?;
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);

@@ -184,6 +184,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: false,
     order: Order::None,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for MysqlUnique<S::Sql> {

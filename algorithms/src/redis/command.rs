@@ -20,6 +20,10 @@ pub struct Script {
     pub source: Arc<str>,
     /// Lower-case hex SHA1 of `source`, as Redis computes it.
     pub sha1: Arc<str>,
+    /// A user's script (`redis-script`): the simulated server refuses its commands on keys not
+    /// passed in `KEYS`, as Redis Cluster would. lockcheck's own scripts are Redis's and
+    /// Redisson's, run as a standalone Redis runs them.
+    pub keys_declared: bool,
 }
 
 impl Script {
@@ -28,6 +32,15 @@ impl Script {
         Script {
             source: Arc::from(source),
             sha1: Arc::from(sha1_smol::Sha1::from(source).digest().to_string().as_str()),
+            keys_declared: false,
+        }
+    }
+
+    /// A user's script: as [`Script::new`], held to touching only the keys in its `KEYS`.
+    pub fn user(source: &str) -> Self {
+        Script {
+            keys_declared: true,
+            ..Script::new(source)
         }
     }
 }
@@ -392,6 +405,45 @@ impl Command {
                 | Command::Publish { .. }
                 | Command::Wait { .. }
         )
+    }
+
+    /// The keys it names, as Redis Cluster reads them to route it (none for `PUBLISH`, `WAIT`;
+    /// an `EVAL`'s are its `KEYS`).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Command::Set { key, .. }
+            | Command::Get { key }
+            | Command::Exists { key }
+            | Command::PExpire { key, .. }
+            | Command::PTtl { key }
+            | Command::Incr { key }
+            | Command::Expire { key, .. }
+            | Command::HSet { key, .. }
+            | Command::HGet { key, .. }
+            | Command::HIncrBy { key, .. }
+            | Command::HExists { key, .. }
+            | Command::HDel { key, .. }
+            | Command::HLen { key }
+            | Command::HGetAll { key }
+            | Command::LPush { key, .. }
+            | Command::RPush { key, .. }
+            | Command::LPop { key, .. }
+            | Command::RPop { key, .. }
+            | Command::LIndex { key, .. }
+            | Command::LLen { key }
+            | Command::LRange { key, .. }
+            | Command::LRem { key, .. }
+            | Command::ZAdd { key, .. }
+            | Command::ZScore { key, .. }
+            | Command::ZRem { key, .. }
+            | Command::ZCard { key }
+            | Command::ZRange { key, .. }
+            | Command::ZRangeByScore { key, .. } => vec![key.as_str()],
+            Command::Del { keys } | Command::Eval { keys, .. } => {
+                keys.iter().map(String::as_str).collect()
+            }
+            Command::Publish { .. } | Command::Wait { .. } => Vec::new(),
+        }
     }
 
     /// The command as the argument vector Redis would receive (`EVAL` carries the source).

@@ -460,6 +460,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: true,
     readers: false,
     order: Order::Fifo,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for RedisFair<S::Redis> {

@@ -6,6 +6,8 @@ mod owner_hash;
 pub mod plain_del;
 pub mod redlock;
 pub mod reentrant;
+pub mod script;
+pub mod script_spec;
 pub mod single;
 pub mod store;
 

@@ -33,6 +33,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: false,
     order: Order::None,
+    scripted: false,
 };
 
 /// A lock on one Redis server, released by a plain `DEL`.

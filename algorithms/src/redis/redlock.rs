@@ -248,6 +248,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: false,
     order: Order::None,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for Redlock<S::Redis> {

@@ -202,6 +202,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: true,
     readers: false,
     order: Order::None,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for RedisReentrant<S::Redis> {

@@ -318,6 +318,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: false,
     order: Order::None,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for SingleRedis<S::Redis> {

@@ -48,6 +48,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: true,
     order: Order::Sequence,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for ZkReadWriteLock<Rc<S::Zk>> {

@@ -451,6 +451,7 @@ pub const DESCRIPTION: Description = Description {
     reentrant: false,
     readers: false,
     order: Order::Sequence,
+    scripted: false,
 };
 
 impl<S: Stores> Registered<S> for ZkSequential<S::Zk> {

@@ -26,7 +26,9 @@
 //!   stops the collector has it restarted when it ends (in Redis it would stay stopped for that
 //!   server, which changes memory, not replies).
 
-use lockcheck_algorithms::redis::command::{double_to_integer, fpconv_dtoa, Reply, Script};
+use lockcheck_algorithms::redis::command::{
+    double_to_integer, fpconv_dtoa, Command, Reply, Script,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -181,6 +183,21 @@ pub(crate) fn eval(
     })
 }
 
+/// Compiles `source` as Redis compiles a script (the body of a function, under the chunk name
+/// `@user_script`) without running it: Lua's message, which names the line, when it does not
+/// compile. A fresh bare state is enough, since compiling reads no global.
+pub fn compile(source: &str) -> Result<(), String> {
+    let lua = Lua::new_with(StdLib::NONE, LuaOptions::default()).map_err(|e| e.to_string())?;
+    lua.load(format!("return function() {source}\nend"))
+        .set_name(USER_SCRIPT)
+        .into_function()
+        .map(drop)
+        .map_err(|err| match err {
+            mlua::Error::SyntaxError { message, .. } => message,
+            other => other.to_string(),
+        })
+}
+
 /// How many scripts the thread's engine holds compiled.
 #[cfg(test)]
 pub(crate) fn cached_scripts() -> usize {
@@ -282,6 +299,7 @@ impl Engine {
             keyspace: std::mem::take(keyspace),
             effects: std::mem::take(effects),
             now_ms,
+            keys: script.keys_declared.then(|| keys.to_vec()),
         });
         let run = || -> mlua::Result<Reply> {
             self.set_keys_and_argv(keys, args)?;
@@ -379,6 +397,8 @@ struct Target {
     keyspace: Keyspace,
     effects: Vec<KeyEffect>,
     now_ms: u64,
+    /// A user's script's `KEYS`: the only keys its commands may name (see [`undeclared_key`]).
+    keys: Option<Vec<String>>,
 }
 
 /// The error `redis.call` raises, carrying the text of the `{err=…}` table Redis would raise. A
@@ -432,8 +452,12 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
                 keyspace,
                 effects,
                 now_ms,
+                keys,
             } = &mut *target;
-            keyspace.exec(&cmd, *now_ms, effects)
+            match keys.as_deref().and_then(|keys| undeclared_key(&cmd, keys)) {
+                Some(err) => Reply::Error(err),
+                None => keyspace.exec(&cmd, *now_ms, effects),
+            }
         }
         Err(err) => Reply::Error(err),
     };
@@ -444,6 +468,24 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
 }
 
 /// A reply as `redis.call` returns it: integer → integer, bulk → string, nil → `false`, status →
+/// The error for a command that names a key the script was not given in `KEYS`. Redis
+/// Cluster routes a script by its `KEYS` and refuses a key that lives elsewhere; a standalone
+/// Redis lets it pass, but a lock that does so breaks on the day it moves to a cluster, and
+/// lockcheck could not know which keys to check and remove on a user's server. So the model
+/// refuses it for a user's script ([`Script::keys_declared`]), deliberately stricter than a
+/// standalone Redis; lockcheck's own scripts run as on a standalone Redis.
+fn undeclared_key(cmd: &Command, keys: &[String]) -> Option<String> {
+    let key = cmd
+        .keys()
+        .into_iter()
+        .find(|k| !keys.iter().any(|d| d == k))?;
+    Some(format!(
+        "ERR Script attempted to access key '{}', which is not in KEYS (Redis Cluster would \
+         refuse it; pass every key the script touches in KEYS)",
+        key.chars().take(60).collect::<String>()
+    ))
+}
+
 /// `{ok=…}`, error → `{err=…}`, array → array table.
 fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     Ok(match reply {

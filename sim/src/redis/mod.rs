@@ -8,5 +8,6 @@ pub mod node;
 pub mod parse;
 pub mod store;
 
+pub use lua::compile as compile_script;
 pub use model::{KeyEffect, RedisModel, Snapshot};
 pub use store::SimRedis;

@@ -1,0 +1,232 @@
+//! The file in which a user describes their Redis Lua lock for `redis-script` (`--script FILE`),
+//! read into the [`UserScript`] a scenario embeds.
+//!
+//! TOML (or JSON, for a `.json` file), one section per step:
+//!
+//! ```toml
+//! fencing = false            # true: the last acquire script's integer reply is a fencing token
+//! [acquire]                  # or [[acquire]] twice: two scripts run one after the other
+//! script = "return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])"
+//! keys = ["key"]             # KEYS: key, fence_key
+//! argv = ["token", "ttl_ms"] # ARGV: key, fence_key, token, ttl_ms, now_ms
+//! acquired = "ok"            # the reply that means acquired: ok, 1, integer>0, not-nil
+//! [release]
+//! path = "release.lua"       # relative to the file
+//! keys = ["key"]
+//! argv = ["token"]
+//! released = "1"
+//! [extend]                   # optional; renews every TTL/3 (params.watchdog)
+//! ...
+//! extended = "1"
+//! ```
+//!
+//! Each script is compiled here, before any run, so that a syntax error is a usage error naming
+//! the script and its line rather than a failure in the middle of a search. This lives in the
+//! simulator because the Lua that compiles it is the simulator's.
+
+use lockcheck_algorithms::redis::script_spec::{
+    acquire_name, Expect, Input, ScriptStep, UserScript,
+};
+use lockcheck_core::input;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The largest script file (or script) read.
+const MAX_SCRIPT_BYTES: u64 = 1 << 20;
+
+/// A user's lock, as its file describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptFile {
+    /// The scripts, with their texts read in.
+    pub script: UserScript,
+    /// Whether the last acquire script's integer reply is a fencing token (`params.fencing`).
+    pub fencing: bool,
+}
+
+/// A script file that cannot be used, naming the file and what is wrong.
+#[derive(Debug, Error)]
+pub enum ScriptFileError {
+    /// The file (or a script it names) cannot be read.
+    #[error("{path}: {message}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// Not of the file's shape.
+    #[error("{path}: {message}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// Where and what.
+        message: String,
+    },
+    /// A script does not compile.
+    #[error("{path}: the {script} script does not compile: {message}")]
+    Compile {
+        /// The file.
+        path: PathBuf,
+        /// Which script.
+        script: String,
+        /// Lua's message, with the line (`user_script:3: …`).
+        message: String,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    acquire: Vec<FileStep>,
+    release: FileStep,
+    #[serde(default)]
+    extend: Option<FileStep>,
+    #[serde(default)]
+    fencing: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStep {
+    #[serde(default)]
+    script: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    keys: Vec<Input>,
+    #[serde(default)]
+    argv: Vec<Input>,
+    #[serde(default)]
+    acquired: Option<Expect>,
+    #[serde(default)]
+    released: Option<Expect>,
+    #[serde(default)]
+    extended: Option<Expect>,
+}
+
+/// Reads the script file at `path`, and the script files it names, and compiles every script.
+pub fn load(path: &Path) -> Result<ScriptFile, ScriptFileError> {
+    let read = |p: &Path| {
+        input::read_text(p, MAX_SCRIPT_BYTES).map_err(|e| ScriptFileError::Read {
+            path: p.to_path_buf(),
+            message: e.to_string(),
+        })
+    };
+    let format = |message: String| ScriptFileError::Format {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = read(path)?;
+    let json = path.extension().is_some_and(|e| e == "json");
+    let mut value: serde_json::Value = if json {
+        serde_json::from_str(&text).map_err(|e| format(e.to_string()))?
+    } else {
+        toml::from_str(&text).map_err(|e| format(e.to_string().trim_end().replace('\n', " ")))?
+    };
+    // `[acquire]` is one step, `[[acquire]]` several: read both as a list.
+    if let Some(one @ serde_json::Value::Object(_)) = value.get_mut("acquire") {
+        *one = serde_json::Value::Array(vec![one.take()]);
+    }
+    let file: File = serde_path_to_error::deserialize(value)
+        .map_err(|e| format(format!("{}: {}", e.path(), e.inner())))?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let count = file.acquire.len();
+    let mut acquire = Vec::new();
+    for (i, step) in file.acquire.into_iter().enumerate() {
+        acquire.push(step.resolve(&acquire_name(i, count), "acquired", dir, &read, &format)?);
+    }
+    let script = UserScript {
+        acquire,
+        release: file
+            .release
+            .resolve("release", "released", dir, &read, &format)?,
+        extend: file
+            .extend
+            .map(|s| s.resolve("extend", "extended", dir, &read, &format))
+            .transpose()?,
+    };
+    script.check().map_err(format)?;
+    compile(&script).map_err(|(script, message)| ScriptFileError::Compile {
+        path: path.to_path_buf(),
+        script,
+        message,
+    })?;
+    Ok(ScriptFile {
+        script,
+        fencing: file.fencing,
+    })
+}
+
+impl FileStep {
+    /// The step with its text read, its reply rule taken from the one word its section uses.
+    fn resolve(
+        self,
+        name: &str,
+        word: &str,
+        dir: &Path,
+        read: &impl Fn(&Path) -> Result<String, ScriptFileError>,
+        format: &impl Fn(String) -> ScriptFileError,
+    ) -> Result<ScriptStep, ScriptFileError> {
+        let words = [
+            ("acquired", self.acquired),
+            ("released", self.released),
+            ("extended", self.extended),
+        ];
+        if let Some((other, _)) = words.iter().find(|(w, e)| *w != word && e.is_some()) {
+            return Err(format(format!(
+                "{name}: '{other}' belongs to another section; here the reply is read with \
+                 '{word}'"
+            )));
+        }
+        let Some(success) = words.iter().find(|(w, _)| *w == word).and_then(|(_, e)| *e) else {
+            return Err(format(format!(
+                "{name}: give '{word}', the reply that means it worked ({})",
+                Expect::WORDS
+            )));
+        };
+        let script = match (self.script, self.path) {
+            (Some(text), None) => text,
+            (None, Some(p)) => read(&dir.join(p))?,
+            _ => {
+                return Err(format(format!(
+                    "{name}: give the script's text ('script') or its file ('path'), one of them"
+                )))
+            }
+        };
+        Ok(ScriptStep {
+            script,
+            keys: self.keys,
+            argv: self.argv,
+            success,
+        })
+    }
+}
+
+/// The first failure of a user's script in `history` (as [`LockError::Script`] words it: `the
+/// release script failed: ERR … on @user_script:2.`), if any. A script that fails at run time
+/// is a broken lock, not a busy one: the CLI shows it rather than let a search report nothing.
+///
+/// [`LockError::Script`]: lockcheck_algorithms::LockError::Script
+pub fn first_failure(history: &lockcheck_core::History) -> Option<&str> {
+    use lockcheck_core::history::Op;
+    history.entries.iter().find_map(|e| match &e.op {
+        Op::Acquire {
+            error: Some(text), ..
+        }
+        | Op::Release {
+            error: Some(text), ..
+        } if text.contains(" script failed: ") => Some(text.as_str()),
+        _ => None,
+    })
+}
+
+/// Compiles every script of `script` as Redis does (the body of a function named
+/// `user_script`): `Err((which script, Lua's message with the line))` for the first that does
+/// not compile.
+pub fn compile(script: &UserScript) -> Result<(), (String, String)> {
+    for (name, step) in script.named_steps() {
+        crate::redis::compile_script(&step.script).map_err(|message| (name, message))?;
+    }
+    Ok(())
+}
