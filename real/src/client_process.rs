@@ -266,10 +266,9 @@ impl ClientProcesses {
 
     /// Kills node `node`'s process group (`kill -9`): a crash.
     pub fn kill(&self, node: usize) {
-        if let Some(mut running) = self.running.borrow_mut().remove(&node) {
+        if let Some(running) = self.running.borrow_mut().remove(&node) {
             signal_group(running.pid, libc::SIGKILL);
-            // Reaped here if it is already gone; otherwise tokio's reaper does it.
-            let _ = running.child.try_wait();
+            reap(running.pid);
         }
         self.pauses.borrow_mut().remove(&node);
     }
@@ -304,10 +303,7 @@ impl ClientProcesses {
             signal_group(r.pid, libc::SIGKILL);
         }
         for (_, r) in running.iter_mut() {
-            // SAFETY: waitpid(2) on a child of ours, killed above; ECHILD if already reaped.
-            unsafe {
-                libc::waitpid(r.pid as libc::pid_t, std::ptr::null_mut(), 0);
-            }
+            reap(r.pid);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
@@ -328,6 +324,15 @@ fn signal_group(pid: u32, signal: libc::c_int) {
     // reaping only while a member runs, so it cannot be another's).
     unsafe {
         libc::kill(-(pid as libc::pid_t), signal);
+    }
+}
+
+/// Waits for the group leader `pid`, just killed, to be gone (a `SIGKILL` ends even a stopped
+/// process at once), so that no zombie of the run's outlives it.
+fn reap(pid: u32) {
+    // SAFETY: waitpid(2) on a child of ours, killed; ECHILD if tokio's reaper was first.
+    unsafe {
+        libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
     }
 }
 
