@@ -371,10 +371,18 @@ async fn execute(
     // Client processes start before time does (a JVM takes seconds), each reaching the servers
     // through its own proxies, and are all ready when it starts.
     if let Some(processes) = &processes {
-        for (c, to_servers) in proxies.iter().enumerate() {
-            let routes: Vec<SocketAddr> = to_servers.iter().map(Proxy::addr).collect();
-            processes.start(scenario, clients[c], &routes, 1).await?;
-        }
+        let routes: Vec<Vec<SocketAddr>> = proxies
+            .iter()
+            .map(|to_servers| to_servers.iter().map(Proxy::addr).collect())
+            .collect();
+        // All at once: JVMs start in parallel.
+        futures_util::future::try_join_all(
+            clients
+                .iter()
+                .zip(&routes)
+                .map(|(&c, routes)| processes.start(scenario, c, routes, 1)),
+        )
+        .await?;
     }
 
     // Time starts now.

@@ -105,7 +105,7 @@ fn still_running(groups: &[u32]) -> Vec<(u32, u32, String)> {
             let rest = &stat[stat.rfind(')')? + 2..];
             let fields: Vec<&str> = rest.split_whitespace().collect();
             let pgrp: u32 = fields.get(2)?.parse().ok()?;
-            (fields[0] != "Z").then(|| (pid, pgrp, stat))
+            (fields[0] != "Z").then_some((pid, pgrp, stat))
         })
         .collect();
     running
@@ -197,6 +197,61 @@ fn kazoo_lock_paused_past_its_session_lets_a_second_holder_in() {
     assert!(
         side_by_side("kazoo Lock", &real, &scenario),
         "kazoo's Lock and zk-sequential differ under the pause story"
+    );
+}
+
+/// Whether Debian's Curator jars (and what they need) are installed: says so and skips when
+/// not, fails under CI=true.
+fn curator_installed() -> bool {
+    let classpath = curator_classpath();
+    let missing: Vec<&str> = classpath
+        .split(':')
+        .filter(|jar| !std::path::Path::new(jar).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let install =
+        "apt-get install libcurator-recipes-java libcurator-framework-java libzookeeper-java";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{missing:?} missing under CI=true: .ci/run must `{install}`");
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping a reference-client test: {install}"
+    );
+    false
+}
+
+/// The classpath of `clients/CuratorLock.java`: `clients/curator-classpath`, one line.
+fn curator_classpath() -> String {
+    let path = format!(
+        "{}/../clients/curator-classpath",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn curator_interprocess_mutex_paused_past_its_session_lets_a_second_holder_in() {
+    if !zookeeper_installed() || !curator_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::ZkSequential, Profile::Pause);
+    let client = ClientCommand::new(format!(
+        "java -cp {} {}/../clients/CuratorLock.java",
+        curator_classpath(),
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let real = run_client(&scenario, &client);
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("Curator InterProcessMutex", &real, &scenario),
+        "Curator's InterProcessMutex and zk-sequential differ under the pause story"
     );
 }
 
