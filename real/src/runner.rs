@@ -448,6 +448,10 @@ async fn execute(
     if let Some(nemesis) = nemesis {
         nemesis.abort();
     }
+    // A client process that broke the protocol as the run ended: still an error, not a verdict.
+    if let Some(error) = world.take_client_error() {
+        return Err(error);
+    }
     for &c in &clients {
         if !world.is_finished(c) && !world.is_client_down(c) {
             let left = world.remaining(c);
