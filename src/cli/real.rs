@@ -342,11 +342,11 @@ fn run(
     client: Option<&lockcheck_real::ClientCommand>,
     report_dir: Option<&Path>,
 ) -> anyhow::Result<u8> {
-    lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
     if let Some(client) = client {
         lockcheck_real::client_process::check(scenario, client)
             .map_err(|e| usage(e.to_string()))?;
     }
+    lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
     let against = match servers {
         Servers::Launched => "servers lockcheck starts".to_string(),
         Servers::Endpoints(e) => e
