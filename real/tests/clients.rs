@@ -384,3 +384,57 @@ fn a_client_of_another_protocol_version_is_refused() {
     );
     assert!(error.contains("version 2"), "{error}");
 }
+
+#[test]
+fn a_client_process_whose_clock_jumps_reads_the_jumped_clock() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mut scenario = story(Algorithm::SingleRedis, Profile::None);
+    scenario.duration_ms = 1_000;
+    let day_ms: i64 = 86_400_000;
+    scenario.faults = vec![serde_json::from_str::<Fault>(&format!(
+        r#"{{"fault":"clock_jump","at_ms":0,"node":"client-0","by_ms":{day_ms}}}"#
+    ))
+    .unwrap()];
+    scenario.validate().unwrap();
+    // Every acquire is answered with an error whose reason is the client's wall clock, read by
+    // `date` (a child of the client: the time-shift library is inherited).
+    let mut client = ClientCommand::new(
+        r#"echo '{"v":1,"op":"ready"}'; while read line; do echo "{\"v\":1,\"op\":\"error\",\"reason\":\"$(date +%s)\"}"; done"#,
+    );
+    client.silence = Duration::from_secs(5);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let real = run_with(&scenario, &Servers::Launched, Some(&client)).unwrap();
+    let clock_of = |node: &str| -> Vec<i64> {
+        real.outcome
+            .history
+            .entries
+            .iter()
+            .filter(|e| e.node == node)
+            .filter_map(|e| match &e.op {
+                lockcheck_core::history::Op::Acquire {
+                    error: Some(reason),
+                    ..
+                } => reason.parse().ok(),
+                _ => None,
+            })
+            .collect()
+    };
+    let (jumped, unmoved) = (clock_of("client-0"), clock_of("client-1"));
+    assert!(!jumped.is_empty() && !unmoved.is_empty());
+    let day_s = day_ms / 1000;
+    assert!(
+        jumped.iter().all(|&t| t >= now_s + day_s - 60),
+        "client-0 read {jumped:?}, a day after {now_s}"
+    );
+    assert!(
+        unmoved.iter().all(|&t| t < now_s + 60),
+        "client-1 read {unmoved:?}, about {now_s}"
+    );
+    assert_gone(&real.client_pids);
+}
