@@ -47,7 +47,8 @@
 //! time itself.
 //!
 //! Not (yet) real, or different from the simulation:
-//! - A client pause is a gate the client's task waits at, at its next await point (every sleep,
+//! - A client pause (of lockcheck's own clients; a client process of `--client` is stopped for
+//!   real with `SIGSTOP`) is a gate the client's task waits at, at its next await point (every sleep,
 //!   every store call, every touch of the resource), not a frozen OS process: the lock algorithms
 //!   and the workload run as tasks in this process. A frozen process also stops at exactly such
 //!   points from the outside world's view (it sends nothing, receives nothing), so a pause inside a
