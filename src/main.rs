@@ -74,6 +74,6 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         }
         Command::Replay { report } => cli::run::replay(&report),
         Command::Timeline { report } => cli::run::timeline(&report),
-        Command::Real(args) => cli::real::real(args),
+        Command::Real(args) => cli::real::real(*args),
     }
 }

@@ -425,6 +425,25 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
             "--cases",
         ),
         (
+            vec!["--algorithm", "zk-rwlock", "--client", "true"],
+            "--client: read/write locks",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--client", " "],
+            "--client: the command is empty",
+        ),
+        (
+            vec![
+                "--algorithm",
+                "single-redis",
+                "--cases",
+                "3",
+                "--client",
+                "true",
+            ],
+            "cannot be used with",
+        ),
+        (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
             "unknown fault profile 'clock-drift'",
         ),

@@ -240,3 +240,31 @@ fn cpu_ticks(pid: u32) -> u64 {
     };
     field(11) + field(12)
 }
+
+#[test]
+fn sigint_during_a_run_with_client_processes_kills_them_all() {
+    if !common::installed("redis-server") {
+        return;
+    }
+    let scratch = Scratch::new("signal-clients");
+    let tmp = scratch.0.clone();
+    // Ready, then silent (a client whose library hangs): the run is interrupted well before its
+    // silence timeout would end it.
+    let child = real(
+        &tmp,
+        &[
+            "--algorithm",
+            "single-redis",
+            "--client",
+            r#"echo '{"v":1,"op":"ready"}'; sleep 300"#,
+        ],
+    );
+    let pid = child.id();
+    // The server, and each of 3 clients' shell and its sleep.
+    wait_for("the server and the client processes run", || {
+        processes_in(&tmp, &[pid]).len() >= 7
+    });
+    signal(pid, libc::SIGINT);
+    let (status, stderr) = finish(child);
+    assert_nothing_left(&tmp, status, 130, &stderr);
+}

@@ -214,31 +214,7 @@ impl ClientSide for Client {
     /// reaches the resource later, unless the run has ended by then.
     async fn touch(&self, access: AccessRequest) -> Option<bool> {
         self.gate.pass().await;
-        let world = &self.world;
-        let (me, resource) = (self.me, world.topology().resource());
-        let (_, there) = world.message_faults(me, resource);
-        let sent = !world.resource_message_lost(me, resource);
-        let reply: Pin<Box<dyn Future<Output = Option<bool>>>> = if !sent {
-            Box::pin(std::future::ready(None))
-        } else if there.is_zero() && !world.is_cut_from_resource(me) {
-            // Taken at once (on the first poll below), as the local call it is.
-            Box::pin(deliver(world.clone(), me, access, there))
-        } else {
-            // In flight on its own: it outlives the client's wait, as a sent message does.
-            let (answer, answered) = tokio::sync::oneshot::channel();
-            let delivery = deliver(world.clone(), me, access, there);
-            tokio::task::spawn_local(async move {
-                if let Some(accepted) = delivery.await {
-                    let _ = answer.send(accepted);
-                }
-            });
-            Box::pin(async move { answered.await.ok() })
-        };
-        let accepted = tokio::select! {
-            biased;
-            Some(accepted) = reply => Some(accepted),
-            _ = self.env.sleep(ACCESS_TIMEOUT) => None,
-        };
+        let accepted = touch(&self.world, self.me, access, self.env.sleep(ACCESS_TIMEOUT)).await;
         self.gate.pass().await;
         accepted
     }
@@ -266,6 +242,45 @@ impl ClientSide for Client {
 
     fn finish(&self) {
         self.world.finish(self.me);
+    }
+}
+
+/// Client `me` touches the resource across the network faults in force: the resource's answer,
+/// or `None` when it is lost or has not come by the time `timeout` completes. A request or reply
+/// lost to a partition or a `loss` fault leaves the client waiting out `timeout` (a lost reply,
+/// after the resource took the access); a `delay` fault delays both; a partition that holds
+/// messages keeps them until it heals; a request delayed or held past the timeout still reaches
+/// the resource later, unless the run has ended by then. Shared by lockcheck's own clients and
+/// client processes (`crate::client_process`).
+pub(crate) async fn touch(
+    world: &Rc<RealWorld>,
+    me: usize,
+    access: AccessRequest,
+    timeout: impl Future<Output = ()>,
+) -> Option<bool> {
+    let resource = world.topology().resource();
+    let (_, there) = world.message_faults(me, resource);
+    let sent = !world.resource_message_lost(me, resource);
+    let reply: Pin<Box<dyn Future<Output = Option<bool>>>> = if !sent {
+        Box::pin(std::future::ready(None))
+    } else if there.is_zero() && !world.is_cut_from_resource(me) {
+        // Taken at once (on the first poll below), as the local call it is.
+        Box::pin(deliver(world.clone(), me, access, there))
+    } else {
+        // In flight on its own: it outlives the client's wait, as a sent message does.
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        let delivery = deliver(world.clone(), me, access, there);
+        tokio::task::spawn_local(async move {
+            if let Some(accepted) = delivery.await {
+                let _ = answer.send(accepted);
+            }
+        });
+        Box::pin(async move { answered.await.ok() })
+    };
+    tokio::select! {
+        biased;
+        Some(accepted) = reply => Some(accepted),
+        _ = timeout => None,
     }
 }
 

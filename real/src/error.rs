@@ -96,6 +96,20 @@ pub enum RealError {
     /// The time-shift library (for clock faults) could not be built.
     #[error("clock faults: {0}")]
     TimeShift(String),
+    /// A client process (`lockcheck real --client`) did not keep to the protocol: it exited,
+    /// printed a line that is not the protocol's, or stayed silent past its timeout. An error of
+    /// the run, never a verdict about the lock.
+    #[error("{client} (the --client command `{command}`): {reason}{}", stderr_tail(.stderr))]
+    Client {
+        /// The client's node name (`client-0`, `probe`).
+        client: String,
+        /// The command it runs.
+        command: String,
+        /// What went wrong, with what it printed.
+        reason: String,
+        /// The last lines it wrote to stderr.
+        stderr: Vec<String>,
+    },
     /// The async runtime could not be built.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
@@ -103,4 +117,13 @@ pub enum RealError {
     /// directories removed.
     #[error("interrupted by {}; every server this run started was stopped", .0.name())]
     Interrupted(crate::signals::Signal),
+}
+
+/// The end of a client's stderr, for [`RealError::Client`]'s message.
+fn stderr_tail(lines: &[String]) -> String {
+    if lines.is_empty() {
+        "\n  (nothing on its stderr)".to_string()
+    } else {
+        format!("\n  its stderr, last lines:\n    {}", lines.join("\n    "))
+    }
 }

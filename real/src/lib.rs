@@ -32,6 +32,8 @@
 //!   failovers; clients find the primary by asking it.
 //! - [`nemesis`]: the scenario's faults at their times; [`support`]: which faults and algorithms
 //!   real mode can run so far; [`profile`]: ready-made scenarios for `lockcheck real`.
+//! - [`client_process`] and [`protocol`]: `--client`, the user's lock library in processes of
+//!   its own, driven over a line protocol, paused and killed for real.
 //! - [`runner`]: one run, start to verdict.
 //!
 //! # What is real, and what is not
@@ -45,7 +47,8 @@
 //! time itself.
 //!
 //! Not (yet) real, or different from the simulation:
-//! - A client pause is a gate the client's task waits at, at its next await point (every sleep,
+//! - A client pause (of lockcheck's own clients; a client process of `--client` is stopped for
+//!   real with `SIGSTOP`) is a gate the client's task waits at, at its next await point (every sleep,
 //!   every store call, every touch of the resource), not a frozen OS process: the lock algorithms
 //!   and the workload run as tasks in this process. A frozen process also stops at exactly such
 //!   points from the outside world's view (it sends nothing, receives nothing), so a pause inside a
@@ -78,6 +81,7 @@
 
 pub mod backend;
 pub mod client;
+pub mod client_process;
 pub mod endpoints;
 pub mod ensemble;
 pub mod env;
@@ -89,6 +93,7 @@ pub mod launcher;
 pub mod mysql_store;
 pub mod nemesis;
 pub mod profile;
+pub mod protocol;
 pub mod proxy;
 pub mod recorder;
 pub mod redis_store;
@@ -102,7 +107,8 @@ pub mod tls;
 pub mod world;
 pub mod zk_store;
 
+pub use client_process::ClientCommand;
 pub use endpoints::{Endpoints, Login};
 pub use error::RealError;
-pub use runner::{preflight, preflight_on, run, run_on, RealRun, Servers};
+pub use runner::{preflight, preflight_on, run, run_on, run_with, RealRun, Servers};
 pub use tls::{Tls, TlsFiles};

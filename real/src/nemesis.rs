@@ -4,9 +4,10 @@
 //! ([`lockcheck_core::schedule::timeline`], a pure function): a pause becomes a pause and a resume, a
 //! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
 //! skipped. Then each action is applied when the run's clock reaches it:
-//! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens;
+//! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens; of a client
+//!   process (`--client`, [`crate::client_process`]): `SIGSTOP` / `SIGCONT` to its process group;
 //! - crash of a client: its task is dropped at once, with its connections (a killed client
-//!   process); restart: a new task for it, a new process with new randomness, going on with the
+//!   process; a client process is killed for real, `SIGKILL` to its group); restart: a new task for it, a new process with new randomness, going on with the
 //!   critical sections it had left;
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
@@ -223,8 +224,16 @@ impl Nemesis {
             ) => {}
             (Action::Crash(..), Some(c), _) => world.crash_client(c),
             (Action::Restart(_), Some(c), _) => world.start_client(c),
-            (Action::Pause(_), Some(c), _) => world.gates[c].close(),
-            (Action::Resume(_), Some(c), _) => world.gates[c].open(),
+            // A client process is stopped for real: everything in it, its library's threads
+            // included.
+            (Action::Pause(_), Some(c), _) => match world.processes() {
+                Some(processes) => processes.pause(c, true),
+                None => world.gates[c].close(),
+            },
+            (Action::Resume(_), Some(c), _) => match world.processes() {
+                Some(processes) => processes.pause(c, false),
+                None => world.gates[c].open(),
+            },
             (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,
             (Action::Resume(_), _, Some(s)) => self.launcher.borrow_mut().resume(s)?,
             (Action::Crash(..), _, Some(s)) => {
@@ -236,8 +245,19 @@ impl Nemesis {
                 Launcher::until_ready(&self.launcher, s).await?;
                 world.set_down(s, false);
             }
-            (Action::ClockJump(_, by_ns), Some(c), _) => world.clocks[c].borrow_mut().jump(by_ns),
-            (Action::ClockDrift(_, rate), Some(c), _) => world.clocks[c].borrow_mut().drift(rate),
+            // A client process whose clock moves runs under the time-shift library.
+            (Action::ClockJump(_, by_ns), Some(c), _) => {
+                match world.processes().and_then(|p| p.clock(c)) {
+                    Some(mut file) => file.jump(by_ns),
+                    None => world.clocks[c].borrow_mut().jump(by_ns),
+                }
+            }
+            (Action::ClockDrift(_, rate), Some(c), _) => {
+                match world.processes().and_then(|p| p.clock(c)) {
+                    Some(mut file) => file.drift(rate),
+                    None => world.clocks[c].borrow_mut().drift(rate),
+                }
+            }
             (Action::ClockJump(_, by_ns), _, Some(s)) => self.server_clock(s, &text)?.jump(by_ns),
             (Action::ClockDrift(_, rate), _, Some(s)) => self.server_clock(s, &text)?.drift(rate),
             (action, _, _) => {

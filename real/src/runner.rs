@@ -6,6 +6,7 @@
 
 use crate::backend::server_kind;
 use crate::client::run_probe;
+use crate::client_process::{ClientCommand, ClientProcesses};
 use crate::endpoints::Endpoints;
 use crate::ensemble::{self, Ensemble};
 use crate::error::RealError;
@@ -38,6 +39,10 @@ pub struct RealRun {
     /// The PID of every server process the run started (restarts included). All are stopped and
     /// reaped when the run returns.
     pub server_pids: Vec<u32>,
+    /// With `--client`: the PID of every client process the run started (each its process
+    /// group's leader; restarts and the probe included). All are killed by the time the run
+    /// returns.
+    pub client_pids: Vec<u32>,
     /// How long the run took.
     pub elapsed: Duration,
     /// On servers the user runs: what the run created there and removed at the end (empty with
@@ -77,6 +82,18 @@ pub fn run(scenario: &Scenario) -> Result<RealRun, RealError> {
 /// Runs `scenario` against `servers` and checks it; [`run`] when they are [`Servers::Launched`].
 /// Endpoints must all answer before the run starts ([`RealError::Unreachable`]).
 pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealError> {
+    run_with(scenario, servers, None)
+}
+
+/// Runs `scenario` against `servers` and checks it, its clients being processes of `client`'s
+/// command ([`crate::client_process`]) when given, lockcheck's own rendition of the algorithm
+/// otherwise ([`run_on`]). Every client process started is killed by the end, whatever the
+/// outcome, and on Ctrl-C.
+pub fn run_with(
+    scenario: &Scenario,
+    servers: &Servers,
+    client: Option<&ClientCommand>,
+) -> Result<RealRun, RealError> {
     // Caught before anything starts, so that no signal finds a server without lockcheck
     // stopping it (nor is lost to a disposition inherited from a shell).
     let _watch = signals::watch();
@@ -84,7 +101,16 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     if let Some(signal) = signals::caught() {
         return Err(RealError::Interrupted(signal));
     }
+    if let Some(client) = client {
+        crate::client_process::check(scenario, client)?;
+    }
     let launcher = Rc::new(RefCell::new(Launcher::new()?));
+    let processes = client.map(|c| {
+        Rc::new(ClientProcesses::new(
+            c.clone(),
+            launcher.borrow().root().join("clients"),
+        ))
+    });
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -96,7 +122,7 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     let claimed = Rc::new(std::cell::Cell::new(false));
     let result = local.block_on(&runtime, async {
         tokio::select! {
-            result = execute(scenario, servers, launcher.clone(), claimed.clone()) => result,
+            result = execute(scenario, servers, launcher.clone(), claimed.clone(), processes.clone()) => result,
             signal = signals::caught_one() => Err(RealError::Interrupted(signal)),
         }
     });
@@ -110,12 +136,18 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
         _ => (Vec::new(), Vec::new()),
     };
     let server_pids = launcher.borrow().started_pids();
+    let client_pids = processes.as_ref().map_or(Vec::new(), |p| p.started_pids());
+    // The client processes first: their clock files are in the launcher's directory.
+    if let Some(processes) = &processes {
+        processes.close();
+    }
     // Every server stopped and its directory removed here, whoever else still holds the
     // launcher; the tasks and their handles on it go next.
     launcher.borrow_mut().close();
     drop(local);
     drop(runtime);
     drop(launcher);
+    drop(processes);
     // A signal caught while a server was being prepared (inside `mariadb-install-db`) ended that
     // preparation as a failure; it is an interruption all the same.
     if let Some(signal) = signals::caught() {
@@ -124,6 +156,7 @@ pub fn run_on(scenario: &Scenario, servers: &Servers) -> Result<RealRun, RealErr
     Ok(RealRun {
         outcome: result?,
         server_pids,
+        client_pids,
         elapsed: started.elapsed(),
         removed,
         left,
@@ -225,6 +258,7 @@ async fn execute(
     servers: &Servers,
     launcher: Rc<RefCell<Launcher>>,
     claimed: Rc<std::cell::Cell<bool>>,
+    processes: Option<Rc<ClientProcesses>>,
 ) -> Result<Outcome, RealError> {
     let topology = scenario.topology();
     let params = &scenario.params;
@@ -334,6 +368,23 @@ async fn execute(
         None
     };
 
+    // Client processes start before time does (a JVM takes seconds), each reaching the servers
+    // through its own proxies, and are all ready when it starts.
+    if let Some(processes) = &processes {
+        let routes: Vec<Vec<SocketAddr>> = proxies
+            .iter()
+            .map(|to_servers| to_servers.iter().map(Proxy::addr).collect())
+            .collect();
+        // All at once: JVMs start in parallel.
+        futures_util::future::try_join_all(
+            clients
+                .iter()
+                .zip(&routes)
+                .map(|(&c, routes)| processes.start(scenario, c, routes, 1)),
+        )
+        .await?;
+    }
+
     // Time starts now.
     let peer_links = ensemble
         .as_ref()
@@ -344,6 +395,9 @@ async fn execute(
         .with_login(login);
     if !probe_proxies.is_empty() {
         world = world.with_probe_routes(probe_proxies.iter().map(Proxy::addr).collect());
+    }
+    if let Some(processes) = &processes {
+        world = world.with_processes(processes.clone());
     }
     if let Some(replication) = &replication {
         world = world.with_sentinel(replication.sentinel(), replication.announced());
@@ -372,6 +426,9 @@ async fn execute(
                 Err(e) => panic!("the nemesis task was cancelled: {e}"),
             }
         }
+        if let Some(error) = world.take_client_error() {
+            return Err(error);
+        }
         for &c in &clients {
             if let Some(task) = world.take_failed_task(c) {
                 match task.await {
@@ -390,6 +447,10 @@ async fn execute(
     }
     if let Some(nemesis) = nemesis {
         nemesis.abort();
+    }
+    // A client process that broke the protocol as the run ended: still an error, not a verdict.
+    if let Some(error) = world.take_client_error() {
+        return Err(error);
     }
     for &c in &clients {
         if !world.is_finished(c) && !world.is_client_down(c) {
@@ -425,10 +486,17 @@ async fn execute(
         );
     } else {
         let wait = 2 * Duration::from_millis(scenario.algorithm.lease_ms(params));
-        let probe = run_probe(world.clone(), wait);
-        if tokio::time::timeout(wait + Duration::from_secs(5), probe)
-            .await
-            .is_err()
+        if let Some(processes) = &processes {
+            // A client process has timeouts of its own, and ends the run with an error rather
+            // than hang.
+            crate::client_process::probe(&world, wait).await?;
+            processes.close();
+        } else if tokio::time::timeout(
+            wait + Duration::from_secs(5),
+            run_probe(world.clone(), wait),
+        )
+        .await
+        .is_err()
         {
             world.record(
                 topology.probe(),

@@ -88,6 +88,11 @@ pub struct RealWorld {
     /// The primary (in server order) since the last failover: the one server the lock of a
     /// replicated Redis talks to, as far as the history's accounts go.
     primary: std::cell::Cell<usize>,
+    /// With `--client`: the user's client processes, which run the workload instead of
+    /// lockcheck's own clients.
+    processes: Option<Rc<crate::client_process::ClientProcesses>>,
+    /// The first error of a client process: it ends the run.
+    client_error: RefCell<Option<crate::error::RealError>>,
 }
 
 impl RealWorld {
@@ -144,6 +149,8 @@ impl RealWorld {
             incarnations: RefCell::new(vec![0; clients]),
             sentinel: None,
             primary: std::cell::Cell::new(0),
+            processes: None,
+            client_error: RefCell::new(None),
             servers,
             login: Login::default(),
             scenario,
@@ -155,6 +162,31 @@ impl RealWorld {
     pub fn with_sentinel(mut self, sentinel: SocketAddr, announced: Vec<SocketAddr>) -> RealWorld {
         self.sentinel = Some((sentinel, announced));
         self
+    }
+
+    /// The world whose clients are `processes` (`--client`), started before time began.
+    pub fn with_processes(
+        mut self,
+        processes: Rc<crate::client_process::ClientProcesses>,
+    ) -> RealWorld {
+        self.processes = Some(processes);
+        self
+    }
+
+    /// The user's client processes, with `--client`.
+    pub fn processes(&self) -> Option<&crate::client_process::ClientProcesses> {
+        self.processes.as_deref()
+    }
+
+    /// Ends the run with `error` (a client process that broke the protocol); the first one
+    /// stands.
+    pub fn fail_client(&self, error: crate::error::RealError) {
+        self.client_error.borrow_mut().get_or_insert(error);
+    }
+
+    /// The error a client process ended the run with, if one did.
+    pub fn take_client_error(&self) -> Option<crate::error::RealError> {
+        self.client_error.borrow_mut().take()
     }
 
     /// How client `client` finds the primary, when the servers are replicated under Sentinel:
@@ -366,7 +398,11 @@ impl RealWorld {
     pub fn start_client(self: &Rc<Self>, client: usize) {
         self.incarnations.borrow_mut()[client] += 1;
         self.clients_down.borrow_mut()[client] = false;
-        let task = tokio::task::spawn_local(crate::client::run_client(self.clone(), client));
+        let task = if self.processes.is_some() {
+            tokio::task::spawn_local(crate::client_process::drive(self.clone(), client))
+        } else {
+            tokio::task::spawn_local(crate::client::run_client(self.clone(), client))
+        };
         self.tasks.borrow_mut()[client] = Some(task);
     }
 
@@ -377,6 +413,9 @@ impl RealWorld {
         self.clients_down.borrow_mut()[client] = true;
         if let Some(task) = self.tasks.borrow_mut()[client].take() {
             task.abort();
+        }
+        if let Some(processes) = &self.processes {
+            processes.kill(client);
         }
     }
 
@@ -404,11 +443,14 @@ impl RealWorld {
         self.incarnations.borrow().get(node).copied().unwrap_or(0)
     }
 
-    /// Stops every client task (at the end of the run).
+    /// Stops every client task (at the end of the run), and kills every client process.
     pub fn stop_clients(&self) {
-        for task in self.tasks.borrow_mut().iter_mut() {
+        for (client, task) in self.tasks.borrow_mut().iter_mut().enumerate() {
             if let Some(task) = task.take() {
                 task.abort();
+            }
+            if let Some(processes) = &self.processes {
+                processes.kill(client);
             }
         }
     }

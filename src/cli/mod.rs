@@ -204,7 +204,7 @@ Exit codes: 0 = nothing found, 1 = UNSAFE, 3 = DEADLOCK, 4 = ORDER, 5 = STUCK, 2
 (apt-get install redis-server / zookeeper / mariadb-server), a server that would not start or an endpoint that \
 does not answer, 130 / 143 = interrupted by SIGINT (Ctrl-C) / SIGTERM (every server started was stopped \
 and its directory removed).")]
-    Real(real::RealArgs),
+    Real(Box<real::RealArgs>),
 }
 
 /// Bad input: every error ends the program with exit code 2 and its message.

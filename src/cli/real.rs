@@ -129,6 +129,14 @@ pub struct RealArgs {
     /// With --endpoints: leave what the run created on the servers (to look at it afterwards).
     #[arg(long, requires = "endpoints")]
     keep: bool,
+    /// Check your own lock library instead of lockcheck's rendition of the algorithm: start one
+    /// process per client (and one for the liveness probe) as `sh -c COMMAND`, tell it who it is
+    /// and where the servers are (environment variables LOCKCHECK_*), and drive it over the
+    /// JSON-lines protocol of README.md, "Check your own lock". --algorithm (or the scenario)
+    /// still says which servers to start and the lease to give the clients. A client pause is
+    /// SIGSTOP/SIGCONT of its process group, a crash kill -9.
+    #[arg(long, value_name = "COMMAND", conflicts_with = "cases")]
+    client: Option<String>,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
     /// beside it) into this directory [with --cases: default reports].
     #[arg(long, value_name = "DIR")]
@@ -161,6 +169,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         tls_server_name,
         keep,
         report,
+        client,
         params: flags,
         cases,
         seed,
@@ -294,7 +303,8 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             s
         }
     };
-    run(&scenario, &servers, report.as_deref())
+    let client = client.map(lockcheck_real::ClientCommand::new);
+    run(&scenario, &servers, client.as_ref(), report.as_deref())
 }
 
 /// The lease of the run in ms: `--ttl-ms`, or the flag that is `algorithm`'s lease
@@ -335,7 +345,16 @@ fn resolve(endpoint: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// Runs `scenario` against `servers`, and prints the verdict.
-fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> anyhow::Result<u8> {
+fn run(
+    scenario: &Scenario,
+    servers: &Servers,
+    client: Option<&lockcheck_real::ClientCommand>,
+    report_dir: Option<&Path>,
+) -> anyhow::Result<u8> {
+    if let Some(client) = client {
+        lockcheck_real::client_process::check(scenario, client)
+            .map_err(|e| usage(e.to_string()))?;
+    }
     lockcheck_real::preflight_on(scenario, servers).map_err(|e| usage(e.to_string()))?;
     let against = match servers {
         Servers::Launched => "servers lockcheck starts".to_string(),
@@ -355,10 +374,18 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
         scenario.algorithm.name(),
         scenario.clients,
     );
+    if let Some(client) = client {
+        say!(
+            "  clients: processes of `{}` (protocol v{}), not lockcheck's rendition of {}",
+            client.command,
+            lockcheck_real::protocol::VERSION,
+            scenario.algorithm.name()
+        );
+    }
     for fault in &scenario.faults {
         say!("  {}", fault.describe());
     }
-    let real = match lockcheck_real::run_on(scenario, servers) {
+    let real = match lockcheck_real::run_with(scenario, servers, client) {
         Ok(real) => real,
         Err(e @ RealError::Interrupted(signal)) => {
             eprintln!("lockcheck: {e}");
@@ -393,6 +420,12 @@ fn run(scenario: &Scenario, servers: &Servers, report_dir: Option<&Path>) -> any
         real.elapsed.as_secs_f64(),
         real.server_pids.len()
     );
+    if client.is_some() {
+        say!(
+            "{} client process(es) started and killed",
+            real.client_pids.len()
+        );
+    }
     // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`) or in the
     // simulation (`lockcheck run FILE`); the run itself is not byte-replayable.
     say!(

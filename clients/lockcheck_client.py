@@ -1,0 +1,69 @@
+"""The client side of lockcheck's client protocol, version 1 (README.md, "Check your own lock"),
+for the Python reference clients: JSON lines on stdin/stdout, the critical section done as
+lockcheck's own clients do it (enter, work hold_ms, exit, release).
+
+A reference client gives `serve` two functions over its library: `acquire(wait_s)`, which returns
+a held lock object or None (gave up), and `release(lock)`, which returns "released" or "lost".
+An exception from either is reported as an `error` line, never hidden.
+"""
+
+import json
+import os
+import sys
+import time
+
+# What lockcheck tells every client (README.md lists them).
+CLIENT_ID = os.environ["LOCKCHECK_CLIENT_ID"]
+SERVERS = [s.rsplit(":", 1) for s in os.environ["LOCKCHECK_SERVERS"].split(",")]
+KEY = os.environ["LOCKCHECK_KEY"]
+TTL_S = int(os.environ["LOCKCHECK_TTL_MS"]) / 1000.0
+
+if os.environ.get("LOCKCHECK_PROTOCOL") != "1":
+    sys.exit("this client speaks lockcheck's protocol version 1, lockcheck speaks %s"
+             % os.environ.get("LOCKCHECK_PROTOCOL"))
+
+
+def say(**message):
+    message["v"] = 1
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def hear():
+    line = sys.stdin.readline()
+    if not line:  # lockcheck is gone
+        sys.exit(0)
+    return json.loads(line)
+
+
+def access(phase):
+    """Asks lockcheck to touch the resource; True when it accepted the access."""
+    say(op="access", phase=phase)
+    return hear().get("accepted") is True
+
+
+def serve(acquire, release, token=lambda lock: None):
+    say(op="ready")
+    while True:
+        command = hear()
+        if command["op"] == "stop":
+            return
+        try:
+            lock = acquire(command["wait_ms"] / 1000.0)
+        except Exception as e:  # the library failed: said, not hidden
+            say(op="error", reason="%s: %s" % (type(e).__name__, e))
+            continue
+        if lock is None:
+            say(op="not_acquired")
+            continue
+        said = {"op": "acquired"}
+        if token(lock) is not None:
+            said["token"] = token(lock)
+        say(**said)
+        if not command.get("probe") and access("enter"):
+            time.sleep(command["hold_ms"] / 1000.0)
+            access("exit")
+        try:
+            say(op=release(lock))
+        except Exception as e:
+            say(op="error", reason="%s: %s" % (type(e).__name__, e))

@@ -1,0 +1,440 @@
+//! `lockcheck real --client`: real lock libraries in processes of their own, driven over the
+//! client protocol, against real servers, with real faults on the processes; and clients that
+//! break the protocol, which end the run with an error naming them (never a verdict, never a
+//! hang), every process gone.
+//!
+//! Each reference client (`clients/`) is pinned by the story the issue names for it (a pause past
+//! the lease: UNSAFE) and compared with lockcheck's own rendition of the same lock under the same
+//! scenario: where they differ, that is a finding, printed side by side.
+
+mod common;
+
+use common::{alive, installed, one_at_a_time};
+use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::scenario::{Fault, Persistence, Scenario};
+use lockcheck_core::Algorithm;
+use lockcheck_real::launcher::{Redis, ZooKeeper};
+use lockcheck_real::profile::{self, Profile, Shape};
+use lockcheck_real::{run, run_with, ClientCommand, RealError, RealRun, Servers};
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+const PYTHON: &str = "/usr/bin/python3";
+
+fn redis_installed() -> bool {
+    installed(&Redis {
+        persistence: Persistence::None,
+    })
+}
+
+fn zookeeper_installed() -> bool {
+    installed(&ZooKeeper {
+        session_timeout_ms: 4_000,
+        tick_time_ms: lockcheck_core::scenario::DEFAULT_TICK_TIME_MS,
+    })
+}
+
+/// Whether Debian's Python has `module` (and its package): says so and skips when not, fails
+/// under CI=true.
+fn python_has(module: &str, package: &str) -> bool {
+    let found = std::process::Command::new(PYTHON)
+        .args(["-c", &format!("import {module}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if found {
+        return true;
+    }
+    let install = format!("apt-get install {package}");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{PYTHON} cannot import {module} under CI=true: .ci/run must `{install}`");
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping a reference-client test: {install}"
+    );
+    false
+}
+
+/// The reference client `file` (under `clients/`) run by Debian's Python.
+fn python_client(file: &str) -> ClientCommand {
+    ClientCommand::new(format!(
+        "{PYTHON} {}/../clients/{file}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
+fn story(algorithm: Algorithm, faults: Profile) -> Scenario {
+    let mut s = profile::scenario(algorithm, faults, &Shape::for_story(algorithm, faults)).unwrap();
+    profile::fit_story(faults, &mut s);
+    s
+}
+
+/// Runs `scenario` with `client`'s processes; checks every one of them is gone afterwards.
+fn run_client(scenario: &Scenario, client: &ClientCommand) -> RealRun {
+    let real = run_with(scenario, &Servers::Launched, Some(client))
+        .unwrap_or_else(|e| panic!("the run with `{}` failed: {e}", client.command));
+    let clients = scenario.clients as usize;
+    assert!(
+        real.client_pids.len() > clients,
+        "one process per client and one for the probe: {:?}",
+        real.client_pids
+    );
+    assert_gone(&real.client_pids);
+    real
+}
+
+/// No process of these groups runs any more (a zombie left for init to reap runs nothing; one
+/// that `kill -9` is tearing down is given a second to finish).
+fn assert_gone(groups: &[u32]) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !still_running(groups).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = still_running(groups);
+    assert!(left.is_empty(), "client processes still run: {left:?}");
+}
+
+/// The processes of `groups` that are not zombies: PID, group, /proc stat line.
+fn still_running(groups: &[u32]) -> Vec<(u32, u32, String)> {
+    let running: Vec<(u32, u32, String)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command's name in parentheses: state, ppid, pgrp.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let pgrp: u32 = fields.get(2)?.parse().ok()?;
+            (fields[0] != "Z").then_some((pid, pgrp, stat))
+        })
+        .collect();
+    running
+        .into_iter()
+        .filter(|(_, g, _)| groups.contains(g))
+        .collect()
+}
+
+fn verdict(real: &RealRun) -> String {
+    match real.outcome.violations.first() {
+        None => "no violation".into(),
+        Some(v) => format!("{:?}: {}", v.kind, v.story),
+    }
+}
+
+/// The library's verdict beside lockcheck's rendition's, on the same scenario, for the test's
+/// output; whether they agree.
+fn side_by_side(library: &str, with_library: &RealRun, scenario: &Scenario) -> bool {
+    let rendition = run(scenario).unwrap_or_else(|e| panic!("lockcheck's own run failed: {e}"));
+    let kinds = |r: &RealRun| common::kinds(&r.outcome.violations);
+    let agree = kinds(with_library) == kinds(&rendition);
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{library}: {}\nlockcheck's {}: {}\n{}",
+        verdict(with_library),
+        scenario.algorithm.name(),
+        verdict(&rendition),
+        if agree {
+            "they agree"
+        } else {
+            "FINDING: the library and lockcheck's rendition differ"
+        }
+    );
+    agree
+}
+
+fn assert_two_holders(real: &RealRun, client: &str) {
+    let v = real
+        .outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation:\n{:#?}", real.outcome.history.entries));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion, "{v:?}");
+    assert!(v.clients.iter().any(|c| c == client), "{v:?}");
+}
+
+#[test]
+fn redis_py_lock_paused_past_its_ttl_lets_a_second_holder_in() {
+    if !redis_installed() || !python_has("redis", "python3-redis") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::SingleRedis, Profile::Pause);
+    let real = run_client(&scenario, &python_client("redis_py_lock.py"));
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("redis-py Lock", &real, &scenario),
+        "redis-py's Lock and single-redis differ under the pause story"
+    );
+}
+
+#[test]
+fn redis_py_lock_without_faults_gives_every_client_its_sections() {
+    if !redis_installed() || !python_has("redis", "python3-redis") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::SingleRedis, Profile::None);
+    let real = run_client(&scenario, &python_client("redis_py_lock.py"));
+    assert!(
+        real.outcome.violations.is_empty(),
+        "{:#?}",
+        real.outcome.violations
+    );
+    let sections = common::sections(&real);
+    let wanted = scenario.clients * scenario.workload.acquisitions_per_client;
+    assert_eq!(sections as u32, wanted, "{:#?}", real.outcome.history);
+}
+
+#[test]
+fn kazoo_lock_paused_past_its_session_lets_a_second_holder_in() {
+    if !zookeeper_installed() || !python_has("kazoo", "python3-kazoo") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::ZkSequential, Profile::Pause);
+    let real = run_client(&scenario, &python_client("kazoo_lock.py"));
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("kazoo Lock", &real, &scenario),
+        "kazoo's Lock and zk-sequential differ under the pause story"
+    );
+}
+
+/// Whether Debian's Curator jars (and what they need) are installed: says so and skips when
+/// not, fails under CI=true.
+fn curator_installed() -> bool {
+    let classpath = curator_classpath();
+    let missing: Vec<&str> = classpath
+        .split(':')
+        .filter(|jar| !std::path::Path::new(jar).exists())
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    let install =
+        "apt-get install libcurator-recipes-java libcurator-framework-java libzookeeper-java";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{missing:?} missing under CI=true: .ci/run must `{install}`");
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping a reference-client test: {install}"
+    );
+    false
+}
+
+/// The classpath of `clients/CuratorLock.java`: `clients/curator-classpath`, one line.
+fn curator_classpath() -> String {
+    let path = format!(
+        "{}/../clients/curator-classpath",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn curator_interprocess_mutex_paused_past_its_session_lets_a_second_holder_in() {
+    if !zookeeper_installed() || !curator_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::ZkSequential, Profile::Pause);
+    let client = ClientCommand::new(format!(
+        "java -cp {} {}/../clients/CuratorLock.java",
+        curator_classpath(),
+        env!("CARGO_MANIFEST_DIR")
+    ));
+    let real = run_client(&scenario, &client);
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("Curator InterProcessMutex", &real, &scenario),
+        "Curator's InterProcessMutex and zk-sequential differ under the pause story"
+    );
+}
+
+#[test]
+fn a_crashed_client_process_is_killed_and_started_again() {
+    if !redis_installed() || !python_has("redis", "python3-redis") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mut scenario = story(Algorithm::SingleRedis, Profile::None);
+    let fault = |json: &str| serde_json::from_str::<Fault>(json).unwrap();
+    scenario.faults = vec![
+        fault(r#"{"fault":"crash","at_ms":300,"node":"client-0","scope":"process"}"#),
+        fault(r#"{"fault":"restart","at_ms":600,"node":"client-0"}"#),
+    ];
+    scenario.validate().unwrap();
+    let real = run_client(&scenario, &python_client("redis_py_lock.py"));
+    // Three clients, client-0 once more after its crash, and the probe.
+    assert_eq!(real.client_pids.len(), 5, "{:?}", real.client_pids);
+    let notes = real
+        .outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| matches!(&e.op, lockcheck_core::history::Op::Note { text } if text.contains("incarnation 2")))
+        .count();
+    assert_eq!(notes, 1, "client-0's second process is in the history");
+}
+
+/// A client made of `script` (a shell command) that first writes its PID to a file, so the test
+/// can tell it is gone after the run's error.
+fn shell_client(dir: &std::path::Path, script: &str) -> ClientCommand {
+    let mut c = ClientCommand::new(format!("echo $$ >> {}/pids; {script}", dir.display()));
+    c.start_timeout = Duration::from_secs(3);
+    c.silence = Duration::from_secs(3);
+    c
+}
+
+/// Runs the no-fault story of single-redis with `script` as its clients: the error, within
+/// `within`, and that every process it started is gone.
+fn bad_client(script: &str, within: Duration) -> String {
+    let dir = std::env::temp_dir().join(format!(
+        "lockcheck-bad-client-{}-{}",
+        std::process::id(),
+        script.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = story(Algorithm::SingleRedis, Profile::None);
+    let started = Instant::now();
+    let error = match run_with(
+        &scenario,
+        &Servers::Launched,
+        Some(&shell_client(&dir, script)),
+    ) {
+        Err(e @ RealError::Client { .. }) => e.to_string(),
+        other => panic!("expected a client error, got {other:?}"),
+    };
+    assert!(started.elapsed() < within, "took {:?}", started.elapsed());
+    let pids: Vec<u32> = std::fs::read_to_string(dir.join("pids"))
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    assert!(!pids.is_empty());
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        pids.iter().all(|&p| !alive(p, "")),
+        "left running: {pids:?}"
+    );
+    assert_gone(&pids);
+    std::fs::remove_dir_all(&dir).unwrap();
+    error
+}
+
+#[test]
+fn a_client_that_prints_something_else_is_an_error_naming_it_and_the_line() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let error = bad_client(
+        "echo 'connecting to redis' >&2; echo 'hello there'; sleep 30",
+        Duration::from_secs(20),
+    );
+    assert!(error.contains("client-0"), "{error}");
+    assert!(error.contains("hello there"), "{error}");
+    assert!(
+        error.contains("connecting to redis"),
+        "stderr kept: {error}"
+    );
+}
+
+#[test]
+fn a_client_that_exits_is_an_error_with_its_stderr() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let error = bad_client(
+        r#"echo '{"v":1,"op":"ready"}'; read line; echo 'Traceback: no module named redis' >&2; exit 3"#,
+        Duration::from_secs(20),
+    );
+    assert!(error.contains("exited"), "{error}");
+    assert!(error.contains("exit status: 3"), "{error}");
+    assert!(error.contains("no module named redis"), "{error}");
+}
+
+#[test]
+fn a_silent_client_is_an_error_not_a_hang() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let error = bad_client(
+        r#"echo '{"v":1,"op":"ready"}'; sleep 60"#,
+        Duration::from_secs(40),
+    );
+    assert!(error.contains("said nothing"), "{error}");
+}
+
+#[test]
+fn a_client_of_another_protocol_version_is_refused() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let error = bad_client(
+        r#"echo '{"v":2,"op":"ready"}'; sleep 30"#,
+        Duration::from_secs(20),
+    );
+    assert!(error.contains("version 2"), "{error}");
+}
+
+#[test]
+fn a_client_process_whose_clock_jumps_reads_the_jumped_clock() {
+    if !redis_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mut scenario = story(Algorithm::SingleRedis, Profile::None);
+    scenario.duration_ms = 1_000;
+    let day_ms: i64 = 86_400_000;
+    scenario.faults = vec![serde_json::from_str::<Fault>(&format!(
+        r#"{{"fault":"clock_jump","at_ms":0,"node":"client-0","by_ms":{day_ms}}}"#
+    ))
+    .unwrap()];
+    scenario.validate().unwrap();
+    // Every acquire is answered with an error whose reason is the client's wall clock, read by
+    // `date` (a child of the client: the time-shift library is inherited).
+    let mut client = ClientCommand::new(
+        r#"echo '{"v":1,"op":"ready"}'; while read line; do echo "{\"v\":1,\"op\":\"error\",\"reason\":\"$(date +%s)\"}"; done"#,
+    );
+    client.silence = Duration::from_secs(5);
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let real = run_with(&scenario, &Servers::Launched, Some(&client)).unwrap();
+    let clock_of = |node: &str| -> Vec<i64> {
+        real.outcome
+            .history
+            .entries
+            .iter()
+            .filter(|e| e.node == node)
+            .filter_map(|e| match &e.op {
+                lockcheck_core::history::Op::Acquire {
+                    error: Some(reason),
+                    ..
+                } => reason.parse().ok(),
+                _ => None,
+            })
+            .collect()
+    };
+    let (jumped, unmoved) = (clock_of("client-0"), clock_of("client-1"));
+    assert!(!jumped.is_empty() && !unmoved.is_empty());
+    let day_s = day_ms / 1000;
+    assert!(
+        jumped.iter().all(|&t| t >= now_s + day_s - 60),
+        "client-0 read {jumped:?}, a day after {now_s}"
+    );
+    assert!(
+        unmoved.iter().all(|&t| t < now_s + 60),
+        "client-1 read {unmoved:?}, about {now_s}"
+    );
+    assert_gone(&real.client_pids);
+}
