@@ -460,10 +460,6 @@ impl Pki {
         Pki { dir }
     }
 
-    fn path(&self, name: &str) -> String {
-        self.dir.join(name).display().to_string()
-    }
-
     /// What `lockcheck real --tls-ca ca.pem --tls-cert client.pem --tls-key client.key` loads.
     fn client(&self, ca: &str) -> lockcheck_real::Tls {
         lockcheck_real::Tls::load(lockcheck_real::TlsFiles {
@@ -482,15 +478,16 @@ impl Drop for Pki {
     }
 }
 
-/// One of lockcheck's server kinds with TLS on its client port only (Redis, etcd, ZooKeeper's
-/// `secureClientPort`): ready once a TLS handshake with it succeeds.
-struct TlsOnly {
+/// One of lockcheck's server kinds with TLS, as a user may have it: Redis, etcd and ZooKeeper
+/// (its `secureClientPort`) on their client port only, ready once a TLS handshake with it
+/// succeeds; MariaDB offering TLS beside plain logins (an account may `REQUIRE SSL`).
+struct WithTls {
     inner: Box<dyn ServerKind>,
     tls: lockcheck_real::Tls,
     pki: std::path::PathBuf,
 }
 
-impl ServerKind for TlsOnly {
+impl ServerKind for WithTls {
     fn binary(&self) -> &'static str {
         self.inner.binary()
     }
@@ -505,9 +502,68 @@ impl ServerKind for TlsOnly {
     }
     fn prepare(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
         self.inner.prepare(dir, port)?;
+        self.secure_zookeeper(dir, port)
+    }
+    fn port_moved(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
+        self.inner.port_moved(dir, port)?;
+        self.secure_zookeeper(dir, port)
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = self.inner.command(dir, port);
+        let p = |name: &str| self.pki.join(name).display().to_string();
+        match self.inner.binary() {
+            "redis-server" => {
+                // Later settings win: the plain port is closed, the TLS port is the one given.
+                command.args(["--port", "0", "--tls-port", &port.to_string()]);
+                command.args(["--tls-cert-file", &p("server.pem")]);
+                command.args(["--tls-key-file", &p("server.key")]);
+                command.args(["--tls-ca-cert-file", &p("ca.pem")]);
+            }
+            "etcd" => {
+                let url = format!("https://127.0.0.1:{port}");
+                command.args(["--listen-client-urls", &url]);
+                command.args(["--advertise-client-urls", &url]);
+                command.args([
+                    "--cert-file",
+                    &p("server.pem"),
+                    "--key-file",
+                    &p("server.key"),
+                ]);
+                command.args(["--trusted-ca-file", &p("ca.pem"), "--client-cert-auth"]);
+            }
+            "mariadbd" => {
+                command.arg(format!("--ssl-cert={}", p("server.pem")));
+                command.arg(format!("--ssl-key={}", p("server.key")));
+                command.arg(format!("--ssl-ca={}", p("ca.pem")));
+            }
+            _ => {}
+        }
+        command
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        if self.inner.binary() == "mariadbd" {
+            return self.inner.ready(addr);
+        }
+        let tls = self.tls.clone();
+        Box::pin(async move { tls.connect(addr).await.is_ok() })
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        self.inner.logs()
+    }
+    fn ready_within(&self) -> std::time::Duration {
+        self.inner.ready_within()
+    }
+}
+
+impl WithTls {
+    /// ZooKeeper's `zoo.cfg`, if `dir` has one: the client port becomes the secure one, served
+    /// by Netty with PEM key and trust stores.
+    fn secure_zookeeper(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
         let config = dir.join("zoo.cfg");
         if let Ok(text) = std::fs::read_to_string(&config) {
-            // ZooKeeper: the client port becomes the secure one, served by Netty with PEM files.
             let p = |name: &str| self.pki.join(name).display().to_string();
             let text = text.replace(
                 &format!("clientPort={port}\nclientPortAddress=127.0.0.1\n"),
@@ -523,50 +579,6 @@ impl ServerKind for TlsOnly {
             std::fs::write(&config, text).map_err(|e| e.to_string())?;
         }
         Ok(())
-    }
-    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
-        let mut command = self.inner.command(dir, port);
-        let p = |name: &str| self.pki.join(name).display().to_string();
-        match self.inner.binary() {
-            "redis-server" => {
-                // Later settings win: the plain port is closed, the TLS port is the one given.
-                command.args(["--port", "0", "--tls-port", &port.to_string()]);
-                command.args(["--tls-cert-file", &p("server.pem")]);
-                command.args(["--tls-key-file", &p("server.key")]);
-                command.args(["--tls-ca-cert-file", &p("ca.pem")]);
-            }
-            "etcd" => {
-                let url = format!("https://127.0.0.1:{port}");
-                command.args([
-                    "--listen-client-urls",
-                    &url,
-                    "--advertise-client-urls",
-                    &url,
-                ]);
-                command.args([
-                    "--cert-file",
-                    &p("server.pem"),
-                    "--key-file",
-                    &p("server.key"),
-                ]);
-                command.args(["--trusted-ca-file", &p("ca.pem"), "--client-cert-auth"]);
-            }
-            _ => {}
-        }
-        command
-    }
-    fn ready(
-        &self,
-        addr: SocketAddr,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
-        let tls = self.tls.clone();
-        Box::pin(async move { tls.connect(addr).await.is_ok() })
-    }
-    fn logs(&self) -> &'static [&'static str] {
-        self.inner.logs()
-    }
-    fn ready_within(&self) -> std::time::Duration {
-        self.inner.ready_within()
     }
 }
 
@@ -593,7 +605,7 @@ fn a_tls_redis_is_refused_without_tls_or_with_the_wrong_ca_and_agrees_with_it() 
     let pki = Pki::issue();
     let server = UsersServer::start(
         "redis-0",
-        Box::new(TlsOnly {
+        Box::new(WithTls {
             inner: Box::new(Redis {
                 persistence: Persistence::None,
             }),
@@ -636,8 +648,9 @@ fn a_mariadb_account_that_requires_tls_runs_over_tls() {
     let server = UsersServer::start(
         "mysql-0",
         Box::new(WithTls {
-            inner: kind,
-            pki: pki.path(""),
+            inner: Box::new(kind),
+            tls: pki.client("ca.pem"),
+            pki: pki.dir.clone(),
         }),
     );
     server.runtime.block_on(async {
@@ -671,49 +684,6 @@ fn a_mariadb_account_that_requires_tls_runs_over_tls() {
     assert!(real.left.is_empty(), "{:?}", real.left);
 }
 
-/// MariaDB with a server certificate (TLS offered, not required of every account).
-struct WithTls {
-    inner: MariaDb,
-    pki: String,
-}
-
-impl ServerKind for WithTls {
-    fn binary(&self) -> &'static str {
-        self.inner.binary()
-    }
-    fn install(&self) -> &'static str {
-        self.inner.install()
-    }
-    fn process_marker(&self) -> &'static str {
-        self.inner.process_marker()
-    }
-    fn prepare(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
-        self.inner.prepare(dir, port)
-    }
-    fn port_moved(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
-        self.inner.port_moved(dir, port)
-    }
-    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
-        let mut command = self.inner.command(dir, port);
-        command.arg(format!("--ssl-cert={}server.pem", self.pki));
-        command.arg(format!("--ssl-key={}server.key", self.pki));
-        command.arg(format!("--ssl-ca={}ca.pem", self.pki));
-        command
-    }
-    fn ready(
-        &self,
-        addr: SocketAddr,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
-        self.inner.ready(addr)
-    }
-    fn logs(&self) -> &'static [&'static str] {
-        self.inner.logs()
-    }
-    fn ready_within(&self) -> std::time::Duration {
-        self.inner.ready_within()
-    }
-}
-
 /// etcd with TLS on its client port and client certificates required (`--client-cert-auth`):
 /// the gateway's HTTP goes through the proxies' TLS; nothing is left under the run's prefix.
 #[test]
@@ -725,7 +695,7 @@ fn an_etcd_that_wants_client_certificates_runs_over_tls() {
     let pki = Pki::issue();
     let server = UsersServer::start(
         "etcd-0",
-        Box::new(TlsOnly {
+        Box::new(WithTls {
             inner: Box::new(lockcheck_real::launcher::Etcd),
             tls: pki.client("ca.pem"),
             pki: pki.dir.clone(),
@@ -747,7 +717,7 @@ fn a_zookeeper_secure_client_port_runs_over_tls() {
     let pki = Pki::issue();
     let server = UsersServer::start(
         "zk-0",
-        Box::new(TlsOnly {
+        Box::new(WithTls {
             inner: Box::new(zookeeper()),
             tls: pki.client("ca.pem"),
             pki: pki.dir.clone(),
