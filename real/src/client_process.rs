@@ -196,14 +196,7 @@ impl ClientProcesses {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
-        // which is async-signal-safe; it touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        crate::launcher::dies_with_parent(command.as_std_mut());
         let mut child = command
             .spawn()
             .map_err(|e| self.error(&name, node, format!("cannot start `sh -c`: {e}")))?;
@@ -453,6 +446,18 @@ pub async fn drive(world: Rc<RealWorld>, client: usize) {
     }
 }
 
+/// An acquisition the client reported (`acquired`), as lockcheck's own clients record theirs.
+fn acquired_op(token: &str, fence: Option<u64>, valid_ms: Option<u64>) -> Op {
+    Op::Acquire {
+        token: Some(token.to_string()),
+        fence,
+        valid_ns: valid_ms.map(|ms| ms * 1_000_000),
+        error: None,
+        shared: false,
+    }
+}
+
+/// An acquisition that did not succeed, and why.
 fn acquire_op(error: Option<String>) -> Op {
     Op::Acquire {
         token: None,
@@ -511,17 +516,7 @@ async fn workload(world: &Rc<RealWorld>, client: usize) -> Result<(), RealError>
             } => {
                 section += 1;
                 let token = token.unwrap_or_else(|| format!("{name}.{incarnation}.{section}"));
-                world.record(
-                    client,
-                    Kind::Ok,
-                    Op::Acquire {
-                        token: Some(token.clone()),
-                        fence,
-                        valid_ns: valid_ms.map(|ms| ms * 1_000_000),
-                        error: None,
-                        shared: false,
-                    },
-                );
+                world.record(client, Kind::Ok, acquired_op(&token, fence, valid_ms));
                 (token, fence)
             }
             Reply::NotAcquired { reason } => {
@@ -699,17 +694,7 @@ pub async fn probe(world: &Rc<RealWorld>, wait: Duration) -> Result<(), RealErro
             valid_ms,
         } => {
             let token = token.unwrap_or_else(|| "probe.1.1".into());
-            world.record(
-                node,
-                Kind::Ok,
-                Op::Acquire {
-                    token: Some(token.clone()),
-                    fence,
-                    valid_ns: valid_ms.map(|ms| ms * 1_000_000),
-                    error: None,
-                    shared: false,
-                },
-            );
+            world.record(node, Kind::Ok, acquired_op(&token, fence, valid_ms));
             token
         }
         Reply::NotAcquired { .. } => {

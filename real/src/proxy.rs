@@ -473,6 +473,18 @@ mod tests {
     /// Generous bound for what must happen: only a hang fails on it, never slowness.
     const EVENTUALLY: Duration = Duration::from_secs(10);
 
+    /// Asserts that `stream` is reset by the proxy soon.
+    async fn assert_reset(stream: &mut TcpStream) {
+        let mut buf = [0u8; 8];
+        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
+            .await
+            .expect("the reset arrives");
+        assert_eq!(
+            read.map_err(|e| e.kind()),
+            Err(io::ErrorKind::ConnectionReset)
+        );
+    }
+
     async fn read_exactly(stream: &mut TcpStream, n: usize) -> Vec<u8> {
         let mut buf = vec![0u8; n];
         tokio::time::timeout(EVENTUALLY, stream.read_exact(&mut buf))
@@ -580,23 +592,10 @@ mod tests {
         assert_eq!(read_exactly(&mut open, 1).await, b"a");
 
         proxy.set_mode(Mode::Reset);
-        let mut buf = [0u8; 8];
-        let read = tokio::time::timeout(EVENTUALLY, open.read(&mut buf))
-            .await
-            .expect("the reset arrives");
-        assert_eq!(
-            read.map_err(|e| e.kind()),
-            Err(io::ErrorKind::ConnectionReset)
-        );
+        assert_reset(&mut open).await;
 
         let mut new = TcpStream::connect(proxy.addr()).await.unwrap();
-        let read = tokio::time::timeout(EVENTUALLY, new.read(&mut buf))
-            .await
-            .expect("the reset arrives");
-        assert_eq!(
-            read.map_err(|e| e.kind()),
-            Err(io::ErrorKind::ConnectionReset)
-        );
+        assert_reset(&mut new).await;
 
         proxy.set_mode(Mode::Pass);
         let mut again = TcpStream::connect(proxy.addr()).await.unwrap();
@@ -698,14 +697,7 @@ mod tests {
             .unwrap();
         let proxy = Proxy::start(dead, 0).await.unwrap();
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
-        let mut buf = [0u8; 8];
-        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
-            .await
-            .expect("the reset arrives");
-        assert_eq!(
-            read.map_err(|e| e.kind()),
-            Err(io::ErrorKind::ConnectionReset)
-        );
+        assert_reset(&mut stream).await;
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -716,14 +708,7 @@ mod tests {
         let proxy = Proxy::start_tls(echo, 0, Some(tls)).await.unwrap();
         assert_eq!(proxy.tls_refusal(), None);
         let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
-        let mut buf = [0u8; 8];
-        let read = tokio::time::timeout(EVENTUALLY, stream.read(&mut buf))
-            .await
-            .expect("the reset arrives");
-        assert_eq!(
-            read.map_err(|e| e.kind()),
-            Err(io::ErrorKind::ConnectionReset)
-        );
+        assert_reset(&mut stream).await;
         assert!(proxy.tls_refusal().is_some(), "the refusal is kept");
     }
 

@@ -288,14 +288,7 @@ impl ServerKind for MariaDb {
             // bootstrap server it started are killed together, by that group's id (and the
             // terminal's Ctrl-C reaches lockcheck, which does that, not them).
             .process_group(0);
-        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
-        // which is async-signal-safe; it touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        super::dies_with_parent(&mut command);
         let mut child = command
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", install_db.display()))?;

@@ -314,14 +314,7 @@ impl Launcher {
             .stdout(Stdio::null())
             .stderr(stderr)
             .process_group(0);
-        // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
-        // which is async-signal-safe; it touches no memory of the parent.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
+        dies_with_parent(&mut command);
         let child = command.spawn().map_err(|e| {
             self.fail(
                 &server.name,
@@ -470,6 +463,19 @@ pub const PORT_TRIES: usize = 5;
 
 /// The lowest port drawn for a server.
 const LOWEST_PORT: u16 = 10_000;
+
+/// Has the kernel kill the process `command` starts when lockcheck dies (`PR_SET_PDEATHSIG =
+/// SIGKILL`): the last resort behind the PID ledger, for servers and client processes alike.
+pub(crate) fn dies_with_parent(command: &mut Command) {
+    // SAFETY: the closure runs in the child between fork and exec and only calls prctl(2),
+    // which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+}
 
 /// A port nobody listens on now, drawn below the kernel's ephemeral range
 /// (`net.ipv4.ip_local_port_range`): the kernel hands ports from that range to every `bind` to
