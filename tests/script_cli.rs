@@ -63,6 +63,16 @@ fn bad_scripts_and_misplaced_ones_exit_2_naming_the_problem() {
     let out = scratch.sub("out");
     let out = out.to_str().unwrap();
     let plain_del = example("plain-del.toml");
+    let single_redis_with_file = format!("single-redis:{plain_del}");
+    let matrix_syntax = format!("redis-script:{}", syntax.display());
+    let matrix_runtime = format!("redis-script:{}", runtime.display());
+    let copy = scratch.file(
+        "plain_DEL.toml",
+        &std::fs::read_to_string(&plain_del)
+            .unwrap()
+            .replace("compare-and-delete.lua", &example("compare-and-delete.lua")),
+    );
+    let same_name = format!("redis-script:{plain_del},redis-script:{}", copy.display());
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (
             vec![
@@ -134,7 +144,29 @@ fn bad_scripts_and_misplaced_ones_exit_2_naming_the_problem() {
         ),
         (
             vec!["matrix", "--algorithms", "redis-script", "--out", out],
-            "does not take your scripts yet",
+            "redis-script:FILE",
+        ),
+        (
+            vec![
+                "matrix",
+                "--algorithms",
+                &single_redis_with_file,
+                "--out",
+                out,
+            ],
+            "takes no file",
+        ),
+        (
+            vec!["matrix", "--algorithms", &matrix_syntax, "--out", out],
+            "the release script does not compile: user_script:2:",
+        ),
+        (
+            vec!["matrix", "--algorithms", &matrix_runtime, "--out", out],
+            "the release script failed",
+        ),
+        (
+            vec!["matrix", "--algorithms", &same_name, "--out", out],
+            "both would name their cells redis-script-plain-del",
         ),
     ];
     for (args, expected) in cases {
@@ -180,4 +212,130 @@ fn real_mode_runs_the_users_scripts_on_a_real_redis() {
     ]);
     assert_eq!(paused.status.code(), Some(1), "{}", stderr(&paused));
     assert!(stdout(&paused).contains("UNSAFE"), "{}", stdout(&paused));
+}
+
+/// A team's CI pins its own lock: `matrix --algorithms redis-script:FILE` puts the lock beside
+/// lockcheck's own, with reports that replay without the file and rerun commands that search
+/// the cell again; `check` takes `script = "FILE"` in an entry (the examples' own expectations).
+#[test]
+fn the_matrix_and_check_take_a_users_lock() {
+    let scratch = Scratch::new("script-matrix");
+    let out = scratch.sub("m");
+    let rows = format!(
+        "single-redis,redis-script:{},redis-script:{}",
+        example("plain-del.toml"),
+        example("fenced.toml")
+    );
+    let o = lockcheck(&[
+        "matrix",
+        "--algorithms",
+        &rows,
+        "--faults",
+        "none,pause",
+        "--cases",
+        "200",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let md = std::fs::read_to_string(out.join("matrix.md")).unwrap();
+    let row = |name: &str| {
+        md.lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{md}"))
+            .to_string()
+    };
+    // The plain DEL is caught by pauses; the fenced lock, fenced as its file says, is not.
+    let plain = row(&format!("redis-script:{}", example("plain-del.toml")));
+    assert!(
+        plain.contains("[**UNSAFE**](#redis-script-plain-del-pause)"),
+        "{plain}"
+    );
+    let fenced = row(&format!(
+        "redis-script:{} + fencing",
+        example("fenced.toml")
+    ));
+    assert!(!fenced.contains("UNSAFE"), "{fenced}");
+    // The UNSAFE cell's rerun command searches the cell again and finds the same violation.
+    let rerun = md
+        .lines()
+        .find(|l| l.contains("redis-script-plain-del-pause-") && l.contains("rerun: `"))
+        .unwrap_or_else(|| panic!("no rerun line:\n{md}"));
+    let command = rerun
+        .split("rerun: `")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('`');
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    assert!(args.contains(&"--script"), "{command}");
+    let again = scratch.sub("again");
+    let mut argv = args.clone();
+    argv.extend(["--out", again.to_str().unwrap()]);
+    let o = lockcheck(&argv);
+    assert_eq!(o.status.code(), Some(1), "{command}: {}", stderr(&o));
+    assert!(stdout(&o).contains("UNSAFE"), "{}", stdout(&o));
+    // Its report replays without the script file.
+    let report = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("redis-script-plain-del-pause-") && name.ends_with(".json")
+        })
+        .expect("the cell's report");
+    let replay = lockcheck(&["replay", report.to_str().unwrap()]);
+    assert_eq!(replay.status.code(), Some(0), "{}", stdout(&replay));
+    assert!(stdout(&replay).contains("identical"), "{}", stdout(&replay));
+
+    // The examples' verdicts, pinned in an expectations file naming the scripts.
+    let expectations = format!("{EXAMPLES}/expectations.toml");
+    let check_out = scratch.sub("check");
+    let o = lockcheck(&["check", &expectations, "--out", check_out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("7 entries, 7 as expected"),
+        "{}",
+        stdout(&o)
+    );
+
+    // A lock that changed is caught: the plain DEL said safe under pauses fails the check.
+    let wrong = scratch.file(
+        "wrong.toml",
+        &format!(
+            "[[expect]]\nname = \"plain-del-said-safe\"\nalgorithm = \"redis-script\"\n\
+             script = \"{}\"\nfaults = [\"pause\"]\ncases = 200\nexpect = \"not-found\"\n",
+            example("plain-del.toml")
+        ),
+    );
+    let o = lockcheck(&[
+        "check",
+        wrong.to_str().unwrap(),
+        "--out",
+        check_out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("FAIL  plain-del-said-safe"),
+        "{}",
+        stdout(&o)
+    );
+    // A script file that is not there is a usage error naming the entry's line.
+    let missing = scratch.file(
+        "missing.toml",
+        "[[expect]]\nname = \"gone\"\nalgorithm = \"redis-script\"\nscript = \"gone.toml\"\n\
+         faults = [\"pause\"]\ncases = 10\nexpect = \"unsafe\"\n",
+    );
+    let o = lockcheck(&[
+        "check",
+        missing.to_str().unwrap(),
+        "--out",
+        check_out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("missing.toml:1: [[expect]] 'gone': script:"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("gone.toml"), "{}", stderr(&o));
 }

@@ -15,6 +15,19 @@
 //! expect = "unsafe"                    # or "not-found"
 //! ```
 //!
+//! Your own lock (an algorithm that runs your scripts) takes the file of its scripts, relative
+//! to the expectations file, so that a team's CI pins its lock's verdicts:
+//!
+//! ```toml
+//! [[expect]]
+//! name = "our-lock-pause"
+//! algorithm = "redis-script"
+//! script = "locks/our-lock.toml"       # as `lockcheck explore --script`
+//! faults = ["pause"]
+//! cases = 300
+//! expect = "not-found"
+//! ```
+//!
 //! Optional per entry: `seed` (default: the file's top-level `seed`, else 0), `max_drift`,
 //! `max_partition_ms`, `safety_only` (default true: only two holders or a lock freed under its
 //! holder count, not deadlocks or order), `violation` (count only this kind, e.g.
@@ -118,6 +131,8 @@ struct Entry {
     faults: Vec<FaultProfile>,
     #[serde(default)]
     params: Params,
+    #[serde(default)]
+    script: Option<PathBuf>,
     cases: u32,
     expect: Expect,
     #[serde(default)]
@@ -210,8 +225,17 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
                 ));
             }
         }
+        let mut params = entry.params.clone();
+        if let Some(file) = &entry.script {
+            // Relative to the expectations file, as a team keeps both in its repository.
+            let file = path.parent().unwrap_or(Path::new("")).join(file);
+            match crate::script_file::load(&file) {
+                Ok(read) => read.apply_to(&mut params),
+                Err(e) => return bad(format!("script: {e}")),
+            }
+        }
         let options = ExploreOptions {
-            params: entry.params.clone(),
+            params,
             max_drift: entry.max_drift.unwrap_or(DEFAULT_MAX_DRIFT),
             max_partition_ms: entry.max_partition_ms,
             safety_only: entry.safety_only,
@@ -225,6 +249,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         };
         if let Err(e) = check_options(&options) {
             return bad(e.to_string());
+        }
+        if let Err(e) = crate::script_file::rehearse(options.algorithm, &options.params) {
+            return bad(e);
         }
         out.push(Expectation {
             name: entry.name,

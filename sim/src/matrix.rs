@@ -12,6 +12,7 @@
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
 use crate::explore::{ExploreOptions, Shard};
 use crate::regression;
+use crate::script_file::ScriptFile;
 use lockcheck_algorithms::describe::{Fencing, Lease};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{Report, ReportError};
@@ -89,7 +90,7 @@ pub enum Budget {
 #[derive(Clone, Debug, PartialEq)]
 pub struct MatrixOptions {
     /// The rows, in order (each with its fencing variant where it has one).
-    pub algorithms: Vec<Algorithm>,
+    pub rows: Vec<Row>,
     /// The columns, in order.
     pub profiles: Vec<FaultProfile>,
     /// Each cell's budget.
@@ -112,6 +113,18 @@ impl MatrixOptions {
         if let Some(shard) = self.shard {
             shard.check().map_err(MatrixError::Invalid)?;
         }
+        let mut prefixes: BTreeMap<String, String> = BTreeMap::new();
+        for row in &self.rows {
+            if let Some(other) = prefixes.insert(row.cell_prefix(), row.name()) {
+                return Err(MatrixError::Invalid(format!(
+                    "{} and {}: both would name their cells {}-…; give the script files \
+                     different names",
+                    other,
+                    row.name(),
+                    row.cell_prefix()
+                )));
+            }
+        }
         match self.budget {
             Budget::Cases(n) => {
                 limits::within("--cases", n, 1, limits::MAX_CASES).map_err(MatrixError::Invalid)
@@ -128,11 +141,111 @@ impl MatrixOptions {
     }
 }
 
+/// A row of the matrix (with its fencing row, where it has one): one of lockcheck's algorithms,
+/// or a user's lock, an algorithm that runs the user's scripts with the scripts of a file
+/// (`--algorithms redis-script:FILE`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// The user's lock, for an algorithm that runs the user's scripts.
+    pub user: Option<UserLock>,
+}
+
+/// A user's lock as a matrix row: the file of its scripts, read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UserLock {
+    /// The file as `--algorithms` named it: the row's name and its cells' rerun commands say
+    /// it so.
+    pub file: String,
+    /// What the file holds.
+    pub script: ScriptFile,
+}
+
+impl Row {
+    /// A row of one of lockcheck's own algorithms.
+    pub fn built_in(algorithm: Algorithm) -> Row {
+        Row {
+            algorithm,
+            user: None,
+        }
+    }
+
+    /// Its name as `--algorithms` takes it: `single-redis`, `redis-script:locks/mine.toml`.
+    pub fn name(&self) -> String {
+        match &self.user {
+            None => self.algorithm.name().to_string(),
+            Some(user) => format!("{}:{}", self.algorithm.name(), user.file),
+        }
+    }
+
+    /// What its cells' names begin with: the algorithm's name, and for a user's lock the file's
+    /// name (`redis-script-mine`; see [`CellSpec::id`]).
+    pub fn cell_prefix(&self) -> String {
+        script_cell_prefix(self.algorithm, self.user.as_ref().map(|u| u.file.as_str()))
+    }
+
+    /// The parameters its cells start from: the defaults, with a user's lock's scripts.
+    fn base_params(&self) -> Params {
+        let mut params = Params::default();
+        if let Some(user) = &self.user {
+            user.script.apply_to(&mut params);
+        }
+        params
+    }
+}
+
+/// The beginning of a cell's name: `algorithm`'s name, followed for a user's lock by its script
+/// file's name without the extension, in lowercase letters, digits and `-` (cell names name
+/// files).
+fn script_cell_prefix(algorithm: Algorithm, file: Option<&str>) -> String {
+    let Some(file) = file else {
+        return algorithm.name().to_string();
+    };
+    let stem = Path::new(file)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut name = String::new();
+    for c in stem.chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    let name = name.trim_matches('-');
+    if name.is_empty() {
+        format!("{}-script", algorithm.name())
+    } else {
+        format!("{}-{name}", algorithm.name())
+    }
+}
+
+/// `text` as one word of a shell command: as is when it holds nothing a shell reads, else in
+/// single quotes.
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:,=@+".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 /// Which search a cell is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CellSpec {
     /// The algorithm.
     pub algorithm: Algorithm,
+    /// For a user's lock: the file of its scripts, as `--algorithms` named it (the scripts
+    /// themselves are embedded in the cell's parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
     /// Whether the resource checks the lock's fencing token.
     pub fencing: bool,
     /// The fault profile.
@@ -145,20 +258,21 @@ impl CellSpec {
     pub fn id(&self) -> String {
         format!(
             "{}{}-{}",
-            self.algorithm.name(),
+            script_cell_prefix(self.algorithm, self.script.as_deref()),
             if self.fencing { "-fencing" } else { "" },
             self.profile.name()
         )
     }
 
-    /// The parameters the cell searches with, or why the cell cannot be searched. Every cell
-    /// takes the defaults (README.md), except: fencing where the row says so; one replica for
-    /// `failover`, which needs one to promote; and [`FOR_UPDATE_WAIT_TIMEOUT_MS`] for
+    /// The parameters the cell searches with, from its row's `base` ([`plan`] gives it), or
+    /// why the cell cannot be searched. Every cell takes the defaults (README.md; a user's lock
+    /// with its scripts), except: fencing where the row says so; one replica for `failover`,
+    /// which needs one to promote; and [`FOR_UPDATE_WAIT_TIMEOUT_MS`] for
     /// `mysql-for-update-held`.
-    pub fn params(&self) -> Result<Params, String> {
+    pub fn params(&self, base: Params) -> Result<Params, String> {
         let mut params = Params {
             fencing: self.fencing,
-            ..Params::default()
+            ..base
         };
         if self.algorithm.lease() == Lease::IdleConnection {
             params.mysql.wait_timeout_ms = Some(FOR_UPDATE_WAIT_TIMEOUT_MS);
@@ -186,16 +300,29 @@ impl CellSpec {
     /// a parameter a cell comes to set cannot be left out of its rerun command. One that
     /// `explore` has no flag for is caught by the test that parses every cell's flags back.
     pub fn explore_flags(&self, params: &Params) -> Result<String, String> {
-        let mut flags = format!(
-            "--algorithm {} --faults {} --safety-only",
-            self.algorithm.name(),
-            self.profile.name()
-        );
+        let mut flags = format!("--algorithm {}", self.algorithm.name());
+        // A user's lock: `--script FILE` sets what the file decides (the scripts, and with them
+        // fencing and the watchdog); the other flags say what the cell sets beyond it.
+        let mut base = Params::default();
+        if let Some(file) = &self.script {
+            let script = params
+                .redis
+                .script
+                .clone()
+                .ok_or("a user's lock without its scripts")?;
+            ScriptFile {
+                script,
+                fencing: self.fencing,
+            }
+            .apply_to(&mut base);
+            let _ = write!(flags, " --script {}", shell_word(file));
+        }
+        let _ = write!(flags, " --faults {} --safety-only", self.profile.name());
         let to_map = |p: &Params| match serde_json::to_value(p) {
             Ok(serde_json::Value::Object(map)) => map,
             _ => unreachable!("params serialize to a JSON object"),
         };
-        let (set, default) = (to_map(params), to_map(&Params::default()));
+        let (set, default) = (to_map(params), to_map(&base));
         if let Some(key) = default.keys().find(|k| !set.contains_key(*k)) {
             return Err(format!("params.{key}: no flag unsets it"));
         }
@@ -210,7 +337,14 @@ impl CellSpec {
                 serde_json::Value::Object(group)
                     if matches!(key.as_str(), "redis" | "zookeeper" | "mysql") =>
                 {
-                    changed.extend(group.iter());
+                    // Only the settings that differ from the base's (a user's lock's scripts
+                    // are in the redis group, set by `--script`).
+                    let base = default.get(key).and_then(|b| b.as_object());
+                    changed.extend(
+                        group
+                            .iter()
+                            .filter(|(k, v)| base.and_then(|b| b.get(*k)) != Some(*v)),
+                    );
                 }
                 _ => changed.push((key, value)),
             }
@@ -244,21 +378,28 @@ fn has_replicas(algorithm: Algorithm) -> bool {
     algorithm.description().replicas
 }
 
-/// The cells of `algorithms` × `profiles`: each algorithm, then its fencing variant where it has
-/// a token, each under every profile, in the order given.
-pub fn plan(algorithms: &[Algorithm], profiles: &[FaultProfile]) -> Vec<CellSpec> {
+/// The cells of `rows` × `profiles`, each with the parameters its row starts from (for
+/// [`CellSpec::params`]): each algorithm, then its fencing variant where it has a token, each
+/// under every profile, in the order given. A user's lock has one row, fenced when its file
+/// says its acquire script returns a token.
+pub fn plan(rows: &[Row], profiles: &[FaultProfile]) -> Vec<(CellSpec, Params)> {
     let mut cells = Vec::new();
-    for &algorithm in algorithms {
-        for fencing in [false, true] {
-            if fencing && !has_fencing(algorithm) {
-                continue;
-            }
+    for row in rows {
+        let base = row.base_params();
+        let fencings: &[bool] = match (&row.user, has_fencing(row.algorithm)) {
+            (Some(user), _) => &[user.script.fencing][..],
+            (None, true) => &[false, true],
+            (None, false) => &[false],
+        };
+        for &fencing in fencings {
             for &profile in profiles {
-                cells.push(CellSpec {
-                    algorithm,
+                let spec = CellSpec {
+                    algorithm: row.algorithm,
+                    script: row.user.as_ref().map(|u| u.file.clone()),
                     fencing,
                     profile,
-                });
+                };
+                cells.push((spec, base.clone()));
             }
         }
     }
@@ -278,8 +419,8 @@ pub struct Matrix {
     /// The slice of each cell's case space this file covers; absent for the whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
-    /// The rows, in order.
-    pub algorithms: Vec<Algorithm>,
+    /// The rows, in order, by their names as `--algorithms` takes them ([`Row::name`]).
+    pub algorithms: Vec<String>,
     /// The columns, in order.
     pub profiles: Vec<FaultProfile>,
     /// Every cell, row by row.
@@ -369,10 +510,10 @@ pub fn run_matrix(
 ) -> Result<MatrixRun, MatrixError> {
     options.check()?;
     let previous = Matrix::read(out).ok();
-    let specs = plan(&options.algorithms, &options.profiles);
-    let results = cell::in_parallel(&specs, options.jobs, |spec| {
+    let specs = plan(&options.rows, &options.profiles);
+    let results = cell::in_parallel(&specs, options.jobs, |(spec, base)| {
         let id = spec.id();
-        let (params, result, stats) = match spec.params() {
+        let (params, result, stats) = match spec.params(base.clone()) {
             Err(reason) => (None, Ok(CellResult::Skipped { reason }), None),
             Ok(params) => {
                 let search = CellSearch {
@@ -401,7 +542,7 @@ pub fn run_matrix(
         if let Ok(result) = &result {
             progress(MatrixEvent::CellDone { id: &id, result });
         }
-        (id, *spec, params, result, stats)
+        (id, spec.clone(), params, result, stats)
     });
     let mut cells = Vec::new();
     let mut stats = BTreeMap::new();
@@ -421,7 +562,7 @@ pub fn run_matrix(
         seed: options.seed,
         budget: options.budget,
         shard: options.shard,
-        algorithms: options.algorithms.clone(),
+        algorithms: options.rows.iter().map(Row::name).collect(),
         profiles: options.profiles.clone(),
         cells,
     };
@@ -559,8 +700,9 @@ impl Matrix {
             }
         }
         let _ = write!(command, " --seed {}", self.seed);
-        if self.algorithms != Algorithm::built_in() {
-            let names: Vec<&str> = self.algorithms.iter().map(|a| a.name()).collect();
+        let built_in: Vec<&str> = Algorithm::built_in().iter().map(|a| a.name()).collect();
+        if self.algorithms != built_in {
+            let names: Vec<String> = self.algorithms.iter().map(|a| shell_word(a)).collect();
             let _ = write!(command, " --algorithms {}", names.join(","));
         }
         if self.profiles != FaultProfile::ALL {
@@ -613,10 +755,14 @@ impl Matrix {
         let mut skipped: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for row in self.cells.chunks(self.profiles.len().max(1)) {
             let Some(first) = row.first() else { continue };
+            let row_name = match &first.spec.script {
+                None => first.spec.algorithm.name().to_string(),
+                Some(file) => format!("{}:{file}", first.spec.algorithm.name()),
+            };
             let name = if first.spec.fencing {
-                format!("{} + fencing", first.spec.algorithm.name())
+                format!("{row_name} + fencing")
             } else {
-                first.spec.algorithm.name().to_string()
+                row_name
             };
             let cells: Vec<String> = row
                 .iter()
@@ -649,10 +795,12 @@ impl Matrix {
         for (reason, ids) in &skipped {
             let _ = writeln!(md, "— skipped ({}): {reason}.", ids.join(", "));
         }
+        // A user's lock is fenced as its file says, in its one row.
         let without: Vec<&str> = self
             .algorithms
             .iter()
-            .filter(|a| !has_fencing(**a))
+            .filter_map(|name| Algorithm::from_name(name))
+            .filter(|a| !has_fencing(*a))
             .map(|a| a.name())
             .collect();
         if !without.is_empty() {
@@ -672,6 +820,14 @@ impl Matrix {
              Redlock's drift factor); `partition` draws cuts of up to twice the lease. Each \
              cell's exact parameters are in `matrix.json`."
         );
+        if self.algorithms.iter().any(|name| name.contains(':')) {
+            let _ = writeln!(
+                md,
+                "\nA row `ALGORITHM:FILE` is your lock: the algorithm runs the scripts of FILE \
+                 (embedded in each cell's parameters, so its reports replay without the file), \
+                 fenced when FILE says its acquire script returns a token."
+            );
+        }
         let mut any = false;
         for c in &self.cells {
             let CellResult::Found {

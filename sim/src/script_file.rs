@@ -28,6 +28,7 @@ use lockcheck_algorithms::redis::script_spec::{
     acquire_name, Expect, Input, ScriptStep, UserScript,
 };
 use lockcheck_core::input;
+use lockcheck_core::scenario::{Algorithm, Params};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -42,6 +43,38 @@ pub struct ScriptFile {
     pub script: UserScript,
     /// Whether the last acquire script's integer reply is a fencing token (`params.fencing`).
     pub fencing: bool,
+}
+
+impl ScriptFile {
+    /// Sets in `params` what the file decides: its scripts (`params.redis.script`, embedded
+    /// whole so that a report replays without the file), its `fencing`, and the watchdog when it
+    /// has an extend script (renewing is what an extend script is for).
+    pub fn apply_to(&self, params: &mut Params) {
+        params.fencing |= self.fencing;
+        params.watchdog |= self.script.extend.is_some();
+        params.redis.script = Some(self.script.clone());
+    }
+}
+
+/// Runs `algorithm` once with `params` and no faults: `Err` with the first failure of a user's
+/// script in it ([`first_failure`]), naming the script and line. Every entry point that takes a
+/// user's scripts (`explore`, `matrix`, `check`) runs this before searching: a script that
+/// errors every time (a typo in a command's name, a wrong type) would otherwise pass for a lock
+/// that is never free, and a search would report a deadlock, or nothing, about a lock that
+/// cannot work at all.
+pub fn rehearse(algorithm: Algorithm, params: &Params) -> Result<(), String> {
+    if params.redis.script.is_none() {
+        return Ok(());
+    }
+    let mut scenario = lockcheck_core::Scenario::new(algorithm);
+    scenario.params = params.clone();
+    let outcome = crate::run(&scenario);
+    match first_failure(&outcome.history) {
+        Some(failure) => Err(format!(
+            "{failure} (in a run without faults, before the search)"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A script file that cannot be used, naming the file and what is wrong.

@@ -4,41 +4,13 @@
 
 mod common;
 
+use common::paused_holder;
 use common::search::{find, nothing_found};
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::scenario::{Fault, Params};
-use lockcheck_core::{Algorithm, Scenario};
+use lockcheck_core::scenario::Params;
+use lockcheck_core::Algorithm;
 use lockcheck_sim::run;
-
-/// Three clients, one section each; client-0 goes first (the others are held back 100 ms) and
-/// is paused for 12 s while it holds a 10 s lease: client-1 takes the expired lock, and client-0,
-/// waking up, releases it.
-fn paused_holder(algorithm: Algorithm) -> Scenario {
-    let mut s = Scenario::new(algorithm);
-    s.clients = 3;
-    s.workload.acquisitions_per_client = 1;
-    s.workload.hold_ms = 3_000;
-    s.duration_ms = 30_000;
-    s.faults = vec![
-        Fault::Pause {
-            at_ms: 0,
-            node: "client-1".into(),
-            for_ms: 100,
-        },
-        Fault::Pause {
-            at_ms: 0,
-            node: "client-2".into(),
-            for_ms: 100,
-        },
-        Fault::Pause {
-            at_ms: 500,
-            node: "client-0".into(),
-            for_ms: 12_000,
-        },
-    ];
-    s
-}
 
 #[test]
 fn a_paused_holders_plain_del_frees_the_next_holders_lock() {

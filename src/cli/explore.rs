@@ -117,27 +117,8 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         ..ExploreOptions::new(algorithm, profiles, cases, seed)
     };
     check_options(&options).map_err(|e| usage(e.to_string()))?;
-    try_scripts(&options)?;
+    lockcheck_sim::script_file::rehearse(options.algorithm, &options.params).map_err(usage)?;
     Ok((options, faults, out))
-}
-
-/// For a lock of the user's scripts: one run without faults first, refused (exit 2) when a
-/// script fails in it, naming the script and line. Otherwise a script that errors every time
-/// (a typo in a command name, a wrong type) would pass for a lock that is never free, and a
-/// search would report a deadlock, or nothing, about a lock that cannot work at all.
-fn try_scripts(options: &ExploreOptions) -> anyhow::Result<()> {
-    if options.params.redis.script.is_none() {
-        return Ok(());
-    }
-    let mut scenario = lockcheck_core::Scenario::new(options.algorithm);
-    scenario.params = options.params.clone();
-    let outcome = lockcheck_sim::run(&scenario);
-    match lockcheck_sim::script_file::first_failure(&outcome.history) {
-        Some(failure) => Err(usage(format!(
-            "{failure} (in a run without faults, before the search)"
-        ))),
-        None => Ok(()),
-    }
 }
 
 /// Searches, and prints what was found for people.
@@ -232,13 +213,30 @@ mod tests {
     use clap::Parser;
     use lockcheck_core::profile::FaultProfile;
     use lockcheck_core::Algorithm;
-    use lockcheck_sim::matrix::plan;
+    use lockcheck_sim::matrix::{plan, Row};
 
     #[test]
     fn every_cells_rerun_flags_parse_back_to_its_search() {
-        let mut searched = 0;
-        for spec in plan(Algorithm::ALL, FaultProfile::ALL) {
-            let Ok(params) = spec.params() else { continue };
+        let (mut searched, mut scripted) = (0, 0);
+        let mut rows: Vec<Row> = Algorithm::ALL.iter().copied().map(Row::built_in).collect();
+        // Users' locks: their rerun flags carry `--script FILE`, which must set exactly what
+        // the row's file set (the scripts, fencing, the watchdog for an extend script).
+        for example in ["plain-del.toml", "fenced.toml", "watchdog.json"] {
+            let file = format!(
+                "{}/examples/redis-script/{example}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let script = lockcheck_sim::script_file::load(std::path::Path::new(&file))
+                .unwrap_or_else(|e| panic!("{e}"));
+            rows.push(Row {
+                algorithm: Algorithm::from_name("redis-script").unwrap(),
+                user: Some(lockcheck_sim::matrix::UserLock { file, script }),
+            });
+        }
+        for (spec, base) in plan(&rows, FaultProfile::ALL) {
+            let Ok(params) = spec.params(base) else {
+                continue;
+            };
             let flags = spec
                 .explore_flags(&params)
                 .unwrap_or_else(|e| panic!("{}: {e}", spec.id()));
@@ -261,7 +259,9 @@ mod tests {
             };
             assert_eq!(options, expected, "{}: {flags}", spec.id());
             searched += 1;
+            scripted += usize::from(spec.script.is_some());
         }
         assert!(searched > 50, "{searched} cells");
+        assert!(scripted >= 3 * 8, "{scripted} cells of users' locks");
     }
 }

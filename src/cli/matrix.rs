@@ -7,7 +7,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::Algorithm;
 use lockcheck_sim::cell::CellStats;
 use lockcheck_sim::explore::Shard;
-use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions};
+use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions, Row, UserLock};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -38,7 +38,10 @@ pub struct MatrixArgs {
     /// Where to write the matrix, the reports and the regressions.
     #[arg(long, value_name = "DIR", default_value = "reports")]
     out: PathBuf,
-    /// Only these algorithms, comma-separated [default: all].
+    /// Only these algorithms, comma-separated [default: all of lockcheck's own]. Your Redis
+    /// Lua lock is `redis-script:FILE` (the script file of `explore --script`): its row runs
+    /// FILE's scripts, so a team's CI can pin its lock's verdicts (`lockcheck check` takes
+    /// `script = "FILE"` in an entry).
     #[arg(long, value_name = "A[,A...]")]
     algorithms: Option<String>,
     /// Only these fault profiles, comma-separated [default: all].
@@ -66,22 +69,17 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
     let shard = shard
         .map(|text| Shard::parse(&text).map_err(usage))
         .transpose()?;
-    let algorithms = match algorithms {
-        None => Algorithm::built_in(),
+    let rows = match algorithms {
+        None => Algorithm::built_in()
+            .into_iter()
+            .map(Row::built_in)
+            .collect(),
         Some(list) => {
-            let mut out = Vec::new();
-            for name in list.split(',').map(str::trim) {
-                let a = parse_algorithm(name)?;
-                if a.description().scripted {
-                    // Its cells would need the user's scripts, which a matrix cannot carry yet.
-                    return Err(usage(format!(
-                        "--algorithms {name}: the matrix does not take your scripts yet; search \
-                         each profile with `lockcheck explore --algorithm {name} --script FILE \
-                         --faults PROFILE`"
-                    )));
-                }
-                if !out.contains(&a) {
-                    out.push(a);
+            let mut out: Vec<Row> = Vec::new();
+            for item in list.split(',').map(str::trim) {
+                let row = parse_row(item)?;
+                if !out.iter().any(|r| r.name() == row.name()) {
+                    out.push(row);
                 }
             }
             out
@@ -92,7 +90,7 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         Some(list) => FaultProfile::parse_list(&list).map_err(usage)?,
     };
     let options = MatrixOptions {
-        algorithms,
+        rows,
         profiles,
         budget,
         seed,
@@ -102,9 +100,56 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
     run(&options, &out)
 }
 
+/// One item of `--algorithms`: an algorithm's name, or `ALGORITHM:FILE` for a user's lock (an
+/// algorithm that runs the user's scripts, with the scripts of FILE). The file is read,
+/// compiled and run once without faults here, before any cell is searched, so that a broken
+/// script is a usage error naming it rather than a matrix of verdicts about nothing.
+fn parse_row(item: &str) -> anyhow::Result<Row> {
+    let (name, file) = match item.split_once(':') {
+        Some((name, file)) => (name, Some(file)),
+        None => (item, None),
+    };
+    let algorithm = parse_algorithm(name)?;
+    let scripted = algorithm.description().scripted;
+    match file {
+        None if scripted => Err(usage(format!(
+            "--algorithms {name}: it runs your scripts; name their file: {name}:FILE \
+             (the format: `lockcheck explore --help`)"
+        ))),
+        None => Ok(Row::built_in(algorithm)),
+        Some(_) if !scripted => Err(usage(format!(
+            "--algorithms {}: {name} runs its own code and takes no file (only an algorithm \
+             that runs your scripts does, as redis-script:FILE)",
+            lockcheck_core::input::clip(item)
+        ))),
+        Some("") => Err(usage(format!(
+            "--algorithms {name}:: the file is missing after ':'"
+        ))),
+        Some(file) => {
+            let script = lockcheck_sim::script_file::load(Path::new(file))
+                .map_err(|e| usage(e.to_string()))?;
+            let row = Row {
+                algorithm,
+                user: Some(UserLock {
+                    file: file.to_string(),
+                    script,
+                }),
+            };
+            let (spec, base) =
+                matrix::plan(std::slice::from_ref(&row), &[FaultProfile::None]).remove(0);
+            let params = spec
+                .params(base)
+                .map_err(|e| usage(format!("--algorithms {item}: {e}")))?;
+            lockcheck_sim::script_file::rehearse(algorithm, &params)
+                .map_err(|e| usage(format!("--algorithms {item}: {e}")))?;
+            Ok(row)
+        }
+    }
+}
+
 /// Runs the matrix, and prints its UNSAFE cells and a summary for people.
 fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
-    let cells = matrix::plan(&options.algorithms, &options.profiles).len();
+    let cells = matrix::plan(&options.rows, &options.profiles).len();
     let bar = progress_bar(cells as u64, "cells")?;
     let started = Instant::now();
     let cases = AtomicU64::new(0);

@@ -105,6 +105,7 @@ pub enum Command {
 lockcheck matrix                                   # every cell, the default budget, into reports/\n  \
 lockcheck matrix --cases 200 --out /tmp/m          # a quicker look\n  \
 lockcheck matrix --algorithms redlock,zk-sequential --faults pause,clock-jump\n  \
+lockcheck matrix --algorithms single-redis,redis-script:my-lock.toml --out ci/  # your lock beside ours\n  \
 lockcheck matrix --budget-seconds 30               # 30 s per cell; each cell records its cases\n  \
 lockcheck matrix --shard 1/2 --out m1              # on machine 1 (machine 2: --shard 2/2 --out m2)\n  \
 lockcheck merge m1 m2 --out reports                # the matrix of the unsharded run\n\n\

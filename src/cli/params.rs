@@ -126,9 +126,7 @@ impl ParamArgs {
 /// usage error naming the file and the script.
 pub fn apply_script_file(file: &Path, params: &mut Params) -> anyhow::Result<()> {
     let read = lockcheck_sim::script_file::load(file).map_err(|e| usage(e.to_string()))?;
-    params.fencing |= read.fencing;
-    params.watchdog |= read.script.extend.is_some();
-    params.redis.script = Some(read.script);
+    read.apply_to(params);
     Ok(())
 }
 

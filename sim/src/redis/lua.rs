@@ -467,7 +467,6 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
     }
 }
 
-/// A reply as `redis.call` returns it: integer → integer, bulk → string, nil → `false`, status →
 /// The error for a command that names a key the script was not given in `KEYS`. Redis
 /// Cluster routes a script by its `KEYS` and refuses a key that lives elsewhere; a standalone
 /// Redis lets it pass, but a lock that does so breaks on the day it moves to a cluster, and
@@ -486,6 +485,7 @@ fn undeclared_key(cmd: &Command, keys: &[String]) -> Option<String> {
     ))
 }
 
+/// A reply as `redis.call` returns it: integer → integer, bulk → string, nil → `false`, status →
 /// `{ok=…}`, error → `{err=…}`, array → array table.
 fn reply_to_lua(lua: &Lua, reply: &Reply) -> mlua::Result<Value> {
     Ok(match reply {

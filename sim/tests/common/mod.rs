@@ -230,3 +230,34 @@ pub fn block_on<W: Manual, T>(world: &W, future: impl Future<Output = T>) -> T {
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// Three clients, one section each of 3 s; client-0 goes first (the others are held back
+/// 100 ms) and is paused for 12 s at 500 ms while it holds a 10 s lease: client-1 takes the
+/// expired lock, and client-0, waking up, goes on as if it still held it. The story of a
+/// paused holder that redis_plain_del.rs and redis_script.rs tell.
+pub fn paused_holder(algorithm: lockcheck_core::Algorithm) -> lockcheck_core::Scenario {
+    let mut s = lockcheck_core::Scenario::new(algorithm);
+    s.clients = 3;
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = 3_000;
+    s.duration_ms = 30_000;
+    s.faults = vec![
+        hold_back("client-1"),
+        hold_back("client-2"),
+        lockcheck_core::scenario::Fault::Pause {
+            at_ms: 500,
+            node: "client-0".into(),
+            for_ms: 12_000,
+        },
+    ];
+    s
+}
+
+/// A 100 ms pause of `node` at the start: it lets another client acquire first.
+pub fn hold_back(node: &str) -> lockcheck_core::scenario::Fault {
+    lockcheck_core::scenario::Fault::Pause {
+        at_ms: 0,
+        node: node.into(),
+        for_ms: 100,
+    }
+}
