@@ -391,6 +391,65 @@ fn mode_of(mode: CreateMode) -> zk::CreateMode {
     }
 }
 
+impl RealZk {
+    /// Goes on deleting `path` in the background (or, with `mark`, the child of `path` whose
+    /// name contains it: a protected create's node) while the session lives, until the server
+    /// answers (deleted, or nothing to delete) or the session ends, and its ephemeral nodes
+    /// with it. As the simulated client does (`sim/src/zookeeper/store.rs`).
+    fn remove_in_background(&self, path: String, mark: Option<String>) {
+        let generation = match &*self.shared.link.borrow() {
+            Link::Open { generation, .. } => *generation,
+            _ => return, // no session: its ephemeral nodes are gone
+        };
+        let (shared, gate) = (self.shared.clone(), self.gate.clone());
+        let timeout = self.request_timeout;
+        self.shared.spawn(async move {
+            loop {
+                // As often as the simulated client tries (its reconnection interval).
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                gate.pass().await;
+                let client = match &*shared.link.borrow() {
+                    Link::Open {
+                        client,
+                        generation: g,
+                        ..
+                    } if *g == generation => client.clone(),
+                    _ => return, // the session ended, and its nodes with it
+                };
+                let node = match &mark {
+                    None => path.clone(),
+                    Some(mark) => {
+                        match tokio::time::timeout(timeout, client.list_children(&path)).await {
+                            Ok(Ok(children)) => {
+                                match children.into_iter().find(|c| c.contains(mark.as_str())) {
+                                    Some(name) => format!("{path}/{name}"),
+                                    None => return, // nothing of ours there
+                                }
+                            }
+                            Ok(Err(zk::Error::NoNode)) => return,
+                            Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout)) | Err(_) => {
+                                continue
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(%path, "background find ends: {e}");
+                                return;
+                            }
+                        }
+                    }
+                };
+                match tokio::time::timeout(timeout, client.delete(&node, None)).await {
+                    Ok(Ok(())) | Ok(Err(zk::Error::NoNode)) => return,
+                    Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout)) | Err(_) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(%node, "background delete ends: {e}");
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
 impl ZkStore for RealZk {
     async fn create(
         &self,
@@ -422,35 +481,11 @@ impl ZkStore for RealZk {
     }
 
     fn delete_in_background(&self, path: &str) {
-        let generation = match &*self.shared.link.borrow() {
-            Link::Open { generation, .. } => *generation,
-            _ => return, // no session: its ephemeral nodes are gone
-        };
-        let (shared, gate, path) = (self.shared.clone(), self.gate.clone(), path.to_string());
-        let timeout = self.request_timeout;
-        self.shared.spawn(async move {
-            loop {
-                // As often as the simulated client tries (its reconnection interval).
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                gate.pass().await;
-                let client = match &*shared.link.borrow() {
-                    Link::Open {
-                        client,
-                        generation: g,
-                        ..
-                    } if *g == generation => client.clone(),
-                    _ => return, // the session ended, and its nodes with it
-                };
-                match tokio::time::timeout(timeout, client.delete(&path, None)).await {
-                    Ok(Ok(())) | Ok(Err(zk::Error::NoNode)) => return,
-                    Ok(Err(zk::Error::ConnectionLoss | zk::Error::Timeout)) | Err(_) => {}
-                    Ok(Err(e)) => {
-                        tracing::debug!(%path, "background delete ends: {e}");
-                        return;
-                    }
-                }
-            }
-        });
+        self.remove_in_background(path.to_string(), None);
+    }
+
+    fn find_and_delete_in_background(&self, parent: &str, mark: &str) {
+        self.remove_in_background(parent.to_string(), Some(mark.to_string()));
     }
 
     async fn exists(

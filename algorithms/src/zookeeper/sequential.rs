@@ -20,7 +20,7 @@
 use super::config::ZkLockConfig;
 use super::paths::create_ancestors;
 use super::session::{await_change, session_watch};
-use super::store::{CreateMode, Stat, ZkError, ZkStore};
+use super::store::{CreateMode, SessionId, Stat, ZkError, ZkStore};
 use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
@@ -248,8 +248,21 @@ impl<S: ZkStore> ZkSequential<S> {
         }
     }
 
-    /// Creates our node, recovering it by its GUID after a lost reply; `None` when the wait or
-    /// the retries ran out first (and any node we may have made was deleted, best effort).
+    /// Creates our node as Curator's protected mode does (`CreateBuilderImpl.pathInForeground`
+    /// run by `RetryLoop.callWithRetry`, then `protectedPathInForeground`; Curator 2.x to 5.x):
+    /// the first attempt creates; every later one comes after the retry policy's sleep and first
+    /// looks for a node carrying our GUID, creating only when there is none. `None` when the
+    /// wait or the retries ran out.
+    ///
+    /// The order is Curator's, and it matters: a create delayed in flight may land while we
+    /// sleep, and the look after the sleep finds it. (Looking at once, before the sleep, would
+    /// miss it and make a second node behind our own first one, which would then block us.) A
+    /// create that lands after the look is missed by Curator too: we then wait behind a node of
+    /// our own until we give up — a liveness hole of the library, which lockcheck can find
+    /// under late delivery. A node found after our session changed is not ours to hold
+    /// (`ProtectedMode.validateFoundNode`): it is deleted in the background and a new one is
+    /// created. Giving up after a request that got no answer schedules a background
+    /// find-and-delete of whatever a lost create made (`FindAndDeleteProtectedNodeInBackground`).
     async fn create_node<E: Env>(
         &self,
         env: &E,
@@ -257,52 +270,71 @@ impl<S: ZkStore> ZkSequential<S> {
         failures: &mut u32,
         guid: &str,
     ) -> Result<Option<(String, Stat)>, LockError> {
-        let prefix = format!("{}/_c_{guid}-{}", self.config.path, self.role.lock_name());
-        // Whether a create without a reply may have made a node we have not found yet.
-        let mut unsure = false;
-        let mut made_parents = false;
+        let parent = &self.config.path;
+        let mark = format!("_c_{guid}-");
+        let path = format!("{parent}/{mark}{}", self.role.lock_name());
+        // The session the first attempt ran in (`ProtectedMode.checkSetSessionId`).
+        let mut session = None;
+        let mut first = true;
         loop {
-            if unsure {
-                match self.find_own(guid).await {
-                    Ok(Some(found)) => return Ok(Some(found)),
-                    Ok(None) => unsure = false,
-                    Err(_) => {
-                        if !self.config.back_off(env, deadline, failures).await {
-                            self.remove_own(env, guid).await;
-                            return Ok(None);
-                        }
-                        continue;
-                    }
-                }
-            }
-            let created = self
-                .store
-                .create(&prefix, Vec::new(), CreateMode::EphemeralSequential)
-                .await;
-            match created {
-                Ok(Ok(created)) => return Ok(Some(created)),
-                // Curator creates the parents only when the create says they are missing,
-                // which spares a write per acquisition.
-                Ok(Err(ZkError::NoNode)) if !made_parents => {
-                    self.create_parents().await;
-                    made_parents = true;
-                    continue;
-                }
-                Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => made_parents = false,
-                Ok(Err(e)) => return Err(LockError::Server(e.to_string())),
-                Err(e) if e.maybe_applied() => match self.find_own(guid).await {
-                    Ok(Some(found)) => return Ok(Some(found)),
-                    Ok(None) => {}
-                    Err(_) => unsure = true,
-                },
-                Err(_) => {}
-            }
+            session = session.or(self.store.session_id());
+            let unanswered = match self.create_attempt(&path, guid, first, &mut session).await {
+                Attempt::Made(made) => return Ok(Some(made)),
+                Attempt::Failed { unanswered } => unanswered,
+                Attempt::Refused(e) => return Err(e),
+            };
+            first = false;
             if !self.config.back_off(env, deadline, failures).await {
-                if unsure {
-                    self.remove_own(env, guid).await;
+                if unanswered {
+                    self.store.find_and_delete_in_background(parent, &mark);
                 }
                 return Ok(None);
             }
+        }
+    }
+
+    /// One attempt of [`Self::create_node`]: after the first, look for our node, then create.
+    async fn create_attempt(
+        &self,
+        path: &str,
+        guid: &str,
+        first: bool,
+        session: &mut Option<SessionId>,
+    ) -> Attempt {
+        if !first {
+            let found = match self.find_own(guid).await {
+                Ok(found) => found,
+                Err(_) => return Attempt::Failed { unanswered: true },
+            };
+            let now = self.store.session_id();
+            match found {
+                Some(made) if now == *session => return Attempt::Made(made),
+                Some((node, _)) => self.store.delete_in_background(&node),
+                None => {}
+            }
+            *session = now;
+        }
+        let mut created = self
+            .store
+            .create(path, Vec::new(), CreateMode::EphemeralSequential)
+            .await;
+        // Curator creates the parents only when the create says they are missing, which
+        // spares a write per acquisition, and creates again within the same attempt.
+        if matches!(created, Ok(Err(ZkError::NoNode))) {
+            self.create_parents().await;
+            created = self
+                .store
+                .create(path, Vec::new(), CreateMode::EphemeralSequential)
+                .await;
+        }
+        match created {
+            Ok(Ok(made)) => Attempt::Made(made),
+            Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => {
+                Attempt::Failed { unanswered: false }
+            }
+            Ok(Err(e)) => Attempt::Refused(LockError::Server(e.to_string())),
+            // Curator's ConnectionLoss, whether or not the request went out.
+            Err(_) => Attempt::Failed { unanswered: true },
         }
     }
 
@@ -321,14 +353,6 @@ impl<S: ZkStore> ZkSequential<S> {
             Ok(Some(stat)) => Some((node, stat)),
             _ => None,
         })
-    }
-
-    /// Deletes the node carrying our GUID, if there is one; best effort, for giving up after a
-    /// create whose outcome is still unknown.
-    async fn remove_own<E: Env>(&self, env: &E, guid: &str) {
-        if let Ok(Some((node, _))) = self.find_own(guid).await {
-            self.delete_node(env, &node).await.ok();
-        }
     }
 
     /// Creates the lock's path and its ancestors as persistent nodes; whoever made one first
@@ -371,6 +395,19 @@ impl<S: ZkStore> ZkSequential<S> {
             }
         }
     }
+}
+
+/// How one attempt to create our node went.
+enum Attempt {
+    /// Our node: made now, or found from an earlier attempt.
+    Made((String, Stat)),
+    /// Not made; `unanswered` when a request got no answer (a create may have been applied).
+    Failed {
+        /// Whether a request got no answer.
+        unanswered: bool,
+    },
+    /// Refused by the server for a reason retrying cannot mend.
+    Refused(LockError),
 }
 
 /// The nodes of `role`'s queue among `children`, by sequence number (the last

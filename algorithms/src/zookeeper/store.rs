@@ -188,6 +188,14 @@ pub trait ZkStore {
     /// for as long as its client lives, and block every waiter behind it.
     fn delete_in_background(&self, path: &str);
 
+    /// Curator's `FindAndDeleteProtectedNodeInBackground`, for a protected create given up
+    /// on while its outcome is unknown: the session keeps looking among `parent`'s children for
+    /// the one whose name contains `mark` (the create's protection prefix) and deleting it, in
+    /// the background and again after every reconnection, until it is deleted, none is there,
+    /// or the session ends. Returns at once. Without it a create applied after its client gave
+    /// up would leave a node no one owns ahead of every waiter, for as long as the client lives.
+    fn find_and_delete_in_background(&self, parent: &str, mark: &str);
+
     /// `exists(path, watch)`: the node's stat, `None` when there is no such node. With `watch`,
     /// leaves a one-shot data watch even when the node does not exist.
     fn exists(
@@ -239,6 +247,10 @@ impl<S: ZkStore> ZkStore for std::rc::Rc<S> {
 
     fn delete_in_background(&self, path: &str) {
         (**self).delete_in_background(path)
+    }
+
+    fn find_and_delete_in_background(&self, parent: &str, mark: &str) {
+        (**self).find_and_delete_in_background(parent, mark)
     }
 
     fn exists(

@@ -396,6 +396,78 @@ fn unexpected(result: model::OpResult) -> StoreError {
     StoreError::Unreachable(format!("unexpected result {result:?}"))
 }
 
+/// A node the session goes on removing in the background after the client gave up on it
+/// ([`ZkStore::delete_in_background`], [`ZkStore::find_and_delete_in_background`]).
+enum Removal {
+    /// This node.
+    Node(String),
+    /// The child of `parent` whose name contains `mark`, if there is one.
+    Protected {
+        /// The lock's path.
+        parent: String,
+        /// The protection prefix.
+        mark: String,
+    },
+}
+
+impl<E: Env + Clone + 'static> SimZk<E> {
+    /// Goes on with `removal` every reconnection interval while the session lives and is
+    /// connected, until the server answers it (removed, or nothing to remove) or the session
+    /// ends (and its ephemeral nodes with it).
+    fn remove_in_background(&self, removal: Removal) {
+        let Some(id) = self.session.borrow().id else {
+            return; // no session: its ephemeral nodes are gone
+        };
+        let this = self.handle();
+        madsim::task::spawn_local(async move {
+            loop {
+                this.env.sleep(RECONNECT_INTERVAL).await;
+                let (current, connected) = {
+                    let s = this.session.borrow();
+                    (s.id, s.connected)
+                };
+                if current != Some(id) {
+                    return; // the session ended, and its nodes with it
+                }
+                if !connected {
+                    continue; // the pinger reconnects; try once it has
+                }
+                let path = match &removal {
+                    Removal::Node(path) => path.clone(),
+                    Removal::Protected { parent, mark } => {
+                        let op = model::Op::GetChildren {
+                            path: parent.clone(),
+                            watch: false,
+                        };
+                        match this.send(ZkRequest::Op { session: id, op }).await {
+                            Ok(ZkResponse::Expired) => return Self::expired(&this.session, id),
+                            Ok(ZkResponse::Result(model::OpResult::Children(children), _)) => {
+                                match children.into_iter().find(|c| c.contains(mark.as_str())) {
+                                    Some(name) => format!("{parent}/{name}"),
+                                    None => return, // nothing of ours there
+                                }
+                            }
+                            // No such parent: nothing of ours under it.
+                            Ok(_) => return,
+                            Err(_) => {
+                                this.judge_silence();
+                                continue;
+                            }
+                        }
+                    }
+                };
+                let op = model::Op::Delete { path, version: -1 };
+                match this.send(ZkRequest::Op { session: id, op }).await {
+                    Ok(ZkResponse::Expired) => return Self::expired(&this.session, id),
+                    // Deleted, or an answer that it cannot be (no such node): done either way.
+                    Ok(_) => return,
+                    Err(_) => this.judge_silence(),
+                }
+            }
+        });
+    }
+}
+
 impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
     async fn create(
         &self,
@@ -428,35 +500,13 @@ impl<E: Env + Clone + 'static> ZkStore for SimZk<E> {
     }
 
     fn delete_in_background(&self, path: &str) {
-        let Some(id) = self.session.borrow().id else {
-            return; // no session: its ephemeral nodes are gone
-        };
-        let this = self.handle();
-        let path = path.to_string();
-        madsim::task::spawn_local(async move {
-            loop {
-                this.env.sleep(RECONNECT_INTERVAL).await;
-                let (current, connected) = {
-                    let s = this.session.borrow();
-                    (s.id, s.connected)
-                };
-                if current != Some(id) {
-                    return; // the session ended, and its nodes with it
-                }
-                if !connected {
-                    continue; // the pinger reconnects; try once it has
-                }
-                let op = model::Op::Delete {
-                    path: path.clone(),
-                    version: -1,
-                };
-                match this.send(ZkRequest::Op { session: id, op }).await {
-                    Ok(ZkResponse::Expired) => return Self::expired(&this.session, id),
-                    // Deleted, or an answer that it cannot be (no such node): done either way.
-                    Ok(_) => return,
-                    Err(_) => this.judge_silence(),
-                }
-            }
+        self.remove_in_background(Removal::Node(path.to_string()));
+    }
+
+    fn find_and_delete_in_background(&self, parent: &str, mark: &str) {
+        self.remove_in_background(Removal::Protected {
+            parent: parent.to_string(),
+            mark: mark.to_string(),
         });
     }
 
