@@ -63,16 +63,17 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
         ..ExploreOptions::new(search.algorithm, profiles, search.cases, search.seed)
     };
     check_options(&options).map_err(|e| usage(e.to_string()))?;
-    // What real mode refuses whatever the faults (a setting it cannot apply) is said
-    // once, up front, rather than as a search that finds no case to run.
+    // What real mode refuses whatever the faults (a setting it cannot apply, a lock a client
+    // process cannot be asked for) is said once, up front, rather than as a search that finds
+    // no case to run.
     let mut template = Scenario::new(search.algorithm);
     template.params = options.params.clone();
-    lockcheck_real::preflight_on(&template, &Servers::Launched)
-        .map_err(|e| usage(e.to_string()))?;
     if let Some(client) = &search.client {
         lockcheck_real::client_process::check(&template, client)
             .map_err(|e| usage(e.to_string()))?;
     }
+    lockcheck_real::preflight_on(&template, &Servers::Launched)
+        .map_err(|e| usage(e.to_string()))?;
     // A client process cannot be asked for everything lockcheck's own clients can (a hold
     // until the validity, a reentrant acquisition): such draws are drawn again.
     let strategy = if search.client.is_some() {
