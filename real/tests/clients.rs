@@ -4,8 +4,10 @@
 //! hang), every process gone.
 //!
 //! Each reference client (`clients/`) is pinned by the story the issue names for it (a pause past
-//! the lease: UNSAFE) and compared with lockcheck's own rendition of the same lock under the same
-//! scenario: where they differ, that is a finding, printed side by side.
+//! the lease: UNSAFE; for kazoo, a partition past the session too, UNSAFE, and the client that
+//! checks its session before each access: nothing found under partitions, UNSAFE when paused)
+//! and compared with lockcheck's own rendition of the same lock under the same scenario: where
+//! they differ, that is a finding, printed side by side.
 
 mod common;
 
