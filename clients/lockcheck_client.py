@@ -4,7 +4,9 @@ lockcheck's own clients do it (enter, work hold_ms, exit, release).
 
 A reference client gives `serve` two functions over its library: `acquire(wait_s)`, which returns
 a held lock object or None (gave up), and `release(lock)`, which returns "released" or "lost".
-An exception from either is reported as an `error` line, never hidden.
+An exception from either is reported as an `error` line, never hidden. A careful client also
+gives `check(lock)`, asked right before each access: when it says False the client does not
+access, calls `give_up(lock)` (which returns why) and ends the section with `lost`.
 """
 
 import json
@@ -42,7 +44,7 @@ def access(phase):
     return hear().get("accepted") is True
 
 
-def serve(acquire, release, token=lambda lock: None):
+def serve(acquire, release, token=lambda lock: None, check=None, give_up=None):
     say(op="ready")
     while True:
         command = hear()
@@ -60,9 +62,19 @@ def serve(acquire, release, token=lambda lock: None):
         if token(lock) is not None:
             said["token"] = token(lock)
         say(**said)
-        if not command.get("probe") and access("enter"):
-            time.sleep(command["hold_ms"] / 1000.0)
-            access("exit")
+        lost = None
+        if not command.get("probe"):
+            if check is not None and not check(lock):
+                lost = give_up(lock)
+            elif access("enter"):
+                time.sleep(command["hold_ms"] / 1000.0)
+                if check is not None and not check(lock):
+                    lost = give_up(lock)
+                else:
+                    access("exit")
+        if lost is not None:
+            say(op="lost", reason=lost)
+            continue
         try:
             say(op=release(lock))
         except Exception as e:

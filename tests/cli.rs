@@ -435,13 +435,13 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         (
             vec![
                 "--algorithm",
-                "single-redis",
+                "zk-rwlock",
                 "--cases",
                 "3",
                 "--client",
                 "true",
             ],
-            "cannot be used with",
+            "--client: read/write locks",
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],

@@ -57,6 +57,39 @@ pub struct Search {
     pub original: Scenario,
 }
 
+/// The client processes of a real run of the user's lock library (`lockcheck real --client`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientRun {
+    /// The command each client ran (as `sh -c COMMAND`).
+    pub command: String,
+    /// Per process, in the order they started: the end of its stderr (what the library logged).
+    pub stderr: Vec<ClientStderr>,
+}
+
+/// The end of one client process's stderr.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientStderr {
+    /// Its node (`client-0`, …, `probe`).
+    pub client: String,
+    /// Which of that node's processes (1, then one more per restart).
+    pub incarnation: u64,
+    /// Its last lines on stderr (a bounded number, each clipped), oldest first.
+    pub lines: Vec<String>,
+}
+
+/// `text` as one word for a POSIX shell: as is when it holds only characters no shell treats
+/// specially, otherwise in single quotes (a quote inside written `'\''`).
+pub fn shell_quote(text: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
 /// Where the reported run happened, which decides what replaying it means.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -104,6 +137,11 @@ pub struct Report {
     /// How the case was found, when it came from `explore`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<Search>,
+    /// A real run whose clients were processes of the user's command (`lockcheck real
+    /// --client`): the command, and what each process wrote last to its stderr. Absent for
+    /// lockcheck's own clients (and in reports written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientRun>,
     /// The whole truth of the run.
     pub scenario: Scenario,
     /// Digest of `history`.
@@ -147,6 +185,7 @@ impl Report {
             stale_accesses: outcome.stale_accesses.clone(),
             availability: outcome.availability,
             search: None,
+            client: None,
             scenario: scenario.clone(),
             history_hash: outcome.digest(),
             history: outcome.history.clone(),
@@ -189,10 +228,20 @@ impl Report {
                     serde_json::to_string_pretty(&self.scenario).expect("a scenario serializes");
                 crate::output::write_atomically(&scenario, (json + "\n").as_bytes())
                     .map_err(io(&scenario))?;
+                // A run of the user's library reruns that library, not lockcheck's rendition.
+                let client = match &self.client {
+                    Some(c) => format!(" --client {}", shell_quote(&c.command)),
+                    None => String::new(),
+                };
                 format!(
-                    "lockcheck real --scenario {} (a real run is not byte-replayable: this reruns \
-                     its scenario; `lockcheck run` simulates it)",
-                    scenario.display()
+                    "lockcheck real --scenario {}{client} (a real run is not byte-replayable: \
+                     this reruns its scenario; `lockcheck run` simulates it{})",
+                    shell_quote(&scenario.display().to_string()),
+                    if client.is_empty() {
+                        ""
+                    } else {
+                        " with lockcheck's rendition"
+                    }
                 )
             }
         };
@@ -348,4 +397,53 @@ impl Replay {
 /// A field as it is written in the file, so that every field compares the way a reader sees it.
 fn json<T: Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).expect("report fields serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quote_leaves_plain_words_and_quotes_the_rest() {
+        assert_eq!(shell_quote("reports/a-1.json"), "reports/a-1.json");
+        assert_eq!(
+            shell_quote("/usr/bin/python3 clients/x.py"),
+            "'/usr/bin/python3 clients/x.py'"
+        );
+        assert_eq!(shell_quote("it's $HOME"), r#"'it'\''s $HOME'"#);
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn a_client_runs_rerun_command_reruns_the_client_and_the_field_is_optional() {
+        let scenario = Scenario::new(crate::Algorithm::SingleRedis);
+        let outcome = Outcome::of(History::default(), &scenario);
+        let mut report = Report::of_real_run(&scenario, &outcome);
+        report.client = Some(ClientRun {
+            command: "node clients/node-redlock/redlock_client.js 'a b'".into(),
+            stderr: vec![ClientStderr {
+                client: "client-0".into(),
+                incarnation: 1,
+                lines: vec!["connected".into()],
+            }],
+        });
+        let dir = std::env::temp_dir().join(format!("lockcheck-report-{}", std::process::id()));
+        let path = report.write(&dir, "real-single-redis").unwrap();
+        assert!(
+            report
+                .replay_command
+                .contains(r#" --client 'node clients/node-redlock/redlock_client.js '\''a b'\'''"#),
+            "{}",
+            report.replay_command
+        );
+        let read = Report::read(&path).unwrap();
+        assert_eq!(read.client, report.client);
+        // A report without the field (every report written before it) still reads.
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        value.as_object_mut().unwrap().remove("client");
+        std::fs::write(&path, value.to_string()).unwrap();
+        assert_eq!(Report::read(&path).unwrap().client, None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

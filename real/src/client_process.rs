@@ -16,7 +16,9 @@
 //!
 //! A client that exits, prints a line that is not the protocol's, or stays silent past a timeout
 //! (time spent paused by the nemesis does not count) ends the run with [`RealError::Client`],
-//! naming it, with what it printed and the end of its stderr: never a verdict. Every process is
+//! naming it, with what it printed and the end of its stderr: never a verdict. The end of every
+//! process's stderr is kept for the run's report too ([`ClientProcesses::report`]), whatever
+//! the verdict. Every process is
 //! killed by its group at the end of the run, on error and on Ctrl-C ([`ClientProcesses::close`]),
 //! and started with `PR_SET_PDEATHSIG` as a last resort.
 
@@ -38,8 +40,10 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// How many of a client's last stderr (and stdout) lines an error shows.
+/// How many of a client's last stderr (and stdout) lines an error and a report show.
 const KEPT_LINES: usize = 20;
+/// The longest stderr line kept, in characters (the rest is cut, saying how long it was).
+const KEPT_LINE_CHARS: usize = 500;
 
 /// The user's client command and its timeouts.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,10 +71,23 @@ impl ClientCommand {
 /// What a scenario asks of lockcheck's own clients that a client process cannot be told:
 /// refused before anything starts.
 pub fn check(scenario: &Scenario, command: &ClientCommand) -> Result<(), RealError> {
-    let refuse = |what: &str| Err(RealError::Unsupported(format!("--client: {what}")));
     if command.command.trim().is_empty() {
-        return refuse("the command is empty");
+        return Err(RealError::Unsupported(
+            "--client: the command is empty".into(),
+        ));
     }
+    check_scenario(scenario)
+}
+
+/// Whether a client process can be told what `scenario` asks of its clients (a search of
+/// `--client` runs draws only such scenarios).
+pub fn supports(scenario: &Scenario) -> bool {
+    check_scenario(scenario).is_ok()
+}
+
+/// What [`check`] refuses of the scenario.
+fn check_scenario(scenario: &Scenario) -> Result<(), RealError> {
+    let refuse = |what: &str| Err(RealError::Unsupported(format!("--client: {what}")));
     if scenario.algorithm.has_readers() {
         return refuse("read/write locks (the protocol has no shared sections)");
     }
@@ -91,7 +108,7 @@ struct Running {
     /// Its stdin and stdout, until its driver takes them.
     io: Option<Io>,
     /// The last lines of its stderr.
-    stderr: Rc<RefCell<VecDeque<String>>>,
+    stderr: Stderr,
 }
 
 /// The client processes of one run, by node.
@@ -106,7 +123,13 @@ pub struct ClientProcesses {
     pauses: RefCell<BTreeMap<usize, (bool, u64)>>,
     /// Every PID started, in order.
     pids: RefCell<Vec<u32>>,
+    /// Every process started, in order: its node's name, its incarnation, the end of its
+    /// stderr (kept after it is killed, for the report).
+    stderr_logs: RefCell<Vec<(String, u64, Stderr)>>,
 }
+
+/// The last lines of one process's stderr, shared with the task that reads them.
+type Stderr = Rc<RefCell<VecDeque<String>>>;
 
 impl ClientProcesses {
     /// The client processes of a run of `command`, keeping their files under `dir`.
@@ -118,6 +141,27 @@ impl ClientProcesses {
             clocks: RefCell::default(),
             pauses: RefCell::default(),
             pids: RefCell::default(),
+            stderr_logs: RefCell::default(),
+        }
+    }
+
+    /// The command and, per process started (in order), the end of its stderr: what a report
+    /// keeps of the run's clients.
+    pub fn report(&self) -> lockcheck_core::report::ClientRun {
+        lockcheck_core::report::ClientRun {
+            command: self.command.command.clone(),
+            stderr: self
+                .stderr_logs
+                .borrow()
+                .iter()
+                .map(
+                    |(client, incarnation, lines)| lockcheck_core::report::ClientStderr {
+                        client: client.clone(),
+                        incarnation: *incarnation,
+                        lines: lines.borrow().iter().cloned().collect(),
+                    },
+                )
+                .collect(),
         }
     }
 
@@ -204,7 +248,10 @@ impl ClientProcesses {
         crate::launcher::ledger::record(pid, "sh");
         self.pids.borrow_mut().push(pid);
         tracing::info!(client = %name, pid, "client process started");
-        let stderr = Rc::new(RefCell::new(VecDeque::new()));
+        let stderr: Stderr = Rc::new(RefCell::new(VecDeque::new()));
+        self.stderr_logs
+            .borrow_mut()
+            .push((name.clone(), incarnation, stderr.clone()));
         if let Some(err) = child.stderr.take() {
             let kept = stderr.clone();
             tokio::task::spawn_local(async move {
@@ -214,7 +261,7 @@ impl ClientProcesses {
                     if kept.len() == KEPT_LINES {
                         kept.pop_front();
                     }
-                    kept.push_back(line);
+                    kept.push_back(clip_line(line));
                 }
             });
         }
@@ -327,6 +374,15 @@ fn reap(pid: u32) {
     unsafe {
         libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0);
     }
+}
+
+/// `line`, cut to [`KEPT_LINE_CHARS`] characters (saying how long it was).
+fn clip_line(line: String) -> String {
+    if line.chars().count() <= KEPT_LINE_CHARS {
+        return line;
+    }
+    let start: String = line.chars().take(KEPT_LINE_CHARS).collect();
+    format!("{start}… ({} bytes)", line.len())
 }
 
 /// Whether `scenario` jumps or drifts the clock of node `name`.

@@ -43,6 +43,9 @@ pub struct RealRun {
     /// group's leader; restarts and the probe included). All are killed by the time the run
     /// returns.
     pub client_pids: Vec<u32>,
+    /// With `--client`: the command and the end of each client process's stderr (what the
+    /// library logged), for the report.
+    pub client: Option<lockcheck_core::report::ClientRun>,
     /// How long the run took.
     pub elapsed: Duration,
     /// On servers the user runs: what the run created there and removed at the end (empty with
@@ -140,7 +143,12 @@ pub fn run_with(
     // The client processes first: their clock files are in the launcher's directory.
     if let Some(processes) = &processes {
         processes.close();
+        // The stderr readers see their pipes close: a moment to read the last lines.
+        local.block_on(&runtime, async {
+            tokio::time::sleep(Duration::from_millis(50)).await
+        });
     }
+    let client = processes.as_ref().map(|p| p.report());
     // Every server stopped and its directory removed here, whoever else still holds the
     // launcher; the tasks and their handles on it go next.
     launcher.borrow_mut().close();
@@ -157,6 +165,7 @@ pub fn run_with(
         outcome: result?,
         server_pids,
         client_pids,
+        client,
         elapsed: started.elapsed(),
         removed,
         left,

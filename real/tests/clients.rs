@@ -4,8 +4,10 @@
 //! hang), every process gone.
 //!
 //! Each reference client (`clients/`) is pinned by the story the issue names for it (a pause past
-//! the lease: UNSAFE) and compared with lockcheck's own rendition of the same lock under the same
-//! scenario: where they differ, that is a finding, printed side by side.
+//! the lease: UNSAFE; for kazoo, a partition past the session too, UNSAFE, and the client that
+//! checks its session before each access: nothing found under partitions, UNSAFE when paused)
+//! and compared with lockcheck's own rendition of the same lock under the same scenario: where
+//! they differ, that is a finding, printed side by side.
 
 mod common;
 
@@ -437,4 +439,279 @@ fn a_client_process_whose_clock_jumps_reads_the_jumped_clock() {
         "client-1 read {unmoved:?}, about {now_s}"
     );
     assert_gone(&real.client_pids);
+}
+
+/// The history's release of `client` that failed, with why (a `lost` line's reason).
+fn lost_reasons(real: &RealRun, client: &str) -> Vec<String> {
+    real.outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| e.node == client && e.kind == lockcheck_core::history::Kind::Fail)
+        .filter_map(|e| match &e.op {
+            lockcheck_core::history::Op::Release {
+                error: Some(why), ..
+            } => Some(why.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The end of `client`'s first process's stderr, as the run's report keeps it.
+fn stderr_of(real: &RealRun, client: &str) -> Vec<String> {
+    let run = real
+        .client
+        .as_ref()
+        .expect("a --client run keeps its clients' stderr");
+    run.stderr
+        .iter()
+        .find(|s| s.client == client && s.incarnation == 1)
+        .unwrap_or_else(|| panic!("no stderr kept for {client}: {run:?}"))
+        .lines
+        .clone()
+}
+
+#[test]
+fn kazoo_lock_cut_off_past_its_session_lets_a_second_holder_in() {
+    if !zookeeper_installed() || !python_has("kazoo", "python3-kazoo") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::ZkSequential, Profile::Partition);
+    let real = run_client(&scenario, &python_client("kazoo_lock.py"));
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("kazoo Lock", &real, &scenario),
+        "kazoo's Lock and zk-sequential differ under the partition story"
+    );
+}
+
+#[test]
+fn kazoo_lock_checking_its_session_before_each_access_stays_out_when_cut_off() {
+    if !zookeeper_installed() || !python_has("kazoo", "python3-kazoo") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::ZkSequential, Profile::Partition);
+    let real = run_client(&scenario, &python_client("kazoo_checked_lock.py"));
+    assert!(
+        real.outcome.violations.is_empty(),
+        "{:#?}\n{:#?}",
+        real.outcome.violations,
+        real.outcome.history.entries
+    );
+    // For the right reason: client-0 saw its session suspended while cut off, before the
+    // server expired it and let the next holder in, and gave the lock up instead of writing
+    // after the heal.
+    let entries = &real.outcome.history.entries;
+    let lost = lost_reasons(&real, "client-0");
+    let after_s: f64 = lost
+        .iter()
+        .find_map(|why| {
+            let (_, rest) = why.split_once("(SUSPENDED ")?;
+            rest.split_once(" s after it")?.0.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("client-0 did not give its lock up: {lost:?}\n{entries:#?}"));
+    let acquired_ns = entries
+        .iter()
+        .find(|e| {
+            e.node == "client-0"
+                && e.kind == lockcheck_core::history::Kind::Ok
+                && matches!(e.op, lockcheck_core::history::Op::Acquire { .. })
+        })
+        .expect("client-0 acquired")
+        .true_ns;
+    let suspended_ns = acquired_ns + (after_s * 1e9) as u64;
+    let next_in_ns = entries
+        .iter()
+        .find_map(|e| match &e.op {
+            lockcheck_core::history::Op::Resource {
+                client,
+                phase: lockcheck_core::history::Phase::Enter,
+                accepted: true,
+                ..
+            } if client != "client-0" => Some(e.true_ns),
+            _ => None,
+        })
+        .expect("another client took the lock");
+    let heal_ns = scenario
+        .faults
+        .iter()
+        .find_map(|f| match f {
+            Fault::Partition { at_ms, for_ms, .. } => Some((at_ms + for_ms) * 1_000_000),
+            _ => None,
+        })
+        .expect("the story's partition");
+    assert!(
+        next_in_ns < heal_ns,
+        "the partition did not outlast client-0's session: the next holder entered at {next_in_ns} ns, the heal was at {heal_ns} ns"
+    );
+    assert!(
+        suspended_ns < next_in_ns,
+        "client-0 saw its session suspended at {suspended_ns} ns, after the next holder entered at {next_in_ns} ns"
+    );
+    let stderr = stderr_of(&real, "client-0");
+    assert!(
+        stderr.iter().any(|l| l.contains("SUSPENDED")),
+        "kazoo's state change is in client-0's stderr: {stderr:?}"
+    );
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "kazoo Lock checking its session: {}; client-0 suspended at {:.0} ms, the next holder in \
+         at {:.0} ms, the heal at {:.0} ms",
+        verdict(&real),
+        suspended_ns as f64 / 1e6,
+        next_in_ns as f64 / 1e6,
+        heal_ns as f64 / 1e6
+    );
+}
+
+/// A pause defeats the check: on waking, the process's view of its session is what it was when
+/// it stopped. Under the plain pause story that is a race (FINDING, README): the server closed
+/// the expired session's connection during the pause, and on waking kazoo's connection thread
+/// reads that close and marks the session SUSPENDED while the main thread checks; either may run
+/// first (UNSAFE in about half the runs here). This pins the story without the race: the
+/// server's close reaches client-0 a second after it woke (its link to the server alone stays
+/// silent that long, as when the close is lost and must be timed out), so the check reads the
+/// stale CONNECTED, and the late write goes in beside the next holder's: UNSAFE.
+#[test]
+fn kazoo_lock_checking_its_session_paused_past_it_reads_a_stale_state_on_waking() {
+    if !zookeeper_installed() || !python_has("kazoo", "python3-kazoo") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let mut scenario = story(Algorithm::ZkSequential, Profile::Pause);
+    let (at_ms, for_ms) = scenario
+        .faults
+        .iter()
+        .find_map(|f| match f {
+            Fault::Pause {
+                at_ms,
+                node,
+                for_ms,
+            } if node == "client-0" => Some((*at_ms, *for_ms)),
+            _ => None,
+        })
+        .expect("the story pauses client-0");
+    scenario.faults.push(Fault::Partition {
+        at_ms,
+        isolate: vec!["client-0".into()],
+        from: Some(vec!["zk-0".into()]),
+        for_ms: for_ms + 1_000,
+        hold: false,
+    });
+    scenario.validate().unwrap();
+    let real = run_client(&scenario, &python_client("kazoo_checked_lock.py"));
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("kazoo Lock checking its session", &real, &scenario),
+        "the checking kazoo client and zk-sequential differ when paused past the session"
+    );
+}
+
+/// The cases `lockcheck real --algorithm zk-sequential --faults partition --cases N --seed
+/// SEED --client …` draws (explore's generator, keeping what real mode and a client process can
+/// do): the same draws, the same order.
+fn partition_search_cases(cases: u64, seed: u64) -> Vec<Scenario> {
+    use lockcheck_core::profile::FaultProfile;
+    use lockcheck_sim::explore::{draw, scenarios_where, ExploreOptions};
+    let algorithm = Algorithm::ZkSequential;
+    let mut template = Scenario::new(algorithm);
+    profile::set_lease(&mut template, Shape::for_algorithm(algorithm).ttl_ms);
+    let options = ExploreOptions {
+        params: template.params,
+        ..ExploreOptions::new(algorithm, vec![FaultProfile::Partition], cases as u32, seed)
+    };
+    let strategy = scenarios_where(&options, |s| {
+        lockcheck_real::support::check(s).is_ok() && lockcheck_real::client_process::supports(s)
+    });
+    (0..cases)
+        .map(|case| draw(&strategy, seed, case).unwrap())
+        .collect()
+}
+
+/// `clients/node-redlock/`, where `.ci/run` installs node-redlock with `npm ci`.
+fn node_redlock_dir() -> String {
+    format!("{}/../clients/node-redlock", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Whether node and node-redlock (installed by `npm ci` in `clients/node-redlock`) are there:
+/// says so and skips when not, fails under CI=true.
+fn node_redlock_installed() -> bool {
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let dir = node_redlock_dir();
+    let redlock = std::path::Path::new(&dir).join("node_modules/redlock/package.json");
+    if node && redlock.exists() {
+        return true;
+    }
+    let install = format!("install node and npm, then `npm ci` in {dir}");
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!(
+            "node-redlock is missing under CI=true (node on PATH: {node}, {} exists: {}): \
+             .ci/run must {install}",
+            redlock.display(),
+            redlock.exists()
+        );
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "skipping a reference-client test: {install}"
+    );
+    false
+}
+
+#[test]
+fn node_redlock_paused_past_its_ttl_lets_a_second_holder_in() {
+    if !redis_installed() || !node_redlock_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = story(Algorithm::Redlock, Profile::Pause);
+    let client = ClientCommand::new(format!("node {}/redlock_client.js", node_redlock_dir()));
+    let started = Instant::now();
+    let real = run_client(&scenario, &client);
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "node-redlock run: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("node-redlock", &real, &scenario),
+        "node-redlock and redlock differ under the pause story"
+    );
+}
+
+/// The search `lockcheck real --algorithm zk-sequential --faults partition --cases 5 --seed 0
+/// --client '/usr/bin/python3 clients/kazoo_checked_lock.py'` runs, case by case: nothing found.
+/// The same five cases find kazoo's plain `Lock` UNSAFE (at case 4: client-0 and client-1 cut
+/// off from the server for 4968 ms, past the 4 s session, writing after the heal; lockcheck's
+/// own rendition is UNSAFE there too): not pinned here, since whether the server expires a
+/// session that close to the heal depends on where its ticks fall.
+#[test]
+fn kazoo_lock_checking_its_session_finds_nothing_in_a_partition_search() {
+    if !zookeeper_installed() || !python_has("kazoo", "python3-kazoo") {
+        return;
+    }
+    let _one = one_at_a_time();
+    let client = python_client("kazoo_checked_lock.py");
+    let started = Instant::now();
+    for (case, scenario) in partition_search_cases(5, 0).iter().enumerate() {
+        let real = run_client(scenario, &client);
+        assert!(
+            real.outcome.violations.is_empty(),
+            "case {case}: {:#?}\n{:#?}\n{:#?}",
+            scenario.faults,
+            real.outcome.violations,
+            real.outcome.history.entries
+        );
+    }
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "kazoo Lock checking its session: nothing found in 5 partition cases ({:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
 }

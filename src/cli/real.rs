@@ -135,7 +135,8 @@ pub struct RealArgs {
     /// JSON-lines protocol of README.md, "Check your own lock". --algorithm (or the scenario)
     /// still says which servers to start and the lease to give the clients. A client pause is
     /// SIGSTOP/SIGCONT of its process group, a crash kill -9.
-    #[arg(long, value_name = "COMMAND", conflicts_with = "cases")]
+    /// With --cases, every case starts fresh client processes (and fresh servers).
+    #[arg(long, value_name = "COMMAND")]
     client: Option<String>,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
     /// beside it) into this directory [with --cases: default reports].
@@ -199,6 +200,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             max_partition_ms,
             safety_only,
             out: report.unwrap_or_else(|| PathBuf::from("reports")),
+            client: client.map(lockcheck_real::ClientCommand::new),
         });
     }
     let servers = match endpoints {
@@ -395,6 +397,7 @@ fn run(
     };
     let outcome = &real.outcome;
     let mut report = Report::of_real_run(scenario, outcome);
+    report.client = real.client.clone();
     print_outcome(&report, outcome);
     if let Some(dir) = report_dir {
         let path = report.write(dir, &format!("real-{}", scenario.algorithm.name()))?;
@@ -426,10 +429,18 @@ fn run(
             real.client_pids.len()
         );
     }
-    // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`) or in the
-    // simulation (`lockcheck run FILE`); the run itself is not byte-replayable.
+    // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`, with the
+    // same `--client`) or in the simulation (`lockcheck run FILE`); the run itself is not
+    // byte-replayable.
+    let rerun = match client {
+        Some(c) => format!(
+            ", with --client {}",
+            lockcheck_core::report::shell_quote(&c.command)
+        ),
+        None => String::new(),
+    };
     say!(
-        "scenario (a real run is not byte-replayable; its scenario is): {}",
+        "scenario (a real run is not byte-replayable; its scenario is{rerun}): {}",
         serde_json::to_string(scenario)?
     );
     Ok(super::run::exit_code(outcome))
