@@ -15,7 +15,7 @@ use crate::regression;
 use crate::script_file::ScriptFile;
 use lockcheck_algorithms::describe::{Fencing, Lease};
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::report::{Report, ReportError};
+use lockcheck_core::report::{shell_quote, Report, ReportError};
 use lockcheck_core::scenario::{Algorithm, Params};
 use lockcheck_core::verdict::Coverage;
 use serde::{Deserialize, Serialize};
@@ -223,20 +223,6 @@ fn script_cell_prefix(algorithm: Algorithm, file: Option<&str>) -> String {
     }
 }
 
-/// `text` as one word of a shell command: as is when it holds nothing a shell reads, else in
-/// single quotes.
-fn shell_word(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./:,=@+".contains(c));
-    if plain {
-        text.to_string()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
 /// Which search a cell is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CellSpec {
@@ -315,7 +301,7 @@ impl CellSpec {
                 fencing: self.fencing,
             }
             .apply_to(&mut base);
-            let _ = write!(flags, " --script {}", shell_word(file));
+            let _ = write!(flags, " --script {}", shell_quote(file));
         }
         let _ = write!(flags, " --faults {} --safety-only", self.profile.name());
         let to_map = |p: &Params| match serde_json::to_value(p) {
@@ -702,7 +688,7 @@ impl Matrix {
         let _ = write!(command, " --seed {}", self.seed);
         let built_in: Vec<&str> = Algorithm::built_in().iter().map(|a| a.name()).collect();
         if self.algorithms != built_in {
-            let names: Vec<String> = self.algorithms.iter().map(|a| shell_word(a)).collect();
+            let names: Vec<String> = self.algorithms.iter().map(|a| shell_quote(a)).collect();
             let _ = write!(command, " --algorithms {}", names.join(","));
         }
         if self.profiles != FaultProfile::ALL {
