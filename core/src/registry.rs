@@ -260,6 +260,7 @@ pub fn settings(scenario: &Scenario) -> Settings {
         queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
         suspended_is_lost: p.zookeeper.suspended_is_lost,
         script: p.redis.script.clone(),
+        variant: p.variant.clone(),
     }
 }
 

@@ -89,6 +89,10 @@ pub enum Command {
         /// those the scenario embeds.
         #[arg(long, value_name = "FILE")]
         script: Option<PathBuf>,
+        /// Model this version range of the algorithm's library instead of the scenario's
+        /// `params.variant` (see `explore --help`, --algorithm).
+        #[arg(long, value_name = "NAME")]
+        variant: Option<String>,
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
     Explore(explore::ExploreArgs),
@@ -240,6 +244,15 @@ pub fn algorithm_help() -> String {
             d.summary,
             d.backend.name()
         ));
+        // Its library's versions (--variant), under it: name, range, what differs, the source
+        // files followed.
+        for (i, v) in d.variants.iter().enumerate() {
+            let default = if i == 0 { ", the default" } else { "" };
+            help.push_str(&format!(
+                "\n  {:width$}    --variant {} ({}{default}): {}; follows {}",
+                "", v.name, v.versions, v.about, v.follows
+            ));
+        }
     }
     help
 }
