@@ -170,3 +170,36 @@ fn the_search_finds_the_resent_unlock_with_late_replies_only_up_to_redisson_3_23
     );
     nothing_found(&search("redisson-3.44+"));
 }
+
+/// The watchdog's failure policy found by the search, with the same late replies: the holders
+/// the search draws with a watchdog work up to three leases. Redisson 3.37–3.43 (whose unlock
+/// is never re-sent) stop renewing after one renewal whose replies all came late, and the lease
+/// runs out under a holder; 3.44 and later renew at the next tick.
+#[test]
+fn the_search_finds_the_watchdog_that_gives_up_only_up_to_redisson_3_43() {
+    let search = |variant: &str| ExploreOptions {
+        safety_only: true,
+        ..options(
+            Algorithm::RedisReentrant,
+            &[FaultProfile::None],
+            Params {
+                variant: Some(variant.into()),
+                watchdog: true,
+                request_timeout_ms: 10,
+                ..Params::default()
+            },
+            300,
+        )
+    };
+    let found = find(&search("redisson-3.43"));
+    assert!(
+        found
+            .outcome
+            .violations
+            .iter()
+            .any(|v| v.kind == ViolationKind::MutualExclusion),
+        "{:?}",
+        found.outcome.violations
+    );
+    nothing_found(&search("redisson-3.44+"));
+}

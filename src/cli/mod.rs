@@ -227,8 +227,9 @@ pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
     }
 }
 
-/// `--algorithm`'s long help: every registered algorithm with its one-line summary, from the
-/// registry, so that a new algorithm is listed without touching the CLI.
+/// `--algorithm`'s long help: every registered algorithm with its one-line summary and, under
+/// it, the library versions it can model (`--variant`), from the registry, so that a new
+/// algorithm is listed without touching the CLI.
 pub fn algorithm_help() -> String {
     let width = Algorithm::ALL
         .iter()
@@ -244,17 +245,48 @@ pub fn algorithm_help() -> String {
             d.summary,
             d.backend.name()
         ));
-        // Its library's versions (--variant), under it: name, range, what differs, the source
-        // files followed.
-        for (i, v) in d.variants.iter().enumerate() {
-            let default = if i == 0 { ", the default" } else { "" };
+        // Its library's versions (--variant), under it: name and range, then what differs and
+        // the source files followed, wrapped so that the list stays readable.
+        if d.variants.is_empty() {
+            continue;
+        }
+        let indent = " ".repeat(width + 4);
+        help.push_str(&format!(
+            "\n{indent}variants (--variant NAME; the first is the default):"
+        ));
+        let name_width = d.variants.iter().map(|v| v.name.len()).max().unwrap_or(0);
+        let text_indent = format!("{indent}  {:name_width$}  ", "");
+        for v in d.variants {
             help.push_str(&format!(
-                "\n  {:width$}    --variant {} ({}{default}): {}; follows {}",
-                "", v.name, v.versions, v.about, v.follows
+                "\n{indent}  {:name_width$}  {}",
+                v.name, v.versions
             ));
+            for line in wrap(v.about, 72).chain(wrap(&format!("follows {}", v.follows), 72)) {
+                help.push_str(&format!("\n{text_indent}{line}"));
+            }
         }
     }
     help
+}
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word stands
+/// alone on its line).
+fn wrap(text: &str, width: usize) -> impl Iterator<Item = String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines.into_iter()
 }
 
 /// Parses `--algorithm`.
