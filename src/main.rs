@@ -72,7 +72,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             variant.as_deref(),
             report.as_deref(),
         ),
-        Command::Explore(args) => cli::explore::explore(args),
+        Command::Explore(args) => cli::explore::explore(*args),
         Command::Matrix(args) => cli::matrix::matrix(args),
         Command::Merge { dirs, out } => cli::matrix::merge(&dirs, &out),
         Command::Check { file, out, jobs } => {

@@ -241,7 +241,7 @@ mod tests {
         let Command::Explore(args) = Cli::try_parse_from(argv).unwrap().command else {
             panic!("not explore");
         };
-        options(args).map(|(options, ..)| options)
+        options(*args).map(|(options, ..)| options)
     }
 
     #[test]
@@ -311,7 +311,7 @@ mod tests {
                 panic!("{flags}: not explore");
             };
             let (options, ..) =
-                options(args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
+                options(*args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
             let expected = ExploreOptions {
                 params,
                 safety_only: true,

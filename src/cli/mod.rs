@@ -95,7 +95,7 @@ pub enum Command {
         variant: Option<String>,
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
-    Explore(explore::ExploreArgs),
+    Explore(Box<explore::ExploreArgs>),
     /// Every algorithm (with and without fencing where it has a token) × every fault profile.
     ///
     /// Each cell is one search (counting safety violations only: two holders at the resource, a
@@ -261,7 +261,7 @@ pub fn algorithm_help() -> String {
                 "\n{indent}  {:name_width$}  {}",
                 v.name, v.versions
             ));
-            for line in wrap(v.about, 72).chain(wrap(&format!("follows {}", v.follows), 72)) {
+            for line in wrap(v.about, 64).chain(wrap(&format!("follows {}", v.follows), 64)) {
                 help.push_str(&format!("\n{text_indent}{line}"));
             }
         }
