@@ -65,8 +65,14 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             file,
             report,
             script,
-        } => cli::run::run_file(&file, script.as_deref(), report.as_deref()),
-        Command::Explore(args) => cli::explore::explore(args),
+            variant,
+        } => cli::run::run_file(
+            &file,
+            script.as_deref(),
+            variant.as_deref(),
+            report.as_deref(),
+        ),
+        Command::Explore(args) => cli::explore::explore(*args),
         Command::Matrix(args) => cli::matrix::matrix(args),
         Command::Merge { dirs, out } => cli::matrix::merge(&dirs, &out),
         Command::Check { file, out, jobs } => {

@@ -154,6 +154,41 @@ pub struct Description {
     /// them, so it is left out of what sweeps the whole registry by default (the default
     /// matrix, the tests that run every algorithm with default parameters).
     pub scripted: bool,
+    /// The versions of the library it follows whose client behaviour differs in ways that change
+    /// verdicts (`params.variant`, `--variant`), the first being the default: the current release
+    /// of the library the algorithm names. Empty for an algorithm without versions.
+    pub variants: &'static [LibraryVariant],
+}
+
+impl Description {
+    /// The variant named `name`, or the default (the first) when `name` is `None`; `None` when
+    /// the name is not one of [`Description::variants`] or the algorithm has no variants.
+    pub fn variant(&self, name: Option<&str>) -> Option<&'static LibraryVariant> {
+        match name {
+            None => self.variants.first(),
+            Some(name) => self.variants.iter().find(|v| v.name == name),
+        }
+    }
+
+    /// The names of its variants, the default first.
+    pub fn variant_names(&self) -> Vec<&'static str> {
+        self.variants.iter().map(|v| v.name).collect()
+    }
+}
+
+/// One version range of the library an algorithm follows, as a named setting of the algorithm
+/// (`params.variant`): where that range's client behaves differently enough to change a verdict
+/// (a command re-sent after a lost reply, a watchdog that gives up), the lock behaves as it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LibraryVariant {
+    /// Its name in scenarios and on the command line (`redisson-3.23`).
+    pub name: &'static str,
+    /// The releases it stands for ("Redisson 3.0–3.23").
+    pub versions: &'static str,
+    /// The library's source files it follows, as of those releases.
+    pub follows: &'static str,
+    /// One line on what differs from the other variants.
+    pub about: &'static str,
 }
 
 /// The settings every lock is built from, worked out once from a scenario's parameters and the
@@ -178,6 +213,9 @@ pub struct Settings {
     pub suspended_is_lost: bool,
     /// The user's scripts, for a [`Description::scripted`] lock.
     pub script: Option<crate::redis::script_spec::UserScript>,
+    /// The library variant the scenario names (`params.variant`), already checked against the
+    /// algorithm's [`Description::variants`]; `None`: the default (the first).
+    pub variant: Option<String>,
 }
 
 impl Settings {

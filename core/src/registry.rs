@@ -260,6 +260,7 @@ pub fn settings(scenario: &Scenario) -> Settings {
         queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
         suspended_is_lost: p.zookeeper.suspended_is_lost,
         script: p.redis.script.clone(),
+        variant: p.variant.clone(),
     }
 }
 
@@ -365,6 +366,34 @@ mod tests {
             } else {
                 assert!(valid(&|s| s.params.nodes = Some(3)).is_err(), "{}", d.name);
             }
+        }
+    }
+
+    /// Every variant an algorithm lists is accepted by name and reaches its settings; any other
+    /// name, and any name for an algorithm that lists none, is refused naming the known ones.
+    #[test]
+    fn a_variant_is_one_the_description_lists() {
+        for &a in Algorithm::ALL {
+            let d = a.description();
+            let mut s = crate::scenario::runnable(a);
+            for v in d.variants {
+                s.params.variant = Some(v.name.to_string());
+                assert_eq!(s.validate(), Ok(()), "{}: {}", d.name, v.name);
+                assert_eq!(settings(&s).variant.as_deref(), Some(v.name));
+            }
+            s.params.variant = Some("no-such-version".into());
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains("no-such-version"), "{e}");
+            if d.variants.is_empty() {
+                assert!(e.contains("has no library variants"), "{e}");
+            } else {
+                assert!(d.variants.iter().all(|v| e.contains(v.name)), "{e}");
+            }
+            // Not given, the default: nothing written, so older files read the same.
+            s.params.variant = None;
+            assert!(!serde_json::to_string(&s.params)
+                .unwrap()
+                .contains("variant"));
         }
     }
 

@@ -129,6 +129,11 @@ pub struct Params {
     /// How long a client waits for one reply before treating it as unknown (default 100).
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
+    /// The version range of the library the algorithm follows whose client behaviour to model
+    /// (`redisson-3.23`, …: the algorithm's `Description::variants`); not given, the first of
+    /// them, the library's current release. Only for an algorithm that lists variants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// Redis's own settings (the Redis locks only).
     #[serde(default, skip_serializing_if = "RedisParams::is_unset")]
     pub redis: RedisParams,
@@ -329,6 +334,8 @@ struct ParamsFile {
     #[serde(default = "default_request_timeout_ms")]
     request_timeout_ms: u64,
     #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
     redis: Option<RedisParams>,
     #[serde(default)]
     zookeeper: Option<ZooKeeperParams>,
@@ -461,6 +468,7 @@ impl TryFrom<ParamsFile> for Params {
             retry_delay_ms: f.retry_delay_ms,
             retry_count: f.retry_count,
             request_timeout_ms: f.request_timeout_ms,
+            variant: f.variant,
             redis,
             zookeeper,
             mysql,
@@ -1097,6 +1105,21 @@ impl Scenario {
                 return bad(format!(
                     "params.redis.wait_replicas: {} replicas cannot acknowledge when there are {}",
                     r.wait_replicas, r.replicas
+                ));
+            }
+        }
+        if let Some(variant) = &p.variant {
+            let shown = crate::input::clip(variant);
+            if description.variants.is_empty() {
+                return bad(format!(
+                    "params.variant: {name} has no library variants ('{shown}' given); it \
+                     follows one behaviour"
+                ));
+            }
+            if description.variant(Some(variant)).is_none() {
+                return bad(format!(
+                    "params.variant: unknown variant '{shown}' of {name} (known: {})",
+                    description.variant_names().join(", ")
                 ));
             }
         }

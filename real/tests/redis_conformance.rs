@@ -117,9 +117,30 @@ const SCRIPTS: &[(&str, usize, &[ArgKind])] = &[
     (
         reentrant::RELEASE_LUA,
         2,
-        &[ArgKind::Message, ArgKind::Lease, ArgKind::Owner],
+        &[
+            ArgKind::Message,
+            ArgKind::Lease,
+            ArgKind::Owner,
+            ArgKind::Publish,
+        ],
+    ),
+    (
+        reentrant::RELEASE_LATCH_LUA,
+        3,
+        &[
+            ArgKind::Message,
+            ArgKind::Lease,
+            ArgKind::Owner,
+            ArgKind::Publish,
+            ArgKind::Lease,
+        ],
     ),
     (reentrant::RENEW_LUA, 1, &[ArgKind::Lease, ArgKind::Owner]),
+    (
+        reentrant::RENEW_BATCH_LUA,
+        1,
+        &[ArgKind::Lease, ArgKind::Owner],
+    ),
     (
         fair::ACQUIRE_LUA,
         3,
@@ -151,6 +172,9 @@ enum ArgKind {
     Lease,
     Message,
     Now,
+    /// The command a Redisson unlock publishes with (`publish`; `spublish` on a sharded
+    /// cluster).
+    Publish,
 }
 
 /// Key slots per sequence: few, so that commands of different types meet on one key.
@@ -181,6 +205,7 @@ fn arg(kind: ArgKind) -> BoxedStrategy<Arg> {
         .boxed(),
         ArgKind::Message => Just(Arg::Text("0")).boxed(),
         ArgKind::Now => Just(Arg::Now).boxed(),
+        ArgKind::Publish => Just(Arg::Text("publish")).boxed(),
     }
 }
 

@@ -414,8 +414,12 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     };
     // A holder of a lock that expires works within its lease (or its server's idle timeout); a
     // lock that does not expire (a ZooKeeper session, a MySQL row without a TTL) may rightly be
-    // held for longer. Only a lock that reports a validity can be held "until the validity".
-    let longest_hold = if algorithm.expires(&params) {
+    // held for longer, and so may a lock whose watchdog renews it (working past the lease is
+    // what a watchdog is for: a search that never did would never test it). Only a lock that
+    // reports a validity can be held "until the validity".
+    let longest_hold = if params.watchdog {
+        3 * ttl
+    } else if algorithm.expires(&params) {
         ttl * 8 / 10
     } else {
         2 * ttl

@@ -15,7 +15,12 @@ const KEY: &str = "users_orders_1";
 /// Whether real mode's clean-up covers `name`, written by a lock of `backend` named [`KEY`].
 fn covered(backend: Backend, name: &str) -> bool {
     match backend {
-        Backend::Redis => lockcheck_algorithms::redis::keys_of(KEY).contains(&name.to_string()),
+        // Redisson's unlock latches (one per unlock) are named under a prefix rather than
+        // listed; each is deleted once its unlock is answered, or expires by itself.
+        Backend::Redis => {
+            lockcheck_algorithms::redis::keys_of(KEY).contains(&name.to_string())
+                || name.starts_with(&lockcheck_algorithms::redis::unlock_latch_prefix(KEY))
+        }
         Backend::ZooKeeper => name == format!("/{KEY}") || name.starts_with(&format!("/{KEY}/")),
         Backend::Etcd => name.starts_with(&format!("/{KEY}/")),
         // Rows of the run's own database (named KEY), dropped whole; their resource is the key.

@@ -17,22 +17,25 @@ fn nested(depth: u32) -> Scenario {
     s
 }
 
-/// The owner's count after each write of its hash field, with the key's deletions as `None`.
+/// The owner's count after each write of its hash field, with the key's deletions as `None`
+/// (the lock's key only: an unlock latch is a key of its own).
 fn counts(history: &[Entry], client: &str) -> Vec<Option<i64>> {
     history
         .iter()
         .filter_map(|e| match &e.op {
             Op::Key {
+                key,
                 change: KeyChange::FieldSet,
                 value: Some(v),
                 by: Some(b),
                 ..
-            } if b == client => Some(Some(v.parse().unwrap())),
+            } if b == client && key == "lock" => Some(Some(v.parse().unwrap())),
             Op::Key {
+                key,
                 change: KeyChange::Deleted,
                 by: Some(b),
                 ..
-            } if b == client => Some(None),
+            } if b == client && key == "lock" => Some(None),
             _ => None,
         })
         .collect()
@@ -83,7 +86,7 @@ fn the_watchdog_renews_while_held_and_never_after_release() {
     let released_at = h
         .iter()
         .find(|e| {
-            matches!(&e.op, Op::Key { change: KeyChange::Deleted, by: Some(b), .. } if b == "client-0")
+            matches!(&e.op, Op::Key { key, change: KeyChange::Deleted, by: Some(b), .. } if b == "client-0" && key == "lock")
         })
         .map(|e| e.true_ns)
         .expect("client-0 freed the lock");
@@ -91,7 +94,7 @@ fn the_watchdog_renews_while_held_and_never_after_release() {
         h.iter()
             .filter(|e| e.true_ns > from && e.true_ns < to)
             .filter(|e| {
-                matches!(&e.op, Op::Key { change: KeyChange::ExpiryChanged, by: Some(b), .. } if b == "client-0")
+                matches!(&e.op, Op::Key { key, change: KeyChange::ExpiryChanged, by: Some(b), .. } if b == "client-0" && key == "lock")
             })
             .count()
     };

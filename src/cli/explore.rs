@@ -215,6 +215,64 @@ mod tests {
     use lockcheck_core::Algorithm;
     use lockcheck_sim::matrix::{plan, Row};
 
+    fn parse(flags: &[&str]) -> anyhow::Result<ExploreOptions> {
+        let argv = ["lockcheck", "explore", "--faults", "none"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        let Command::Explore(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not explore");
+        };
+        options(*args).map(|(options, ..)| options)
+    }
+
+    #[test]
+    fn a_variant_flag_lands_in_the_params_and_an_unknown_one_names_the_known_ones() {
+        let o = parse(&[
+            "--algorithm",
+            "redis-reentrant",
+            "--variant",
+            "redisson-3.23",
+        ])
+        .unwrap();
+        assert_eq!(o.params.variant.as_deref(), Some("redisson-3.23"));
+        let e = parse(&["--algorithm", "redis-reentrant", "--variant", "redisson-2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("redisson-2") && e.contains("redisson-3.44+, redisson-3.43"),
+            "{e}"
+        );
+        let e = parse(&["--algorithm", "redlock", "--variant", "redisson-3.23"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("redlock has no library variants"), "{e}");
+    }
+
+    #[test]
+    fn the_algorithm_help_lists_each_variant_with_its_versions_and_sources() {
+        let help = crate::cli::algorithm_help();
+        for a in Algorithm::ALL {
+            for v in a.description().variants {
+                assert!(
+                    help.contains(v.name) && help.contains(v.versions),
+                    "{}",
+                    v.name
+                );
+                let first_file = v.follows.split(',').next().unwrap();
+                assert!(help.contains(first_file), "{}: {first_file}", v.name);
+            }
+        }
+        // The variant lines (indented under their algorithm) are wrapped.
+        let width = Algorithm::ALL.iter().map(|a| a.name().len()).max().unwrap();
+        let under = " ".repeat(width + 4);
+        let variant_lines = help.lines().filter(|l| l.starts_with(&under));
+        assert!(variant_lines.clone().count() > 8, "{help}");
+        assert!(
+            variant_lines.clone().all(|l| l.chars().count() <= 110),
+            "{help}"
+        );
+    }
+
     #[test]
     fn every_cells_rerun_flags_parse_back_to_its_search() {
         let (mut searched, mut scripted) = (0, 0);
@@ -251,7 +309,7 @@ mod tests {
                 panic!("{flags}: not explore");
             };
             let (options, ..) =
-                options(args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
+                options(*args).unwrap_or_else(|e| panic!("{}: {flags}: {e}", spec.id()));
             let expected = ExploreOptions {
                 params,
                 safety_only: true,

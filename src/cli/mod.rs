@@ -89,9 +89,13 @@ pub enum Command {
         /// those the scenario embeds.
         #[arg(long, value_name = "FILE")]
         script: Option<PathBuf>,
+        /// Model this version range of the algorithm's library instead of the scenario's
+        /// `params.variant` (see `explore --help`, --algorithm).
+        #[arg(long, value_name = "NAME")]
+        variant: Option<String>,
     },
     /// Search fault schedules for a violation, shrink it to a minimal one, write a report.
-    Explore(explore::ExploreArgs),
+    Explore(Box<explore::ExploreArgs>),
     /// Every algorithm (with and without fencing where it has a token) × every fault profile.
     ///
     /// Each cell is one search (counting safety violations only: two holders at the resource, a
@@ -224,8 +228,9 @@ pub fn parse_jobs(jobs: Option<usize>) -> anyhow::Result<usize> {
     }
 }
 
-/// `--algorithm`'s long help: every registered algorithm with its one-line summary, from the
-/// registry, so that a new algorithm is listed without touching the CLI.
+/// `--algorithm`'s long help: every registered algorithm with its one-line summary and, under
+/// it, the library versions it can model (`--variant`), from the registry, so that a new
+/// algorithm is listed without touching the CLI.
 pub fn algorithm_help() -> String {
     let width = Algorithm::ALL
         .iter()
@@ -241,8 +246,48 @@ pub fn algorithm_help() -> String {
             d.summary,
             d.backend.name()
         ));
+        // Its library's versions (--variant), under it: name and range, then what differs and
+        // the source files followed, wrapped so that the list stays readable.
+        if d.variants.is_empty() {
+            continue;
+        }
+        let indent = " ".repeat(width + 4);
+        help.push_str(&format!(
+            "\n{indent}variants (--variant NAME; the first is the default):"
+        ));
+        let name_width = d.variants.iter().map(|v| v.name.len()).max().unwrap_or(0);
+        let text_indent = format!("{indent}  {:name_width$}  ", "");
+        for v in d.variants {
+            help.push_str(&format!(
+                "\n{indent}  {:name_width$}  {}",
+                v.name, v.versions
+            ));
+            for line in wrap(v.about, 64).chain(wrap(&format!("follows {}", v.follows), 64)) {
+                help.push_str(&format!("\n{text_indent}{line}"));
+            }
+        }
     }
     help
+}
+
+/// `text` in lines of at most `width` characters, broken between words (a longer word stands
+/// alone on its line).
+fn wrap(text: &str, width: usize) -> impl Iterator<Item = String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines.into_iter()
 }
 
 /// Parses `--algorithm`.

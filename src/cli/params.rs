@@ -20,6 +20,11 @@ pub struct ParamArgs {
     /// Renew the lease every TTL/3 while held (Redisson's watchdog; the Redis locks that renew).
     #[arg(long)]
     pub watchdog: bool,
+    /// The version range of the library the algorithm follows whose client to model (e.g.
+    /// redis-reentrant --variant redisson-3.23); --algorithm's help lists each algorithm's, the
+    /// default first (the library's current release).
+    #[arg(long, value_name = "NAME")]
+    pub variant: Option<String>,
     /// Server persistence: none, everysec, always (Redis default none; MySQL default always,
     /// i.e. innodb_flush_log_at_trx_commit=1, everysec for =2).
     #[arg(long, value_name = "P")]
@@ -64,6 +69,9 @@ impl ParamArgs {
     pub fn apply(&self, algorithm: Algorithm, params: &mut Params) -> anyhow::Result<()> {
         params.fencing |= self.fencing;
         params.watchdog |= self.watchdog;
+        if let Some(variant) = &self.variant {
+            params.variant = Some(variant.clone());
+        }
         if let Some(file) = &self.script {
             apply_script_file(file, params)?;
         }

@@ -246,7 +246,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     };
     let scenario = match scenario {
         Some(file) => {
-            let mut s = read_scenario_with(&file, flags.script.as_deref())?;
+            let mut s = read_scenario_with(&file, flags.script.as_deref(), None)?;
             if let Some(name) = algorithm.filter(|name| name != s.algorithm.name()) {
                 return Err(usage(format!(
                     "--algorithm {name} contradicts {}, which runs {}",

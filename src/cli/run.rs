@@ -63,20 +63,29 @@ pub fn exit_code(outcome: &Outcome) -> u8 {
 
 /// The scenario file at `file` (a usage error naming the file when it cannot be read or
 /// parsed), with the scripts of the file `script` (`--script`) in place of
-/// those it embeds (a scenario of `redis-script` may then embed none).
-pub fn read_scenario_with(file: &Path, script: Option<&Path>) -> anyhow::Result<Scenario> {
+/// those it embeds (a scenario of `redis-script` may then embed none), and the library variant
+/// `variant` (`--variant`) in place of its `params.variant`.
+pub fn read_scenario_with(
+    file: &Path,
+    script: Option<&Path>,
+    variant: Option<&str>,
+) -> anyhow::Result<Scenario> {
     let named = |e: &dyn std::fmt::Display| usage(format!("{}: {e}", file.display()));
     let text = lockcheck_core::input::read_text(file, lockcheck_core::input::MAX_SCENARIO_BYTES)
         .map_err(|e| named(&e))?;
-    let scenario = match script {
-        None => Scenario::from_json(&text).map_err(|e| named(&e))?,
-        Some(script) => {
-            let mut s: Scenario = lockcheck_core::input::parse_json(&text)
-                .map_err(|e| named(&format!("{}: {}", e.path, e.message)))?;
+    let scenario = if script.is_none() && variant.is_none() {
+        Scenario::from_json(&text).map_err(|e| named(&e))?
+    } else {
+        let mut s: Scenario = lockcheck_core::input::parse_json(&text)
+            .map_err(|e| named(&format!("{}: {}", e.path, e.message)))?;
+        if let Some(script) = script {
             super::params::apply_script_file(script, &mut s.params)?;
-            s.validate().map_err(|e| named(&e))?;
-            s
         }
+        if let Some(variant) = variant {
+            s.params.variant = Some(variant.to_string());
+        }
+        s.validate().map_err(|e| named(&e))?;
+        s
     };
     compile_scripts(&scenario).map_err(|e| named(&e))?;
     Ok(scenario)
@@ -94,13 +103,14 @@ pub fn compile_scripts(scenario: &Scenario) -> Result<(), String> {
 }
 
 /// Runs `lockcheck run FILE`, with the scripts of `script` (`--script`) in place of those the
-/// scenario embeds.
+/// scenario embeds and the library variant `variant` (`--variant`) in place of its own.
 pub fn run_file(
     file: &Path,
     script: Option<&Path>,
+    variant: Option<&str>,
     report_dir: Option<&Path>,
 ) -> anyhow::Result<u8> {
-    let scenario = read_scenario_with(file, script)?;
+    let scenario = read_scenario_with(file, script, variant)?;
     let outcome = run(&scenario);
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);

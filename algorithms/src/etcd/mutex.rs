@@ -214,6 +214,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::Sequence,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for EtcdMutex<S::Etcd> {

@@ -34,7 +34,7 @@
 //! - Force unlock does not purge the queue (it has no client clock to judge deadlines by).
 
 use super::command::{Command, Reply, Script};
-use super::owner_hash::OwnerHash;
+use super::owner_hash::{OwnerHash, Watchdog};
 use super::store::RedisStore;
 use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
@@ -440,7 +440,15 @@ impl<S: RedisStore> Lock for RedisFair<S> {
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
         self.hash
-            .keep_alive(env, &self.store, &self.renew, &self.config.key, guard)
+            .keep_alive(
+                env,
+                &self.store,
+                &self.renew,
+                &self.config.key,
+                guard,
+                Watchdog::Reschedule,
+                None,
+            )
             .await
     }
 }
@@ -461,6 +469,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::Fifo,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for RedisFair<S::Redis> {

@@ -6,6 +6,7 @@ mod owner_hash;
 pub mod plain_del;
 pub mod redlock;
 pub mod reentrant;
+pub mod resend;
 pub mod script;
 pub mod script_spec;
 pub mod single;
@@ -27,6 +28,15 @@ pub fn queue_key(key: &str) -> String {
 /// The key of the fair lock's waiters' deadlines (a sorted set of owners), as Redisson names it.
 pub fn timeout_key(key: &str) -> String {
     format!("redisson_lock_timeout:{{{key}}}")
+}
+
+/// The prefix of the unlock latches of Redisson's reentrant lock named `key` (3.24 and later):
+/// each unlock writes `PREFIX` + its request id, kept for the unlock's re-sends and deleted once
+/// it is answered. They are not in [`keys_of`] (a name per unlock cannot be listed); one whose
+/// `DEL` was lost expires by itself within `(timeout + retryInterval) × retryAttempts` (13.5 s
+/// with Redisson's defaults, [`resend::Resend::latch_ms`]).
+pub fn unlock_latch_prefix(key: &str) -> String {
+    format!("redisson_unlock_latch:{{{key}}}:")
 }
 
 /// Every key a Redis lock named `key` may write, whichever Redis algorithm runs it: the lock's

@@ -2,6 +2,7 @@
 //! lock hash, the lease it holds it by, and the watchdog that renews it.
 
 use super::command::{Command, Reply, Script};
+use super::resend::{self, Resend};
 use super::store::RedisStore;
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
@@ -90,7 +91,13 @@ impl OwnerHash {
     }
 
     /// The watchdog: renews the lease every third of it while polled and while the client still
-    /// owns the hash (`renew` replies 1), moving `guard`'s validity; returns when the lock is gone.
+    /// owns the hash, moving `guard`'s validity; returns when the lock is gone, or, under
+    /// [`Watchdog::StopOnFailure`], after the first renewal that got no reply.
+    ///
+    /// `renew` is sent with `args` (the lease, then the owner) and replies 1 (or `[1]`, Redisson
+    /// 3.44's batched renewal) while the caller owns the hash; `resend` re-sends a renewal whose
+    /// reply was lost, as Redisson's command executor does.
+    #[allow(clippy::too_many_arguments)]
     pub async fn keep_alive<E: Env, S: RedisStore>(
         &self,
         env: &E,
@@ -98,24 +105,43 @@ impl OwnerHash {
         renew: &Script,
         key: &str,
         guard: &RefCell<Guard>,
+        policy: Watchdog,
+        resend: Option<&Resend>,
     ) {
         loop {
             env.sleep(self.ttl / 3).await;
             let started = env.mono_now();
-            let reply = store
-                .call(Command::Eval {
-                    script: renew.clone(),
-                    keys: vec![key.to_string()],
-                    args: vec![self.lease_ms(), self.owner.clone()],
-                })
-                .await;
-            match reply {
+            let command = Command::Eval {
+                script: renew.clone(),
+                keys: vec![key.to_string()],
+                args: vec![self.lease_ms(), self.owner.clone()],
+            };
+            match resend::call(store, env, resend, command).await {
                 Ok(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
-                // Unknown outcome: try again at the next tick while validity may remain.
-                Err(_) => {}
+                Ok(Reply::Array(items)) if items.first() == Some(&Reply::Int(1)) => {
+                    guard.borrow_mut().valid_until = started + self.budget()
+                }
+                Err(_) => match policy {
+                    // Unknown outcome: try again at the next tick while validity may remain.
+                    Watchdog::Reschedule => {}
+                    // Redisson ≤ 3.43 logs "Can't update lock … expiration" and drops the
+                    // renewal entry: the lease runs out under a holder that goes on working.
+                    Watchdog::StopOnFailure => return,
+                },
                 // The lock is gone: Redisson's watchdog stops renewing.
                 Ok(_) => return,
             }
         }
     }
+}
+
+/// What a watchdog does after a renewal that got no reply (its re-sends included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Watchdog {
+    /// Log it and renew again at the next tick: Redisson 3.44 and later
+    /// (`renewal/RenewalTask.java`, `run`: `log.error(…); schedule();`).
+    Reschedule,
+    /// Stop renewing: Redisson up to 3.43 (`RedissonBaseLock.renewExpiration`: `log.error(…);
+    /// EXPIRATION_RENEWAL_MAP.remove(…); return;`).
+    StopOnFailure,
 }

@@ -34,6 +34,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::None,
     scripted: false,
+    variants: &[],
 };
 
 /// A lock on one Redis server, released by a plain `DEL`.

@@ -37,6 +37,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::None,
     scripted: true,
+    variants: &[],
 };
 
 /// One of the user's scripts, ready to send.

@@ -319,6 +319,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::None,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for SingleRedis<S::Redis> {

@@ -199,6 +199,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::None,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for ZkHerd<S::Zk> {

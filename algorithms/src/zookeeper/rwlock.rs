@@ -49,6 +49,7 @@ pub const DESCRIPTION: Description = Description {
     readers: true,
     order: Order::Sequence,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for ZkReadWriteLock<Rc<S::Zk>> {

@@ -489,6 +489,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::Sequence,
     scripted: false,
+    variants: &[],
 };
 
 impl<S: Stores> Registered<S> for ZkSequential<S::Zk> {
