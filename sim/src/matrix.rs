@@ -141,15 +141,37 @@ impl MatrixOptions {
     }
 }
 
-/// A row of the matrix (with its fencing row, where it has one): one of lockcheck's algorithms,
-/// or a user's lock, an algorithm that runs the user's scripts with the scripts of a file
-/// (`--algorithms redis-script:FILE`).
+/// A row of the matrix (with its fencing row, where it has one): one of lockcheck's algorithms
+/// (as its library's current release, or a named variant for another range of versions:
+/// `redis-reentrant@redisson-3.23`), or a user's lock, an algorithm that runs the user's
+/// scripts with the scripts of a file (`--algorithms redis-script:FILE`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     /// The algorithm.
     pub algorithm: Algorithm,
+    /// A library variant other than the default ([`Description::variants`]).
+    ///
+    /// [`Description::variants`]: lockcheck_algorithms::describe::Description::variants
+    pub variant: Option<&'static str>,
     /// The user's lock, for an algorithm that runs the user's scripts.
     pub user: Option<UserLock>,
+}
+
+/// The rows of `lockcheck matrix` without `--algorithms`: every one of lockcheck's own
+/// algorithms, each followed by its library variants other than the default, so that the
+/// verdicts of the versions people run stand beside the current release's.
+pub fn default_rows() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for algorithm in Algorithm::built_in() {
+        rows.push(Row::built_in(algorithm));
+        for variant in algorithm.description().variants.iter().skip(1) {
+            rows.push(Row {
+                variant: Some(variant.name),
+                ..Row::built_in(algorithm)
+            });
+        }
+    }
+    rows
 }
 
 /// A user's lock as a matrix row: the file of its scripts, read.
@@ -167,27 +189,42 @@ impl Row {
     pub fn built_in(algorithm: Algorithm) -> Row {
         Row {
             algorithm,
+            variant: None,
             user: None,
         }
     }
 
-    /// Its name as `--algorithms` takes it: `single-redis`, `redis-script:locks/mine.toml`.
+    /// Its name as `--algorithms` takes it: `single-redis`, `redis-reentrant@redisson-3.23`,
+    /// `redis-script:locks/mine.toml`.
     pub fn name(&self) -> String {
-        match &self.user {
-            None => self.algorithm.name().to_string(),
-            Some(user) => format!("{}:{}", self.algorithm.name(), user.file),
+        let mut name = self.algorithm.name().to_string();
+        if let Some(variant) = self.variant {
+            name = format!("{name}@{variant}");
         }
+        if let Some(user) = &self.user {
+            name = format!("{name}:{}", user.file);
+        }
+        name
     }
 
-    /// What its cells' names begin with: the algorithm's name, and for a user's lock the file's
-    /// name (`redis-script-mine`; see [`CellSpec::id`]).
+    /// What its cells' names begin with: the algorithm's name, then a variant's, or for a
+    /// user's lock the file's name (`redis-reentrant-redisson-3.23`, `redis-script-mine`; see
+    /// [`CellSpec::id`]).
     pub fn cell_prefix(&self) -> String {
-        script_cell_prefix(self.algorithm, self.user.as_ref().map(|u| u.file.as_str()))
+        cell_prefix(
+            self.algorithm,
+            self.variant,
+            self.user.as_ref().map(|u| u.file.as_str()),
+        )
     }
 
-    /// The parameters its cells start from: the defaults, with a user's lock's scripts.
+    /// The parameters its cells start from: the defaults, with the row's variant, or a user's
+    /// lock's scripts.
     fn base_params(&self) -> Params {
-        let mut params = Params::default();
+        let mut params = Params {
+            variant: self.variant.map(str::to_string),
+            ..Params::default()
+        };
         if let Some(user) = &self.user {
             user.script.apply_to(&mut params);
         }
@@ -195,10 +232,13 @@ impl Row {
     }
 }
 
-/// The beginning of a cell's name: `algorithm`'s name, followed for a user's lock by its script
-/// file's name without the extension, in lowercase letters, digits and `-` (cell names name
-/// files).
-fn script_cell_prefix(algorithm: Algorithm, file: Option<&str>) -> String {
+/// The beginning of a cell's name: `algorithm`'s name, followed by its variant's, or for a
+/// user's lock by its script file's name without the extension, in lowercase letters, digits
+/// and `-` (cell names name files).
+fn cell_prefix(algorithm: Algorithm, variant: Option<&str>, file: Option<&str>) -> String {
+    if let Some(variant) = variant {
+        return format!("{}-{variant}", algorithm.name());
+    }
     let Some(file) = file else {
         return algorithm.name().to_string();
     };
@@ -228,6 +268,9 @@ fn script_cell_prefix(algorithm: Algorithm, file: Option<&str>) -> String {
 pub struct CellSpec {
     /// The algorithm.
     pub algorithm: Algorithm,
+    /// A library variant other than the default (also in the cell's parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     /// For a user's lock: the file of its scripts, as `--algorithms` named it (the scripts
     /// themselves are embedded in the cell's parameters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,7 +287,11 @@ impl CellSpec {
     pub fn id(&self) -> String {
         format!(
             "{}{}-{}",
-            script_cell_prefix(self.algorithm, self.script.as_deref()),
+            cell_prefix(
+                self.algorithm,
+                self.variant.as_deref(),
+                self.script.as_deref()
+            ),
             if self.fencing { "-fencing" } else { "" },
             self.profile.name()
         )
@@ -381,6 +428,7 @@ pub fn plan(rows: &[Row], profiles: &[FaultProfile]) -> Vec<(CellSpec, Params)> 
             for &profile in profiles {
                 let spec = CellSpec {
                     algorithm: row.algorithm,
+                    variant: row.variant.map(str::to_string),
                     script: row.user.as_ref().map(|u| u.file.clone()),
                     fencing,
                     profile,
@@ -686,8 +734,8 @@ impl Matrix {
             }
         }
         let _ = write!(command, " --seed {}", self.seed);
-        let built_in: Vec<&str> = Algorithm::built_in().iter().map(|a| a.name()).collect();
-        if self.algorithms != built_in {
+        let default: Vec<String> = default_rows().iter().map(Row::name).collect();
+        if self.algorithms != default {
             let names: Vec<String> = self.algorithms.iter().map(|a| shell_quote(a)).collect();
             let _ = write!(command, " --algorithms {}", names.join(","));
         }
@@ -741,9 +789,10 @@ impl Matrix {
         let mut skipped: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for row in self.cells.chunks(self.profiles.len().max(1)) {
             let Some(first) = row.first() else { continue };
-            let row_name = match &first.spec.script {
-                None => first.spec.algorithm.name().to_string(),
-                Some(file) => format!("{}:{file}", first.spec.algorithm.name()),
+            let row_name = match (&first.spec.variant, &first.spec.script) {
+                (Some(variant), _) => format!("{}@{variant}", first.spec.algorithm.name()),
+                (None, Some(file)) => format!("{}:{file}", first.spec.algorithm.name()),
+                (None, None) => first.spec.algorithm.name().to_string(),
             };
             let name = if first.spec.fencing {
                 format!("{row_name} + fencing")
@@ -806,6 +855,14 @@ impl Matrix {
              Redlock's drift factor); `partition` draws cuts of up to twice the lease. Each \
              cell's exact parameters are in `matrix.json`."
         );
+        if self.algorithms.iter().any(|name| name.contains('@')) {
+            let _ = writeln!(
+                md,
+                "\nA row `ALGORITHM@VARIANT` is the algorithm as an older range of its library's \
+                 versions behaves (`lockcheck explore --help` lists each variant, its versions \
+                 and the source files it follows; the plain row is the current release)."
+            );
+        }
         if self.algorithms.iter().any(|name| name.contains(':')) {
             let _ = writeln!(
                 md,

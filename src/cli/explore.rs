@@ -277,6 +277,7 @@ mod tests {
     fn every_cells_rerun_flags_parse_back_to_its_search() {
         let (mut searched, mut scripted) = (0, 0);
         let mut rows: Vec<Row> = Algorithm::ALL.iter().copied().map(Row::built_in).collect();
+        rows.extend(lockcheck_sim::matrix::default_rows());
         // Users' locks: their rerun flags carry `--script FILE`, which must set exactly what
         // the row's file set (the scripts, fencing, the watchdog for an extend script).
         for example in ["plain-del.toml", "fenced.toml", "watchdog.json"] {
@@ -288,6 +289,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("{e}"));
             rows.push(Row {
                 algorithm: Algorithm::from_name("redis-script").unwrap(),
+                variant: None,
                 user: Some(lockcheck_sim::matrix::UserLock { file, script }),
             });
         }

@@ -4,7 +4,6 @@ use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
 use lockcheck_core::profile::FaultProfile;
-use lockcheck_core::Algorithm;
 use lockcheck_sim::cell::CellStats;
 use lockcheck_sim::explore::Shard;
 use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions, Row, UserLock};
@@ -38,7 +37,9 @@ pub struct MatrixArgs {
     /// Where to write the matrix, the reports and the regressions.
     #[arg(long, value_name = "DIR", default_value = "reports")]
     out: PathBuf,
-    /// Only these algorithms, comma-separated [default: all of lockcheck's own]. Your Redis
+    /// Only these algorithms, comma-separated [default: all of lockcheck's own, each with its
+    /// library variants]. A variant is `ALGORITHM@VARIANT` (`redis-reentrant@redisson-3.23`;
+    /// `explore --help` lists them). Your Redis
     /// Lua lock is `redis-script:FILE` (the script file of `explore --script`): its row runs
     /// FILE's scripts, so a team's CI can pin its lock's verdicts (`lockcheck check` takes
     /// `script = "FILE"` in an entry).
@@ -70,10 +71,7 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         .map(|text| Shard::parse(&text).map_err(usage))
         .transpose()?;
     let rows = match algorithms {
-        None => Algorithm::built_in()
-            .into_iter()
-            .map(Row::built_in)
-            .collect(),
+        None => matrix::default_rows(),
         Some(list) => {
             let mut out: Vec<Row> = Vec::new();
             for item in list.split(',').map(str::trim) {
@@ -109,6 +107,34 @@ fn parse_row(item: &str) -> anyhow::Result<Row> {
         Some((name, file)) => (name, Some(file)),
         None => (item, None),
     };
+    if let Some((name, variant)) = name.split_once('@') {
+        let algorithm = parse_algorithm(name)?;
+        let description = algorithm.description();
+        let Some(known) = description.variant(Some(variant)) else {
+            let names = description.variant_names();
+            return Err(usage(if names.is_empty() {
+                format!("--algorithms {name}@…: {name} has no library variants")
+            } else {
+                format!(
+                    "--algorithms {name}@{}: unknown variant (known: {})",
+                    lockcheck_core::input::clip(variant),
+                    names.join(", ")
+                )
+            }));
+        };
+        if file.is_some() {
+            return Err(usage(format!(
+                "--algorithms {}: a variant takes no file",
+                lockcheck_core::input::clip(item)
+            )));
+        }
+        // The default variant is the algorithm's own row.
+        let is_default = description.variants.first().map(|v| v.name) == Some(known.name);
+        return Ok(Row {
+            variant: (!is_default).then_some(known.name),
+            ..Row::built_in(algorithm)
+        });
+    }
     let algorithm = parse_algorithm(name)?;
     let scripted = algorithm.description().scripted;
     match file {
@@ -130,6 +156,7 @@ fn parse_row(item: &str) -> anyhow::Result<Row> {
                 .map_err(|e| usage(e.to_string()))?;
             let row = Row {
                 algorithm,
+                variant: None,
                 user: Some(UserLock {
                     file: file.to_string(),
                     script,
