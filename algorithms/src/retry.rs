@@ -82,10 +82,37 @@ pub async fn acquire_with_retries<E, F, Fut>(
     env: &E,
     wait: Duration,
     retry: Retry,
+    attempt: F,
+) -> Result<Option<Guard>, LockError>
+where
+    E: Env,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Tried, LockError>>,
+{
+    acquire_with_jitter(
+        env,
+        wait,
+        retry,
+        |env, delay| env.random_between(delay / 2, delay),
+        attempt,
+    )
+    .await
+}
+
+/// [`acquire_with_retries`] with the wait between attempts drawn by `jitter` from the base
+/// delay ([`Retry::base_delay`]) rather than in `[delay / 2, delay]`: for a lock that follows a
+/// library whose own draw differs (node-redlock's `retryDelay ± retryJitter`, redsync's
+/// 50–250 ms), so that its waiters retry as that library's do.
+pub async fn acquire_with_jitter<E, J, F, Fut>(
+    env: &E,
+    wait: Duration,
+    retry: Retry,
+    jitter: J,
     mut attempt: F,
 ) -> Result<Option<Guard>, LockError>
 where
     E: Env,
+    J: Fn(&E, Duration) -> Duration,
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Tried, LockError>>,
 {
@@ -105,7 +132,7 @@ where
             return Ok(None);
         }
         let delay = retry.base_delay(silent);
-        let pause = env.random_between(delay / 2, delay);
+        let pause = jitter(env, delay);
         if env.mono_now() + pause >= deadline {
             return Ok(None);
         }

@@ -7,7 +7,9 @@
 //! cost per request, so every duration here is exact.
 
 use futures_util::FutureExt;
-use lockcheck_algorithms::redis::redlock::{Redlock, RedlockAttempt, RedlockConfig};
+use lockcheck_algorithms::redis::redlock::{
+    Implementation, Redlock, RedlockAttempt, RedlockConfig,
+};
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::{Env, StoreError};
 use std::cell::Cell;
@@ -68,6 +70,7 @@ fn config() -> RedlockConfig {
         retry_delay: Duration::from_millis(200),
         retry_count: Some(1),
         max_retry_delay: Duration::from_millis(200),
+        implementation: Implementation::Reference,
     }
 }
 

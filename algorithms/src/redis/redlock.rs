@@ -11,16 +11,33 @@
 //! forget (restart without persistence, or restart before the longest TTL has passed), and
 //! holders that do not pause past their validity. Its token is random, so it has no fencing token
 //! to offer a resource.
+//!
+//! The libraries that implement it differ around those steps in ways that change verdicts,
+//! modelled as the lock's variants ([`VARIANTS`], `params.variant`; [`Implementation`]):
+//! - `reference` (the default): the algorithm as the Redis distributed-lock page gives it, with
+//!   the elapsed time on the client's monotonic clock and the 2 ms term of antirez's redlock-rb;
+//! - `node-redlock` (4.2.0, the npm registry's `latest`; `redlock.js`): the same check, but
+//!   elapsed time from `Date.now()`, the WALL clock, so a client clock stepped backwards during
+//!   an attempt makes a lock whose leases already ran out look valid; one value for every retry
+//!   of a `lock` call; retries `retryDelay ± retryJitter` apart; an unlock that fails unless a
+//!   quorum deleted the key. (Issue 20 says it hands the lock out without checking the validity:
+//!   4.2.0 does check, `lock.expiration > Date.now()`; it is the 5.0 betas, `src/index.ts`, that
+//!   return the lock as soon as a quorum voted for it.)
+//! - `redsync` (go-redsync v4, `mutex.go`): monotonic (Go's `time.Now` carries a monotonic
+//!   reading that `Sub` and `Before` use), a drift term of `expiry × driftFactor` without the
+//!   2 ms, one value for every try, 50–250 ms between tries, an unlock that fails below a quorum.
 
 use super::command::{Command, Reply, Script, SetOptions};
 use super::single::{EXTEND_LUA, RELEASE_LUA};
 use super::store::RedisStore;
-use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
+use crate::describe::{
+    Backend, Description, Fencing, Lease, LibraryVariant, Order, Registered, Servers, Settings,
+};
 use crate::env::{Env, LockEvent};
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::retry::{acquire_with_jitter, Retry, Tried};
 use crate::stores::Stores;
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use std::cell::RefCell;
@@ -42,13 +59,128 @@ pub struct RedlockConfig {
     /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
     /// at least `retry_delay`.
     pub max_retry_delay: Duration,
+    /// The implementation whose client it behaves as.
+    pub implementation: Implementation,
 }
 
 impl RedlockConfig {
-    /// `TTL × drift_factor + 2 ms`: the validity deducted for clock drift between the client and
-    /// the masters, plus the 2 ms the reference implementation adds for timer resolution.
+    /// The validity deducted for clock drift between the client and the masters
+    /// ([`Implementation::drift_allowance`]); for the reference, `TTL × drift_factor + 2 ms`.
     pub fn drift_allowance(&self) -> Duration {
-        self.ttl.mul_f64(self.drift_factor) + Duration::from_millis(2)
+        self.implementation
+            .drift_allowance(self.ttl, self.drift_factor)
+    }
+}
+
+/// The Redlock implementations whose clients differ in ways that change a verdict
+/// ([`Description::variants`], `params.variant`), the reference first.
+pub const VARIANTS: &[LibraryVariant] = &[
+    LibraryVariant {
+        name: "reference",
+        versions: "the Redlock algorithm of the Redis distributed-lock page (no library release)",
+        follows: "redis.io, \"Distributed Locks with Redis\" (the Redlock algorithm, steps 1-5); \
+                  the 2 ms drift term of antirez/redlock-rb's redlock.rb",
+        about: "elapsed time on the monotonic clock; drift TTL x factor + 2 ms; a new token and a \
+                delay in [d/2, d] per attempt; release succeeds if any master deleted the key",
+    },
+    LibraryVariant {
+        name: "node-redlock",
+        versions: "node-redlock 4.2.0 (npm `redlock`, the `latest` tag)",
+        follows: "redlock.js (Redlock.prototype._lock, unlock)",
+        about: "elapsed time by Date.now(), the wall clock: a backward step during an attempt \
+                lengthens the validity; drift round(TTL x factor) + 2 ms; one value per lock \
+                call; retries retryDelay +- retryDelay/2 apart; unlock fails below a quorum",
+    },
+    LibraryVariant {
+        name: "redsync",
+        versions: "go-redsync v4 (read at v4.9.4)",
+        follows: "mutex.go (lockContext, UnlockContext), redsync.go (defaults)",
+        about: "monotonic clock; drift TTL x factor without the 2 ms; one value per Lock call; \
+                tries 50-250 ms apart (d/4 to 5d/4 of the retry delay); unlock fails below a \
+                quorum",
+    },
+];
+
+/// Which implementation of Redlock a client behaves as, one per [`VARIANTS`] entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Implementation {
+    /// The Redis distributed-lock page's algorithm (the default).
+    Reference,
+    /// node-redlock 4.2.0 (`redlock.js`).
+    NodeRedlock,
+    /// go-redsync v4 (`mutex.go`).
+    Redsync,
+}
+
+impl Implementation {
+    /// The implementation a variant name stands for; `None` (the default) is the reference.
+    /// `None` for a name that is not one of [`VARIANTS`].
+    pub fn named(name: Option<&str>) -> Option<Implementation> {
+        Some(match name {
+            None => Implementation::Reference,
+            Some(n) if n == VARIANTS[0].name => Implementation::Reference,
+            Some(n) if n == VARIANTS[1].name => Implementation::NodeRedlock,
+            Some(n) if n == VARIANTS[2].name => Implementation::Redsync,
+            Some(_) => return None,
+        })
+    }
+
+    /// The validity it deducts for drift from a lease `ttl`:
+    /// - reference: `ttl × factor + 2 ms` (redlock-rb: `(ttl*@clock_drift_factor).to_i + 2`);
+    /// - node-redlock: `Math.round(driftFactor * ttl) + 2` ms;
+    /// - redsync: `time.Duration(int64(float64(m.expiry)*m.driftFactor))`, no 2 ms.
+    pub fn drift_allowance(self, ttl: Duration, factor: f64) -> Duration {
+        match self {
+            Implementation::Reference => ttl.mul_f64(factor) + Duration::from_millis(2),
+            Implementation::NodeRedlock => {
+                Duration::from_millis((factor * ttl.as_millis() as f64).round() as u64 + 2)
+            }
+            Implementation::Redsync => {
+                Duration::from_nanos((ttl.as_nanos() as f64 * factor) as u64)
+            }
+        }
+    }
+
+    /// Whether it measures the attempt on the wall clock (`Date.now()`), which may jump, rather
+    /// than the monotonic one.
+    pub fn wall_clock(self) -> bool {
+        self == Implementation::NodeRedlock
+    }
+
+    /// Whether every attempt draws a new token; the libraries draw one value per lock call and
+    /// send it in every retry (node-redlock's `_lock`, redsync's `lockContext`).
+    fn token_per_attempt(self) -> bool {
+        self == Implementation::Reference
+    }
+
+    /// Whether a release counts only when a quorum deleted the key (node-redlock's `unlock`
+    /// rejects with a LockError, redsync's `UnlockContext` returns false); the reference
+    /// counts any master that deleted it.
+    fn release_needs_quorum(self) -> bool {
+        self != Implementation::Reference
+    }
+
+    /// The wait before the next attempt, drawn around the base delay `delay`:
+    /// - reference: `[delay/2, delay]`;
+    /// - node-redlock: `retryDelay ± retryJitter` (defaults 200 ± 100 ms: the jitter is half the
+    ///   delay);
+    /// - redsync: `rand.Intn(250-50) + 50` ms (scaled from the 200 ms default delay: `[d/4, 5d/4]`).
+    fn pause<E: Env>(self, env: &E, delay: Duration) -> Duration {
+        match self {
+            Implementation::Reference => env.random_between(delay / 2, delay),
+            Implementation::NodeRedlock => env.random_between(delay / 2, delay + delay / 2),
+            Implementation::Redsync => env.random_between(delay / 4, delay + delay / 4),
+        }
+    }
+
+    /// The clock the validity is counted on, as the implementation reads it: `Date.now()`'s
+    /// whole milliseconds of the wall clock for node-redlock, the monotonic clock otherwise.
+    fn now<E: Env>(self, env: &E) -> Duration {
+        if self.wall_clock() {
+            Duration::from_millis(env.wall_now().as_millis() as u64)
+        } else {
+            env.mono_now()
+        }
     }
 }
 
@@ -105,10 +237,17 @@ impl<S: RedisStore> Redlock<S> {
             .await
     }
 
-    /// One attempt.
+    /// One attempt, with a token of its own.
     pub async fn try_acquire<E: Env>(&self, env: &E) -> RedlockAttempt {
         let token = env.new_token();
-        let started = env.mono_now();
+        self.attempt_with(env, token).await
+    }
+
+    /// One attempt with `token`, timed on the implementation's clock.
+    async fn attempt_with<E: Env>(&self, env: &E, token: String) -> RedlockAttempt {
+        let implementation = self.config.implementation;
+        let started_mono = env.mono_now();
+        let started = implementation.now(env);
         let replies = self
             .on_all(Command::Set {
                 key: self.config.key.clone(),
@@ -125,22 +264,33 @@ impl<S: RedisStore> Redlock<S> {
             .filter(|r| matches!(r, Ok(Reply::Status(s)) if s == "OK"))
             .count();
         let unknown = replies.iter().filter(|r| r.is_err()).count();
-        let elapsed = env.mono_now().saturating_sub(started);
+        let now = implementation.now(env);
         let budget = self
             .config
             .ttl
             .saturating_sub(self.config.drift_allowance());
-        let acquired = accepted >= self.quorum() && elapsed < budget;
+        // `now < started + budget`: the reference's `elapsed < budget`, node-redlock's
+        // `lock.expiration > Date.now()`, redsync's `now.Before(until)`. On the wall clock `now`
+        // may be before `started` (a backward step): the elapsed time then counts as negative.
+        let expires = started + budget;
+        let acquired = accepted >= self.quorum() && now < expires;
         env.observe(LockEvent::Attempt {
             acquired,
             accepted,
             of: self.masters.len(),
         });
         if acquired {
+            let valid_until = if implementation.wall_clock() {
+                // What the holder believes is left (`lock.expiration - Date.now()`), from now
+                // on its monotonic clock.
+                env.mono_now() + (expires - now)
+            } else {
+                expires
+            };
             return RedlockAttempt::Acquired(Guard {
                 token,
-                acquired_at: started,
-                valid_until: started + budget,
+                acquired_at: started_mono,
+                valid_until,
                 fence: None,
             });
         }
@@ -163,7 +313,9 @@ impl<S: RedisStore> Redlock<S> {
     }
 
     /// Extends the lease on every master; succeeds only if a quorum extended it within the
-    /// validity that remained, and moves `guard.valid_until` accordingly.
+    /// validity that remained, and moves `guard.valid_until` accordingly. Every variant extends
+    /// this way (on the monotonic clock): neither node-redlock 4 nor redsync renews by itself,
+    /// so only `params.watchdog` calls it.
     pub async fn extend<E: Env>(&self, env: &E, guard: &mut Guard) -> bool {
         let started = env.mono_now();
         if started >= guard.valid_until {
@@ -203,8 +355,16 @@ impl<S: RedisStore> Lock for Redlock<S> {
             count: self.config.retry_count,
             max_delay: self.config.max_retry_delay,
         };
-        acquire_with_retries(env, wait, retry, || async {
-            Ok(match self.try_acquire(env).await {
+        let implementation = self.config.implementation;
+        // The libraries draw one value per lock call and send it in every retry.
+        let value = (!implementation.token_per_attempt()).then(|| env.new_token());
+        let pause = |env: &E, delay| implementation.pause(env, delay);
+        acquire_with_jitter(env, wait, retry, pause, || async {
+            let token = match &value {
+                Some(value) => value.clone(),
+                None => env.new_token(),
+            };
+            Ok(match self.attempt_with(env, token).await {
                 RedlockAttempt::Acquired(guard) => Tried::Acquired(guard),
                 RedlockAttempt::Failed { unknown, .. } if unknown == self.masters.len() => {
                     Tried::Unanswered
@@ -216,7 +376,12 @@ impl<S: RedisStore> Lock for Redlock<S> {
     }
 
     async fn release<E: Env>(&self, _env: &E, guard: &Guard) -> Result<bool, LockError> {
-        Ok(self.release_token(&guard.token).await > 0)
+        let deleted = self.release_token(&guard.token).await;
+        Ok(if self.config.implementation.release_needs_quorum() {
+            deleted >= self.quorum()
+        } else {
+            deleted > 0
+        })
     }
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
@@ -249,7 +414,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::None,
     scripted: false,
-    variants: &[],
+    variants: VARIANTS,
 };
 
 impl<S: Stores> Registered<S> for Redlock<S::Redis> {
@@ -265,6 +430,14 @@ impl<S: Stores> Registered<S> for Redlock<S::Redis> {
                 retry_delay: settings.retry.delay,
                 retry_count: settings.retry.count,
                 max_retry_delay: settings.retry.max_delay,
+                implementation: Implementation::named(settings.variant.as_deref()).unwrap_or_else(
+                    || {
+                        panic!(
+                            "redlock: variant {:?} passed validation but is not one of its own",
+                            settings.variant
+                        )
+                    },
+                ),
             },
         )
     }
