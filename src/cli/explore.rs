@@ -242,10 +242,10 @@ mod tests {
             e.contains("redisson-2") && e.contains("redisson-3.44+, redisson-3.43"),
             "{e}"
         );
-        let e = parse(&["--algorithm", "redlock", "--variant", "redisson-3.23"])
+        let e = parse(&["--algorithm", "single-redis", "--variant", "redisson-3.23"])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("redlock has no library variants"), "{e}");
+        assert!(e.contains("single-redis has no library variants"), "{e}");
     }
 
     #[test]
