@@ -165,8 +165,14 @@ fn an_attempt_that_took_its_whole_budget_does_not_acquire() {
 fn each_implementation_deducts_its_own_drift_term() {
     let ms = Duration::from_millis;
     // The reference and node-redlock (`Math.round(0.01 * ttl) + 2`) add 2 ms; redsync does not.
-    assert_eq!(Implementation::Reference.drift_allowance(TTL, 0.01), ms(102));
-    assert_eq!(Implementation::NodeRedlock.drift_allowance(TTL, 0.01), ms(102));
+    assert_eq!(
+        Implementation::Reference.drift_allowance(TTL, 0.01),
+        ms(102)
+    );
+    assert_eq!(
+        Implementation::NodeRedlock.drift_allowance(TTL, 0.01),
+        ms(102)
+    );
     assert_eq!(Implementation::Redsync.drift_allowance(TTL, 0.01), ms(100));
     // node-redlock rounds to whole milliseconds: 1.5 ms of a 150 ms TTL count as 2.
     assert_eq!(

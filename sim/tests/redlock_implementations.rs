@@ -90,8 +90,7 @@ fn a_client_clock_stepped_back_during_the_attempt_fools_node_redlock_only() {
 fn a_pause_before_the_acquisition_completes_is_refused_by_every_implementation() {
     for variant in VARIANTS {
         let mut s = as_variant("redlock-client-clock-steps-back.json", variant);
-        s.faults
-            .retain(|f| !matches!(f, Fault::ClockJump { .. }));
+        s.faults.retain(|f| !matches!(f, Fault::ClockJump { .. }));
         assert_eq!(kinds(&s), [], "{variant}");
         assert!(first_grant_ms(&s) > 10_504, "{variant}");
     }
