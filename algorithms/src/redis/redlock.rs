@@ -126,7 +126,7 @@ impl Implementation {
     }
 
     /// The validity it deducts for drift from a lease `ttl`:
-    /// - reference: `ttl × factor + 2 ms` (redlock-rb: `(ttl*@clock_drift_factor).to_i + 2`);
+    /// - reference: `ttl × factor + 2 ms` (redlock-rb: `(ttl * CLOCK_DRIFT_FACTOR).to_i + 2`);
     /// - node-redlock: `Math.round(driftFactor * ttl) + 2` ms;
     /// - redsync: `time.Duration(int64(float64(m.expiry)*m.driftFactor))`, no 2 ms.
     pub fn drift_allowance(self, ttl: Duration, factor: f64) -> Duration {
