@@ -77,7 +77,7 @@ impl RedlockConfig {
 pub const VARIANTS: &[LibraryVariant] = &[
     LibraryVariant {
         name: "reference",
-        versions: "the Redlock algorithm of the Redis distributed-lock page (no library release)",
+        versions: "the Redis distributed-lock page's algorithm (no library)",
         follows: "redis.io, \"Distributed Locks with Redis\" (the Redlock algorithm, steps 1-5); \
                   the 2 ms drift term of antirez/redlock-rb's redlock.rb",
         about: "elapsed time on the monotonic clock; drift TTL x factor + 2 ms; a new token and a \
