@@ -168,6 +168,21 @@ fn bad_scripts_and_misplaced_ones_exit_2_naming_the_problem() {
             vec!["matrix", "--algorithms", &same_name, "--out", out],
             "both would name their cells redis-script-plain-del",
         ),
+        // A matrix row's variant is checked as a scenario's is.
+        (
+            vec![
+                "matrix",
+                "--algorithms",
+                "redis-reentrant@nope",
+                "--out",
+                out,
+            ],
+            "unknown variant 'nope' of redis-reentrant (known: redisson-3.44+",
+        ),
+        (
+            vec!["matrix", "--algorithms", "single-redis@x", "--out", out],
+            "single-redis has no library variants",
+        ),
     ];
     for (args, expected) in cases {
         let o = lockcheck(&args);

@@ -223,6 +223,23 @@ impl Settings {
     pub fn ttl_or_default(&self) -> Duration {
         self.ttl.unwrap_or(DEFAULT_TTL)
     }
+
+    /// The position in `variants` (an algorithm's [`Description::variants`]) of the variant
+    /// these settings name, 0 (the default) when they name none: what a lock with variants
+    /// builds its behaviour from, one entry of its own per position.
+    ///
+    /// # Panics
+    /// When the name is not in `variants`: scenario validation refuses it before any lock is
+    /// built, so that would be a bug of the caller, not bad input.
+    pub fn variant_index(&self, variants: &[LibraryVariant]) -> usize {
+        match &self.variant {
+            None => 0,
+            Some(name) => variants
+                .iter()
+                .position(|v| v.name == name)
+                .unwrap_or_else(|| panic!("variant {name:?} passed validation but is not listed")),
+        }
+    }
 }
 
 /// The lease of a [`Lease::Ttl`] lock when a scenario gives none; also the time scale of a lock

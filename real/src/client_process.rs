@@ -126,7 +126,13 @@ pub struct ClientProcesses {
     /// Every process started, in order: its node's name, its incarnation, the end of its
     /// stderr (kept after it is killed, for the report).
     stderr_logs: RefCell<Vec<(String, u64, Stderr)>>,
+    /// The tasks reading the processes' stderr: each ends when its pipe closes.
+    readers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
+
+/// The longest [`ClientProcesses::drained`] waits for the last stderr lines of processes
+/// already killed (a pipe stays open while something else holds it).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The last lines of one process's stderr, shared with the task that reads them.
 type Stderr = Rc<RefCell<VecDeque<String>>>;
@@ -142,7 +148,17 @@ impl ClientProcesses {
             pauses: RefCell::default(),
             pids: RefCell::default(),
             stderr_logs: RefCell::default(),
+            readers: RefCell::default(),
         }
+    }
+
+    /// Waits (at most [`DRAIN_TIMEOUT`]) until every stderr reader has read its pipe to the
+    /// end, so that a report keeps the lines a process wrote just before it was killed. Call
+    /// after [`ClientProcesses::close`].
+    pub async fn drained(&self) {
+        let readers = std::mem::take(&mut *self.readers.borrow_mut());
+        let all = futures_util::future::join_all(readers);
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, all).await;
     }
 
     /// The command and, per process started (in order), the end of its stderr: what a report
@@ -254,7 +270,7 @@ impl ClientProcesses {
             .push((name.clone(), incarnation, stderr.clone()));
         if let Some(err) = child.stderr.take() {
             let kept = stderr.clone();
-            tokio::task::spawn_local(async move {
+            let reader = tokio::task::spawn_local(async move {
                 let mut lines = BufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     let mut kept = kept.borrow_mut();
@@ -264,6 +280,7 @@ impl ClientProcesses {
                     kept.push_back(clip_line(line));
                 }
             });
+            self.readers.borrow_mut().push(reader);
         }
         let io = Io {
             node,

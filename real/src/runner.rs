@@ -143,10 +143,8 @@ pub fn run_with(
     // The client processes first: their clock files are in the launcher's directory.
     if let Some(processes) = &processes {
         processes.close();
-        // The stderr readers see their pipes close: a moment to read the last lines.
-        local.block_on(&runtime, async {
-            tokio::time::sleep(Duration::from_millis(50)).await
-        });
+        // The stderr readers see their pipes close; the report keeps what they read to the end.
+        local.block_on(&runtime, processes.drained());
     }
     let client = processes.as_ref().map(|p| p.report());
     // Every server stopped and its directory removed here, whoever else still holds the

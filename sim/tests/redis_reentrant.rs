@@ -1,7 +1,10 @@
 //! redis-reentrant (Redisson's RLock) in simulation: nesting keeps the count, the watchdog renews
 //! only while held, and a pause past the lease still breaks it.
 
-use lockcheck_core::history::{Entry, KeyChange, Kind, Op};
+mod common;
+
+use common::counts;
+use lockcheck_core::history::{KeyChange, Kind, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Fault;
 use lockcheck_core::verdict::Coverage;
@@ -15,30 +18,6 @@ fn nested(depth: u32) -> Scenario {
     s.workload.acquisitions_per_client = 2;
     s.duration_ms = 30_000;
     s
-}
-
-/// The owner's count after each write of its hash field, with the key's deletions as `None`
-/// (the lock's key only: an unlock latch is a key of its own).
-fn counts(history: &[Entry], client: &str) -> Vec<Option<i64>> {
-    history
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Key {
-                key,
-                change: KeyChange::FieldSet,
-                value: Some(v),
-                by: Some(b),
-                ..
-            } if b == client && key == "lock" => Some(Some(v.parse().unwrap())),
-            Op::Key {
-                key,
-                change: KeyChange::Deleted,
-                by: Some(b),
-                ..
-            } if b == client && key == "lock" => Some(None),
-            _ => None,
-        })
-        .collect()
 }
 
 #[test]

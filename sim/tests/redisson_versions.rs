@@ -7,7 +7,6 @@ mod common;
 use common::scenario_file;
 use common::search::{find, nothing_found, options};
 use lockcheck_core::checker::ViolationKind;
-use lockcheck_core::history::{KeyChange, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::{Algorithm, Scenario};
@@ -76,22 +75,12 @@ fn a_resent_inner_unlock_frees_the_lock_under_its_holder_up_to_redisson_3_23() {
         "the seed makes client-0 the holder"
     );
     // The count went 1, 2 (nested), then 1 and 0: the one inner unlock applied twice.
-    let counts: Vec<&str> = outcome
-        .history
-        .entries
-        .iter()
-        .filter_map(|e| match &e.op {
-            Op::Key {
-                key,
-                change: KeyChange::FieldSet,
-                value: Some(v),
-                by: Some(b),
-                ..
-            } if key == "lock" && b == "client-0" => Some(v.as_str()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(counts, ["1", "2", "1", "0"]);
+    let counts = common::counts(&outcome.history.entries, "client-0");
+    assert_eq!(
+        counts[..4],
+        [Some(1), Some(2), Some(1), Some(0)],
+        "{counts:?}"
+    );
     for variant in &VARIANTS[..3] {
         let s = as_variant(file, variant);
         assert_eq!(kinds(&s), [], "{variant}");

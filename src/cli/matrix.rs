@@ -4,6 +4,7 @@ use super::progress::{progress_bar, rates};
 use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
 use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::scenario::Params;
 use lockcheck_sim::cell::CellStats;
 use lockcheck_sim::explore::Shard;
 use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions, Row, UserLock};
@@ -109,27 +110,24 @@ fn parse_row(item: &str) -> anyhow::Result<Row> {
     };
     if let Some((name, variant)) = name.split_once('@') {
         let algorithm = parse_algorithm(name)?;
-        let description = algorithm.description();
-        let Some(known) = description.variant(Some(variant)) else {
-            let names = description.variant_names();
-            return Err(usage(if names.is_empty() {
-                format!("--algorithms {name}@…: {name} has no library variants")
-            } else {
-                format!(
-                    "--algorithms {name}@{}: unknown variant (known: {})",
-                    lockcheck_core::input::clip(variant),
-                    names.join(", ")
-                )
-            }));
-        };
         if file.is_some() {
             return Err(usage(format!(
                 "--algorithms {}: a variant takes no file",
                 lockcheck_core::input::clip(item)
             )));
         }
+        // The scenario's own check names the known variants (or says there are none).
+        let params = Params {
+            variant: Some(variant.to_string()),
+            ..Params::default()
+        };
+        params
+            .check_for(algorithm)
+            .map_err(|e| usage(format!("--algorithms {name}@…: {e}")))?;
+        let description = algorithm.description();
+        let known = description.variant(Some(variant)).expect("checked above");
         // The default variant is the algorithm's own row.
-        let is_default = description.variants.first().map(|v| v.name) == Some(known.name);
+        let is_default = description.variants.first() == Some(known);
         return Ok(Row {
             variant: (!is_default).then_some(known.name),
             ..Row::built_in(algorithm)

@@ -76,13 +76,12 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
         .map_err(|e| usage(e.to_string()))?;
     // A client process cannot be asked for everything lockcheck's own clients can (a hold
     // until the validity, a reentrant acquisition): such draws are drawn again.
-    let strategy = if search.client.is_some() {
-        scenarios_where(&options, |s| {
-            lockcheck_real::support::check(s).is_ok() && lockcheck_real::client_process::supports(s)
-        })
+    let keep: fn(&Scenario) -> bool = if search.client.is_some() {
+        |s| lockcheck_real::support::check(s).is_ok() && lockcheck_real::client_process::supports(s)
     } else {
-        scenarios_where(&options, |s| lockcheck_real::support::check(s).is_ok())
+        |s| lockcheck_real::support::check(s).is_ok()
     };
+    let strategy = scenarios_where(&options, keep);
     let name = search.algorithm.name();
     say!(
         "real search: {name} × [{}], {} case(s) with seed {}, each against fresh servers{}",

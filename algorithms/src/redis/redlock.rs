@@ -101,6 +101,9 @@ pub const VARIANTS: &[LibraryVariant] = &[
     },
 ];
 
+// One behaviour per listed variant, in the same order ([`Settings::variant_index`]).
+const _: () = assert!(Implementation::ALL.len() == VARIANTS.len());
+
 /// Which implementation of Redlock a client behaves as, one per [`VARIANTS`] entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Implementation {
@@ -113,17 +116,12 @@ pub enum Implementation {
 }
 
 impl Implementation {
-    /// The implementation a variant name stands for; `None` (the default) is the reference.
-    /// `None` for a name that is not one of [`VARIANTS`].
-    pub fn named(name: Option<&str>) -> Option<Implementation> {
-        Some(match name {
-            None => Implementation::Reference,
-            Some(n) if n == VARIANTS[0].name => Implementation::Reference,
-            Some(n) if n == VARIANTS[1].name => Implementation::NodeRedlock,
-            Some(n) if n == VARIANTS[2].name => Implementation::Redsync,
-            Some(_) => return None,
-        })
-    }
+    /// Each implementation, in [`VARIANTS`]' order.
+    pub const ALL: [Implementation; 3] = [
+        Implementation::Reference,
+        Implementation::NodeRedlock,
+        Implementation::Redsync,
+    ];
 
     /// The validity it deducts for drift from a lease `ttl`:
     /// - reference: `ttl × factor + 2 ms` (redlock-rb: `(ttl * CLOCK_DRIFT_FACTOR).to_i + 2`);
@@ -430,14 +428,7 @@ impl<S: Stores> Registered<S> for Redlock<S::Redis> {
                 retry_delay: settings.retry.delay,
                 retry_count: settings.retry.count,
                 max_retry_delay: settings.retry.max_delay,
-                implementation: Implementation::named(settings.variant.as_deref()).unwrap_or_else(
-                    || {
-                        panic!(
-                            "redlock: variant {:?} passed validation but is not one of its own",
-                            settings.variant
-                        )
-                    },
-                ),
+                implementation: Implementation::ALL[settings.variant_index(VARIANTS)],
             },
         )
     }

@@ -149,6 +149,9 @@ pub const VARIANTS: &[LibraryVariant] = &[
     },
 ];
 
+// One behaviour per listed variant, in the same order ([`Settings::variant_index`]).
+const _: () = assert!(Redisson::ALL.len() == VARIANTS.len());
+
 /// What a Redisson release range does around the scripts: the client behaviours that change
 /// verdicts, one per [`VARIANTS`] entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,18 +174,13 @@ pub enum Redisson {
 }
 
 impl Redisson {
-    /// The release range a variant name stands for; `None` (the default) is the current one.
-    /// `None` for a name that is not one of [`VARIANTS`].
-    pub fn named(name: Option<&str>) -> Option<Redisson> {
-        Some(match name {
-            None => Redisson::Current,
-            Some(n) if n == VARIANTS[0].name => Redisson::Current,
-            Some(n) if n == VARIANTS[1].name => Redisson::V3_43,
-            Some(n) if n == VARIANTS[2].name => Redisson::V3_36,
-            Some(n) if n == VARIANTS[3].name => Redisson::V3_23,
-            Some(_) => return None,
-        })
-    }
+    /// Each range, in [`VARIANTS`]' order.
+    pub const ALL: [Redisson; 4] = [
+        Redisson::Current,
+        Redisson::V3_43,
+        Redisson::V3_36,
+        Redisson::V3_23,
+    ];
 
     /// Whether its unlock carries a request id under which the server keeps the outcome.
     pub fn unlock_latch(self) -> bool {
@@ -427,12 +425,7 @@ impl<S: Stores> Registered<S> for RedisReentrant<S::Redis> {
             },
             // Redisson's owner: UUID:thread.
             format!("{}:1", env.new_token()),
-            Redisson::named(settings.variant.as_deref()).unwrap_or_else(|| {
-                panic!(
-                    "redis-reentrant: variant {:?} passed validation but is not one of its own",
-                    settings.variant
-                )
-            }),
+            Redisson::ALL[settings.variant_index(VARIANTS)],
         )
     }
 

@@ -261,3 +261,27 @@ pub fn hold_back(node: &str) -> lockcheck_core::scenario::Fault {
         for_ms: 100,
     }
 }
+
+/// A Redisson lock's owner `client`: its count after each write of its hash field, with the
+/// key's deletions as `None` (the lock's key only: an unlock latch is a key of its own).
+pub fn counts(history: &[lockcheck_core::history::Entry], client: &str) -> Vec<Option<i64>> {
+    history
+        .iter()
+        .filter_map(|e| match &e.op {
+            lockcheck_core::history::Op::Key {
+                key,
+                change: lockcheck_core::history::KeyChange::FieldSet,
+                value: Some(v),
+                by: Some(b),
+                ..
+            } if b == client && key == "lock" => Some(Some(v.parse().unwrap())),
+            lockcheck_core::history::Op::Key {
+                key,
+                change: lockcheck_core::history::KeyChange::Deleted,
+                by: Some(b),
+                ..
+            } if b == client && key == "lock" => Some(None),
+            _ => None,
+        })
+        .collect()
+}
