@@ -16,6 +16,10 @@
 //!   may have applied it before it died.
 //! - A broken connection is dropped and the next call connects again, as a client library with
 //!   reconnection does; a timed-out one is kept (its late reply is discarded in order).
+//! - Pub/sub ([`RedisStore::subscribe`]) goes over a connection of its own, as Redisson's does,
+//!   opened at the first subscription. When it breaks (its stream ends), the next wait opens it
+//!   again and subscribes to every channel kept; what was published in between is lost.
+//!   Unsubscribing is local (see the trait), as in the simulation.
 //! - Behind Sentinel ([`RealRedis::behind_sentinel`]), connecting starts by asking Sentinel which
 //!   server is the primary, as a Sentinel-aware client library does; a `READONLY` reply (the
 //!   server was demoted to a replica under the connection) drops the connection, so the next
@@ -25,14 +29,16 @@
 use crate::endpoints::Login;
 use crate::gate::PauseGate;
 use crate::replication::SentinelRoute;
+use futures_util::{FutureExt, StreamExt};
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{MultiplexedConnection, PubSubSink, PubSubStream};
 use redis::{
-    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo,
+    AsyncConnectionConfig, Client, ConnectionAddr, ConnectionInfo, IntoConnectionInfo, Msg,
     RedisConnectionInfo, Value,
 };
 use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -51,6 +57,37 @@ pub struct RealRedis {
     gate: PauseGate,
     login: Login,
     connection: RefCell<Option<MultiplexedConnection>>,
+    /// The subscription connection, once a lock subscribed.
+    pubsub: RefCell<Option<PubSubLink>>,
+    /// The channels subscribed, each with the messages received and not taken yet.
+    channels: RefCell<BTreeMap<String, VecDeque<String>>>,
+}
+
+/// A subscription connection of its own, as Redisson opens one: its sink sends `SUBSCRIBE`,
+/// its stream brings the messages (and ends when the connection breaks).
+struct PubSubLink {
+    sink: PubSubSink,
+    /// Taken out while a read waits on it (and put back by [`StreamLease`]).
+    stream: Option<PubSubStream>,
+    /// The stream ended: the connection broke, and its subscriptions with it.
+    broken: bool,
+}
+
+/// The stream of the subscription connection, taken out of its [`PubSubLink`] for a read and
+/// put back when the read ends, also when it is abandoned (its waiter's timer fired first).
+struct StreamLease<'a> {
+    store: &'a RealRedis,
+    stream: Option<PubSubStream>,
+}
+
+impl Drop for StreamLease<'_> {
+    fn drop(&mut self) {
+        if let Some(link) = self.store.pubsub.borrow_mut().as_mut() {
+            if link.stream.is_none() {
+                link.stream = self.stream.take();
+            }
+        }
+    }
 }
 
 /// Why one exchange did not produce a value.
@@ -72,6 +109,8 @@ impl RealRedis {
             gate,
             login: Login::default(),
             connection: RefCell::new(None),
+            pubsub: RefCell::new(None),
+            channels: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -85,6 +124,8 @@ impl RealRedis {
             gate,
             login: Login::default(),
             connection: RefCell::new(None),
+            pubsub: RefCell::new(None),
+            channels: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -94,12 +135,17 @@ impl RealRedis {
         self
     }
 
-    async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
-        let addr = match &self.target {
+    /// The server to connect to now.
+    async fn addr(&self) -> Result<SocketAddr, Failure> {
+        Ok(match &self.target {
             Target::Fixed(addr) => *addr,
             // Boxed: the lookup's own connection would make every client's future deeper still.
             Target::Primary(route) => Box::pin(route.primary()).await.map_err(Failure::Refused)?,
-        };
+        })
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection, Failure> {
+        let addr = self.addr().await?;
         let client = Client::open(connection_info(addr, &self.login))
             .map_err(|e| Failure::Refused(e.to_string()))?;
         // The store's own timeout bounds every call; the crate's would only get in its way.
@@ -151,6 +197,87 @@ impl RealRedis {
                 Err(Failure::Refused(e))
             }
             other => other,
+        }
+    }
+
+    /// Opens the subscription connection and subscribes it to every channel kept, within the
+    /// request timeout.
+    async fn open_pubsub(&self) -> Result<(), StoreError> {
+        let open = async {
+            let addr = self.addr().await.map_err(|f| match f {
+                Failure::Refused(why) | Failure::Broken(why) => why,
+            })?;
+            let client =
+                Client::open(connection_info(addr, &self.login)).map_err(|e| e.to_string())?;
+            let (mut sink, stream) = client
+                .get_async_pubsub()
+                .await
+                .map_err(|e| e.to_string())?
+                .split();
+            let channels: Vec<String> = self.channels.borrow().keys().cloned().collect();
+            for channel in channels {
+                sink.subscribe(channel).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>((sink, stream))
+        };
+        match tokio::time::timeout(self.timeout, open).await {
+            Ok(Ok((sink, stream))) => {
+                *self.pubsub.borrow_mut() = Some(PubSubLink {
+                    sink,
+                    stream: Some(stream),
+                    broken: false,
+                });
+                Ok(())
+            }
+            Ok(Err(why)) => Err(StoreError::Unreachable(why)),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Whether the subscription connection is open and unbroken.
+    fn pubsub_live(&self) -> bool {
+        self.pubsub
+            .borrow()
+            .as_ref()
+            .is_some_and(|link| !link.broken)
+    }
+
+    /// Takes in the messages that have arrived, without waiting for more.
+    fn drain_messages(&self) {
+        let Some(mut stream) = self
+            .pubsub
+            .borrow_mut()
+            .as_mut()
+            .and_then(|l| l.stream.take())
+        else {
+            return;
+        };
+        loop {
+            match stream.next().now_or_never() {
+                Some(Some(message)) => self.keep(&message),
+                Some(None) => {
+                    self.mark_broken();
+                    break;
+                }
+                None => break,
+            }
+        }
+        if let Some(link) = self.pubsub.borrow_mut().as_mut() {
+            link.stream = Some(stream);
+        }
+    }
+
+    /// A message that arrived: kept for its waiter if its channel is subscribed to.
+    fn keep(&self, message: &Msg) {
+        let mut channels = self.channels.borrow_mut();
+        if let Some(queue) = channels.get_mut(message.get_channel_name()) {
+            queue.push_back(message.get_payload::<String>().unwrap_or_default());
+        }
+    }
+
+    fn mark_broken(&self) {
+        if let Some(link) = self.pubsub.borrow_mut().as_mut() {
+            link.broken = true;
         }
     }
 
@@ -237,6 +364,82 @@ impl RedisStore for RealRedis {
                 Err(StoreError::Timeout)
             }
             Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {
+        self.gate.pass().await;
+        // A subscription starts counting afresh: what came before it wakes nobody.
+        self.drain_messages();
+        if !self.pubsub_live() {
+            self.open_pubsub().await?;
+        }
+        let sink = self.pubsub.borrow().as_ref().map(|link| link.sink.clone());
+        let Some(mut sink) = sink else {
+            return Err(StoreError::Unreachable("no subscription connection".into()));
+        };
+        match tokio::time::timeout(self.timeout, sink.subscribe(channel)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                self.mark_broken();
+                return Err(StoreError::Unreachable(e.to_string()));
+            }
+            Err(_) => return Err(StoreError::Timeout),
+        }
+        self.channels
+            .borrow_mut()
+            .insert(channel.to_owned(), VecDeque::new());
+        self.gate.pass().await;
+        Ok(())
+    }
+
+    /// Local, as in the simulation: the server keeps the subscription until the connection
+    /// closes, and what it still sends for the channel is dropped on arrival.
+    fn unsubscribe(&self, channel: &str) {
+        self.channels.borrow_mut().remove(channel);
+    }
+
+    async fn next_message(&self, channel: &str) -> String {
+        // Reconnections that failed in a row: they back off as Redisson's do.
+        let mut failed = 0u32;
+        loop {
+            let taken = self
+                .channels
+                .borrow_mut()
+                .get_mut(channel)
+                .and_then(VecDeque::pop_front);
+            if let Some(message) = taken {
+                self.gate.pass().await;
+                return message;
+            }
+            if !self.pubsub_live() {
+                // Reconnect and subscribe again, as a client library does; what was published
+                // in between is lost.
+                if self.open_pubsub().await.is_err() {
+                    let backoff = Duration::from_millis(2 << failed.min(12)).min(self.timeout);
+                    failed += 1;
+                    tokio::time::sleep(backoff).await;
+                }
+                continue;
+            }
+            let stream = self
+                .pubsub
+                .borrow_mut()
+                .as_mut()
+                .and_then(|l| l.stream.take());
+            let mut lease = StreamLease {
+                store: self,
+                stream,
+            };
+            let Some(stream) = lease.stream.as_mut() else {
+                // Another read holds it (never, with one waiter per store): wait a little.
+                tokio::time::sleep(self.timeout).await;
+                continue;
+            };
+            match stream.next().await {
+                Some(message) => self.keep(&message),
+                None => self.mark_broken(),
+            }
         }
     }
 }

@@ -391,6 +391,24 @@ fn servers_installed() -> bool {
     })
 }
 
+/// A runtime and one redis-server started under `persistence`, ready: the launcher (which
+/// stops it when dropped) and the server's index.
+fn started(persistence: Persistence) -> (tokio::runtime::Runtime, RefCell<Launcher>, usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let index = launcher
+        .borrow_mut()
+        .add_redis("redis-0", persistence)
+        .unwrap();
+    runtime
+        .block_on(Launcher::until_ready(&launcher, index))
+        .unwrap();
+    (runtime, launcher, index)
+}
+
 /// Scripts that try to leave something behind for the scripts after them, which Redis's read-only
 /// sandbox refuses; the model runs every server's scripts in one Lua state per thread and is only
 /// sound if it refuses them too. Then a probe of what they tried to change.
@@ -413,18 +431,7 @@ fn the_simulated_lua_sandbox_refuses_what_redis_refuses() {
     if !servers_installed() {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let launcher = RefCell::new(Launcher::new().unwrap());
-    let index = launcher
-        .borrow_mut()
-        .add_redis("redis-0", Persistence::None)
-        .unwrap();
-    runtime
-        .block_on(Launcher::until_ready(&launcher, index))
-        .unwrap();
+    let (runtime, launcher, index) = started(Persistence::None);
     let real = RealRedis::new(
         launcher.borrow().addr(index),
         Duration::from_secs(5),
@@ -627,18 +634,7 @@ fn the_simulated_redis_answers_as_a_real_redis_server_does() {
     if !servers_installed() {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let launcher = RefCell::new(Launcher::new().unwrap());
-    let index = launcher
-        .borrow_mut()
-        .add_redis("redis-0", Persistence::None)
-        .unwrap();
-    runtime
-        .block_on(Launcher::until_ready(&launcher, index))
-        .unwrap();
+    let (runtime, launcher, index) = started(Persistence::None);
     let addr = launcher.borrow().addr(index);
     let real = RealRedis::new(addr, Duration::from_secs(5), PauseGate::new());
 
@@ -691,4 +687,131 @@ fn the_simulated_redis_answers_as_a_real_redis_server_does() {
     );
     // Time was exercised: keys were read just before their deadlines and found gone after.
     assert!(tally.just_before.get() > 0 && tally.just_after.get() > 0 && tally.expired.get() > 0);
+}
+
+/// `f`'s output, if it comes within 2 s.
+fn within<T>(
+    runtime: &tokio::runtime::Runtime,
+    f: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    runtime.block_on(async { tokio::time::timeout(Duration::from_secs(2), f).await.ok() })
+}
+
+/// Pub/sub as the simulated Redis models it (issue 20, item 5), shown on a real server through
+/// the store the algorithms use (`RealRedis`, a subscription connection of its own):
+/// - `PUBLISH` replies how many connections subscribe, and the message reaches a subscriber;
+/// - a store's `unsubscribe` is local: the server keeps counting it until the connection ends,
+///   and what it still sends is dropped on arrival (the model's `PUBLISH` counts the same way);
+/// - a subscription dies with the server's process: after kill -9 and a restart `PUBLISH`
+///   reaches nobody and replies 0 (the lock, under `appendfsync always`, is still there), and
+///   what is published then is lost to the subscriber for good; once it reconnects, it
+///   subscribes again and is reached again.
+///
+/// The simulated server answers each of these the same way (`RedisModel`'s counts, below, and
+/// `sim/tests/redisson_wait.rs` for the connections).
+#[test]
+fn a_real_servers_pub_sub_reaches_subscribers_of_the_moment_and_dies_with_its_process() {
+    if !servers_installed() {
+        return;
+    }
+    let (runtime, launcher, index) = started(Persistence::Always);
+    let addr = launcher.borrow().addr(index);
+    let timeout = Duration::from_secs(5);
+    let waiter = RealRedis::new(addr, timeout, PauseGate::new());
+    let holder = RealRedis::new(addr, timeout, PauseGate::new());
+    let publish = |message: &str| Command::Publish {
+        channel: "ch".into(),
+        message: message.into(),
+    };
+    let mut model = RedisModel::new();
+    let model_publish = |model: &mut RedisModel, message: &str| {
+        model.apply(&publish(message), now_ms(), &mut Vec::new())
+    };
+
+    // Nobody subscribes: 0, in both.
+    assert_eq!(
+        runtime.block_on(holder.call(publish("a"))),
+        Ok(Reply::Int(0))
+    );
+    assert_eq!(model_publish(&mut model, "a"), Reply::Int(0));
+    // One subscriber: 1, and it gets the message.
+    runtime.block_on(waiter.subscribe("ch")).unwrap();
+    model.set_subscribers("ch", 1);
+    assert_eq!(
+        runtime.block_on(holder.call(publish("b"))),
+        Ok(Reply::Int(1))
+    );
+    assert_eq!(model_publish(&mut model, "b"), Reply::Int(1));
+    assert_eq!(
+        within(&runtime, waiter.next_message("ch")),
+        Some("b".to_string())
+    );
+    // Unsubscribed locally: still counted by the server, and nothing handed out.
+    waiter.unsubscribe("ch");
+    assert_eq!(
+        runtime.block_on(holder.call(publish("c"))),
+        Ok(Reply::Int(1))
+    );
+    assert_eq!(within(&runtime, waiter.next_message("ch")), None);
+    // Subscribed again: counts afresh, "c" is not handed out.
+    runtime.block_on(waiter.subscribe("ch")).unwrap();
+    assert_eq!(
+        runtime.block_on(holder.call(publish("d"))),
+        Ok(Reply::Int(1))
+    );
+    assert_eq!(
+        within(&runtime, waiter.next_message("ch")),
+        Some("d".to_string())
+    );
+
+    // kill -9 and restart: the lock is kept, the subscription is not.
+    let lock = Command::Set {
+        key: "lock".into(),
+        value: "holder".into(),
+        options: SetOptions::default(),
+    };
+    assert_eq!(
+        runtime.block_on(holder.call(lock)),
+        Ok(Reply::Status("OK".into()))
+    );
+    launcher.borrow_mut().respawn(index).unwrap();
+    runtime
+        .block_on(Launcher::until_ready(&launcher, index))
+        .unwrap();
+    // The holder's connection broke with the process: its first call may fail, then works.
+    let get = || Command::Get { key: "lock".into() };
+    let kept = runtime
+        .block_on(holder.call(get()))
+        .or_else(|_| runtime.block_on(holder.call(get())));
+    assert_eq!(kept, Ok(Reply::Bulk("holder".into())));
+    assert_eq!(
+        runtime.block_on(holder.call(publish("lost"))),
+        Ok(Reply::Int(0)),
+        "a subscription does not survive its server's process"
+    );
+    let mut restarted = RedisModel::restore(model.snapshot());
+    assert_eq!(model_publish(&mut restarted, "lost"), Reply::Int(0));
+    // The subscriber learns that its connection broke when it next reads: it reconnects and
+    // subscribes again; "lost" never comes, what is published after does.
+    let reconnected = runtime.block_on(async {
+        let read = waiter.next_message("ch");
+        tokio::pin!(read);
+        let mut published = 0;
+        loop {
+            tokio::select! {
+                message = &mut read => return Some((message, published)),
+                () = tokio::time::sleep(Duration::from_millis(100)) => {}
+            }
+            // Until the subscriber is back, PUBLISH reaches nobody.
+            if holder.call(publish("again")).await == Ok(Reply::Int(1)) {
+                published += 1;
+            }
+            if published > 20 {
+                return None;
+            }
+        }
+    });
+    let (message, _) = reconnected.expect("the subscriber came back within 2 s");
+    assert_eq!(message, "again");
+    drop(launcher);
 }

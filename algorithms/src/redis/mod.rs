@@ -4,6 +4,7 @@ pub mod command;
 pub mod fair;
 mod owner_hash;
 pub mod plain_del;
+pub mod redisson_wait;
 pub mod redlock;
 pub mod reentrant;
 pub mod resend;

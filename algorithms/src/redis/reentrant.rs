@@ -5,6 +5,9 @@
 //! each acquire adds one, each release takes one away, and the key is deleted only when the count
 //! returns to zero. The scripts below are Redisson's, word for word where it matters.
 //!
+//! A waiter waits as Redisson's does ([`super::redisson_wait`]): on the lock's pub/sub channel,
+//! woken by the release's `publish`, for at most the PTTL its attempt read.
+//!
 //! Like every lease lock, it is unsafe when the holder pauses past the lease; the watchdog (renew
 //! every third of the lease while the process runs) does not help against a pause, which freezes
 //! the watchdog too.
@@ -22,6 +25,7 @@
 
 use super::command::{Command, Reply, Script};
 use super::owner_hash::{OwnerHash, Watchdog};
+use super::redisson_wait::{self, Attempt};
 use super::resend::{self, Resend};
 use super::store::RedisStore;
 use crate::describe::{
@@ -31,7 +35,7 @@ use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::retry::{Retry, Tried};
 use crate::stores::Stores;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
@@ -218,14 +222,10 @@ pub struct ReentrantConfig {
     pub ttl: Duration,
     /// Validity deducted for drift, as a fraction of the lease (plus 2 ms).
     pub drift_factor: f64,
-    /// Base delay between attempts, jittered in `[d/2, d]` (Redisson waits on the unlock
-    /// channel instead; a retry delay is the model of that wait with no message lost).
-    pub retry_delay: Duration,
-    /// Attempts per blocking acquire; `None`: until the wait runs out.
-    pub retry_count: Option<u32>,
-    /// The longest delay that attempts without an answer back off to ([`crate::retry`]);
-    /// at least `retry_delay`.
-    pub max_retry_delay: Duration,
+    /// How a waiter backs off after attempts that got no reply, and how many attempts it makes
+    /// at most ([`redisson_wait::acquire`]); a refused attempt is followed by a wait on the
+    /// lock's channel instead.
+    pub retry: Retry,
 }
 
 /// A reentrant lock held by one owner (one client) at a time.
@@ -294,8 +294,13 @@ impl<S: RedisStore> RedisReentrant<S> {
             .then(|| self.redisson.resend())
     }
 
-    /// One attempt, as the retry loop needs it: held, refused, or unanswered.
+    /// One attempt: held, refused, or unanswered.
     async fn attempt<E: Env>(&self, env: &E) -> Result<Tried, LockError> {
+        Ok(self.attempt_reading_ttl(env).await?.0)
+    }
+
+    /// One attempt, as Redisson's wait needs it: with the lock's PTTL when refused.
+    async fn attempt_reading_ttl<E: Env>(&self, env: &E) -> Result<Attempt, LockError> {
         let started = env.mono_now();
         let command = Command::Eval {
             script: self.acquire.clone(),
@@ -303,20 +308,29 @@ impl<S: RedisStore> RedisReentrant<S> {
             args: vec![self.hash.lease_ms(), self.hash.owner.clone()],
         };
         let reply = resend::call(&self.store, env, self.lock_resend().as_ref(), command).await;
-        self.hash
+        let ttl = match reply {
+            Ok(Reply::Int(ttl)) => Some(ttl),
+            _ => None,
+        };
+        let tried = self
+            .hash
             .settle(env, started, reply, || async {
                 let _ = self.release_once(env).await;
             })
-            .await
+            .await?;
+        Ok((tried, ttl))
+    }
+
+    /// The channel its releases publish on and its waiters subscribe to
+    /// (`RedissonLock.getChannelName`).
+    fn channel(&self) -> String {
+        format!("redisson_lock__channel:{{{}}}", self.config.key)
     }
 
     /// One level of release: `Ok(Some(true))` freed, `Ok(Some(false))` still held at a lower
     /// level, `Ok(None)` the client did not hold it (the lease had expired).
     async fn release_once<E: Env>(&self, env: &E) -> Result<Option<bool>, LockError> {
-        let mut keys = vec![
-            self.config.key.clone(),
-            format!("redisson_lock__channel:{{{}}}", self.config.key),
-        ];
+        let mut keys = vec![self.config.key.clone(), self.channel()];
         let mut args = vec![
             "0".into(),
             self.hash.lease_ms(),
@@ -361,13 +375,14 @@ impl<S: RedisStore> RedisReentrant<S> {
 }
 
 impl<S: RedisStore> Lock for RedisReentrant<S> {
+    /// Redisson's `tryLock(wait, …)`: attempts, then waits on the lock's channel
+    /// ([`redisson_wait`]).
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        let retry = Retry {
-            delay: self.config.retry_delay,
-            count: self.config.retry_count,
-            max_delay: self.config.max_retry_delay,
-        };
-        acquire_with_retries(env, wait, retry, || self.attempt(env)).await
+        let channel = self.channel();
+        redisson_wait::acquire(env, &self.store, &channel, wait, self.config.retry, || {
+            self.attempt_reading_ttl(env)
+        })
+        .await
     }
 
     /// Releases one level; true when the client still held the lock at that level.
@@ -419,9 +434,7 @@ impl<S: Stores> Registered<S> for RedisReentrant<S::Redis> {
                 key: settings.key.clone(),
                 ttl: settings.ttl_or_default(),
                 drift_factor: settings.drift_factor,
-                retry_delay: settings.retry.delay,
-                retry_count: settings.retry.count,
-                max_retry_delay: settings.retry.max_delay,
+                retry: settings.retry,
             },
             // Redisson's owner: UUID:thread.
             format!("{}:1", env.new_token()),

@@ -3,7 +3,7 @@
 //! asynchronous replication.
 
 use super::model::{KeyEffect, RedisModel, Snapshot};
-use crate::net::{Handled, Peer, RpcClient};
+use crate::net::{Handled, Peer, Port, RpcClient};
 use crate::server::{KeyEvent, Node, Server};
 use crate::signal::Signal;
 use crate::world::World;
@@ -11,7 +11,8 @@ use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_core::history::{History, KeyChange, Op};
 use lockcheck_core::scenario::Persistence;
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -32,6 +33,22 @@ pub enum RedisRequest {
         /// The primary's write offset the replica's data set reflects.
         offset: u64,
     },
+    /// `SUBSCRIBE channel`: from now on, what is published to `channel` is pushed to this
+    /// connection, until it closes (or the server's process ends).
+    Subscribe {
+        /// The channel.
+        channel: String,
+    },
+}
+
+/// What a Redis server pushes to a subscribed connection unasked: a message published to a
+/// channel it subscribes to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Published {
+    /// The channel.
+    pub channel: String,
+    /// The message.
+    pub message: String,
 }
 
 /// A Redis server's answer.
@@ -48,6 +65,8 @@ pub enum RedisResponse {
     },
     /// An acknowledgement.
     Ack,
+    /// `SUBSCRIBE`'s confirmation: how many channels the connection now subscribes to.
+    Subscribed(i64),
 }
 
 /// The history's account of a key effect.
@@ -155,6 +174,11 @@ pub struct RedisServer {
     acked: RefCell<BTreeMap<usize, u64>>,
     /// Under `everysec`: told when a write leaves something to fsync.
     written: Signal,
+    /// Per channel, the connections subscribed to it (by their address: a restarted client
+    /// process has a new one). They are the process's: a restart starts with none.
+    subscriptions: RefCell<BTreeMap<String, BTreeSet<SocketAddr>>>,
+    /// The port its pushes leave from.
+    pusher: Port,
 }
 
 impl Server for RedisServer {
@@ -178,12 +202,15 @@ impl Server for RedisServer {
         if node.crashed.is_some() {
             record_losses(&node, &model);
         }
+        let pusher = crate::net::bind_pusher(node.world.clone(), node.me);
         RedisServer {
             node,
             model: RefCell::new(model),
             offset: Cell::new(0),
             acked: RefCell::new(BTreeMap::new()),
             written: Signal::default(),
+            subscriptions: RefCell::new(BTreeMap::new()),
+            pusher,
         }
     }
 
@@ -191,8 +218,8 @@ impl Server for RedisServer {
         &self.node
     }
 
-    fn handle(self: &Rc<Self>, from: Peer, request: RedisRequest) -> Handled {
-        let from = from.node;
+    fn handle(self: &Rc<Self>, peer: Peer, request: RedisRequest) -> Handled {
+        let from = peer.node;
         match request {
             RedisRequest::Command(Command::Wait {
                 replicas,
@@ -205,6 +232,9 @@ impl Server for RedisServer {
             }
             RedisRequest::Command(command) => {
                 Handled::now(RedisResponse::Reply(self.apply(from, &command)))
+            }
+            RedisRequest::Subscribe { channel } => {
+                Handled::now(RedisResponse::Subscribed(self.subscribe(peer, &channel)))
             }
             RedisRequest::Sync => Handled::now(RedisResponse::Sync {
                 snapshot: self.model.borrow().snapshot(),
@@ -219,8 +249,17 @@ impl Server for RedisServer {
         }
     }
 
-    // Redis keeps nothing per connection that a lock relies on: the default
-    // `connection_closed` does nothing.
+    /// A connection that closed takes its subscriptions with it.
+    fn connection_closed(&self, from: Peer) {
+        let mut subscriptions = self.subscriptions.borrow_mut();
+        let mut model = self.model.borrow_mut();
+        subscriptions.retain(|channel, subscribers| {
+            if subscribers.remove(&from.addr) {
+                model.set_subscribers(channel, subscribers.len() as i64);
+            }
+            !subscribers.is_empty()
+        });
+    }
 
     /// The active expiry cycle runs every 100 ms of the server's clock (as the primary; replicas
     /// take deletions from it). It sleeps through the cycles that would find nothing: until the
@@ -267,6 +306,20 @@ impl Server for RedisServer {
 }
 
 impl RedisServer {
+    /// `SUBSCRIBE channel` for connection `peer`: how many channels it subscribes to after.
+    fn subscribe(&self, peer: Peer, channel: &str) -> i64 {
+        let mut subscriptions = self.subscriptions.borrow_mut();
+        let subscribers = subscriptions.entry(channel.to_owned()).or_default();
+        subscribers.insert(peer.addr);
+        let count = subscribers.len() as i64;
+        self.model.borrow_mut().set_subscribers(channel, count);
+        let channels = subscriptions
+            .values()
+            .filter(|s| s.contains(&peer.addr))
+            .count();
+        channels as i64
+    }
+
     fn is_primary(&self) -> bool {
         self.node.world.primary() == self.node.me
     }
@@ -281,8 +334,28 @@ impl RedisServer {
             self.persist(|| model.snapshot());
         }
         self.node.due.offer(model.next_expiry_ms());
+        let published = model.take_published();
+        drop(model);
         record_effects(&self.node, Some(from), effects);
+        self.push_published(published);
         reply
+    }
+
+    /// Pushes each message to the connections subscribed to its channel now. A push travels
+    /// as TCP carries it (a partition holds it until the heal); one to a connection that has
+    /// died is lost with it.
+    fn push_published(&self, published: Vec<(String, String)>) {
+        let (world, me) = (&self.node.world, self.node.me);
+        let subscriptions = self.subscriptions.borrow();
+        for (channel, message) in published {
+            for &to in subscriptions.get(&channel).into_iter().flatten() {
+                let push = Published {
+                    channel: channel.clone(),
+                    message: message.clone(),
+                };
+                crate::net::push(world, &self.pusher, me, to, Box::new(push));
+            }
+        }
     }
 
     /// Hands the data set to the AOF as the persistence policy says.

@@ -1,10 +1,13 @@
 //! [`RedisStore`] for a simulated client: commands travel as messages to a simulated server.
 
-use super::node::{RedisRequest, RedisResponse};
-use crate::net::RpcClient;
+use super::node::{Published, RedisRequest, RedisResponse};
+use crate::net::{is_reset, Payload, RpcClient};
 use crate::world::World;
+use futures_util::FutureExt;
 use lockcheck_algorithms::redis::{Command, RedisStore, Reply};
 use lockcheck_algorithms::StoreError;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,44 +21,164 @@ enum Target {
 }
 
 /// A connection from a simulated client to a simulated Redis server.
+///
+/// Its subscriptions ride on the client's connection to the server (a real client opens one of
+/// its own for them; both break together when the server's process dies, which is what loses
+/// messages). Pushes come on the client's one push mailbox, so one store per client may
+/// subscribe: the single-server locks are the ones that do.
 pub struct SimRedis {
     rpc: Rc<RpcClient>,
     target: Target,
     timeout: Duration,
+    /// The channels subscribed, each with the messages received and not taken yet.
+    channels: RefCell<BTreeMap<String, VecDeque<String>>>,
+    /// The server the subscriptions were last made on, while they are there as far as the
+    /// client knows: `None` after its connection was reset (the server's process died) until
+    /// they are made again.
+    subscribed_on: Cell<Option<usize>>,
 }
 
 impl SimRedis {
     /// Commands to node `server`, each waiting at most `timeout` (client clock) for its reply.
     pub fn new(rpc: Rc<RpcClient>, server: usize, timeout: Duration) -> SimRedis {
-        SimRedis {
-            rpc,
-            target: Target::Node(server),
-            timeout,
-        }
+        SimRedis::with_target(rpc, Target::Node(server), timeout)
     }
 
     /// Commands to the current primary of `world`.
     pub fn to_primary(rpc: Rc<RpcClient>, world: Arc<World>, timeout: Duration) -> SimRedis {
+        SimRedis::with_target(rpc, Target::Primary(world), timeout)
+    }
+
+    fn with_target(rpc: Rc<RpcClient>, target: Target, timeout: Duration) -> SimRedis {
         SimRedis {
             rpc,
-            target: Target::Primary(world),
+            target,
             timeout,
+            channels: RefCell::new(BTreeMap::new()),
+            subscribed_on: Cell::new(None),
+        }
+    }
+
+    /// The server a command goes to now.
+    fn server(&self) -> usize {
+        match &self.target {
+            Target::Node(n) => *n,
+            Target::Primary(world) => world.primary(),
+        }
+    }
+
+    /// `SUBSCRIBE channel` on the server commands go to now.
+    async fn subscribe_on(&self, server: usize, channel: &str) -> Result<(), StoreError> {
+        let request = RedisRequest::Subscribe {
+            channel: channel.to_owned(),
+        };
+        match self.rpc.call(server, request, self.timeout).await? {
+            RedisResponse::Subscribed(_) => Ok(()),
+            other => Err(StoreError::Unreachable(format!(
+                "not a subscription's confirmation: {other:?}"
+            ))),
+        }
+    }
+
+    /// Makes every subscription again on the server commands go to now (after a reset, or a
+    /// failover that moved the primary), as a client library does when it reconnects; messages
+    /// published in between are lost. Tries until it is done, backing off as Redisson's
+    /// reconnection does (`2 << attempt` ms), up to a request timeout apart.
+    async fn resubscribe(&self) {
+        let mut attempt = 0u32;
+        loop {
+            let server = self.server();
+            let channels: Vec<String> = self.channels.borrow().keys().cloned().collect();
+            let mut done = true;
+            for channel in &channels {
+                if self.subscribe_on(server, channel).await.is_err() {
+                    done = false;
+                    break;
+                }
+            }
+            if done {
+                self.subscribed_on.set(Some(server));
+                return;
+            }
+            let backoff = Duration::from_millis(2 << attempt.min(12)).min(self.timeout);
+            attempt += 1;
+            madsim::time::sleep(backoff).await;
+        }
+    }
+}
+
+impl SimRedis {
+    /// Takes in the pushes that have arrived, without waiting for more.
+    fn drain_pushes(&self) {
+        while let Some(push) = self.rpc.next_push().now_or_never() {
+            self.take_push(push);
+        }
+    }
+
+    /// A push that arrived: a message for a channel subscribed to is kept for its waiter.
+    fn take_push(&self, push: Payload) {
+        if is_reset(&push) {
+            // The server's process died, and the subscriptions with it.
+            self.subscribed_on.set(None);
+        } else if let Some(published) = push.downcast_ref::<Published>() {
+            if let Some(queue) = self.channels.borrow_mut().get_mut(&published.channel) {
+                queue.push_back(published.message.clone());
+            }
         }
     }
 }
 
 impl RedisStore for SimRedis {
     async fn call(&self, command: Command) -> Result<Reply, StoreError> {
-        let server = match &self.target {
-            Target::Node(n) => *n,
-            Target::Primary(world) => world.primary(),
-        };
         let request = RedisRequest::Command(command);
-        match self.rpc.call(server, request, self.timeout).await? {
+        match self.rpc.call(self.server(), request, self.timeout).await? {
             RedisResponse::Reply(reply) => Ok(reply),
             other => Err(StoreError::Unreachable(format!(
                 "not a command's reply: {other:?}"
             ))),
+        }
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {
+        // A subscription starts counting afresh: what came before it (the server keeps a
+        // subscription the client gave up locally) wakes nobody.
+        self.drain_pushes();
+        let server = self.server();
+        self.subscribe_on(server, channel).await?;
+        self.channels
+            .borrow_mut()
+            .insert(channel.to_owned(), VecDeque::new());
+        if self.subscribed_on.get() != Some(server) {
+            // The others were on a connection that broke, or on an earlier primary.
+            if self.channels.borrow().len() > 1 {
+                self.subscribed_on.set(None);
+            } else {
+                self.subscribed_on.set(Some(server));
+            }
+        }
+        Ok(())
+    }
+
+    fn unsubscribe(&self, channel: &str) {
+        self.channels.borrow_mut().remove(channel);
+    }
+
+    async fn next_message(&self, channel: &str) -> String {
+        loop {
+            let taken = self
+                .channels
+                .borrow_mut()
+                .get_mut(channel)
+                .and_then(VecDeque::pop_front);
+            if let Some(message) = taken {
+                return message;
+            }
+            if self.subscribed_on.get() != Some(self.server()) {
+                self.resubscribe().await;
+                continue;
+            }
+            let push = self.rpc.next_push().await;
+            self.take_push(push);
         }
     }
 }

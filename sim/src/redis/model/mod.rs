@@ -190,6 +190,10 @@ pub struct Snapshot {
 #[derive(Default)]
 pub(crate) struct Keyspace {
     data: BTreeMap<String, Entry>,
+    /// Per channel, how many connections subscribe to it (channels without any are absent).
+    subscribers: BTreeMap<String, i64>,
+    /// `(channel, message)` published since the node last took them, in order.
+    published: Vec<(String, String)>,
 }
 
 impl Keyspace {
@@ -253,8 +257,10 @@ impl Keyspace {
                 max,
                 with_scores,
             } => self.zrangebyscore(key, *min, *max, *with_scores, now_ms, effects),
-            // Nobody subscribes in the model, so nobody receives it.
-            Command::Publish { .. } => Reply::Int(0),
+            Command::Publish { channel, message } => {
+                self.published.push((channel.clone(), message.clone()));
+                Reply::Int(self.subscribers.get(channel).copied().unwrap_or(0))
+            }
             // Replication lives in the server's node glue, which answers WAIT before the model
             // sees it; the model alone has no replicas.
             Command::Wait { .. } => Reply::Int(0),
@@ -367,6 +373,12 @@ fn rank_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
 /// `EVAL` runs on the thread's Lua engine (see `lua.rs`), which keeps every script compiled by its
 /// SHA1 like Redis's script cache; no script can leave state in it for the next one, so the
 /// model holds none of it.
+///
+/// Pub/sub is half here: `PUBLISH` (also from a script) replies how many connections subscribe
+/// to its channel and leaves the message in an outbox ([`RedisModel::take_published`]); the
+/// subscriptions themselves belong to connections, so the server's node keeps them and tells
+/// the model their counts ([`RedisModel::set_subscribers`]). Neither persistence nor a restart
+/// keeps them.
 #[derive(Default)]
 pub struct RedisModel {
     keyspace: Keyspace,
@@ -386,8 +398,24 @@ impl RedisModel {
         RedisModel {
             keyspace: Keyspace {
                 data: snapshot.data,
+                ..Keyspace::default()
             },
         }
+    }
+
+    /// Tells the model that `count` connections now subscribe to `channel`.
+    pub fn set_subscribers(&mut self, channel: &str, count: i64) {
+        let subscribers = &mut self.keyspace.subscribers;
+        if count > 0 {
+            subscribers.insert(channel.to_owned(), count);
+        } else {
+            subscribers.remove(channel);
+        }
+    }
+
+    /// The messages published since the last call, `(channel, message)` in order.
+    pub fn take_published(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.keyspace.published)
     }
 
     /// The data set as persistence would write it now. Keys past their deadline that no access
@@ -647,7 +675,7 @@ mod tests {
     }
 
     #[test]
-    fn publish_replies_zero_and_touches_nothing() {
+    fn publish_counts_the_subscribers_touches_no_key_and_leaves_the_message_out() {
         let mut m = RedisModel::new();
         reply(&mut m, "SET chan v", 0);
         let (r, effects) = run(&mut m, "PUBLISH chan hello", 0);
@@ -655,6 +683,22 @@ mod tests {
         assert!(effects.is_empty());
         assert_eq!(reply(&mut m, "GET chan", 0), bulk("v"));
         assert!(!cmd("PUBLISH chan hello").is_write());
+        m.set_subscribers("chan", 2);
+        assert_eq!(reply(&mut m, "PUBLISH chan again", 0), Reply::Int(2));
+        assert_eq!(reply(&mut m, "PUBLISH other x", 0), Reply::Int(0));
+        m.set_subscribers("chan", 0);
+        assert_eq!(reply(&mut m, "PUBLISH chan gone", 0), Reply::Int(0));
+        let out = |c: &str, t: &str| (c.to_owned(), t.to_owned());
+        assert_eq!(
+            m.take_published(),
+            vec![
+                out("chan", "hello"),
+                out("chan", "again"),
+                out("other", "x"),
+                out("chan", "gone")
+            ]
+        );
+        assert_eq!(m.take_published(), vec![]);
     }
 
     #[test]
