@@ -678,3 +678,39 @@ fn node_redlock_paused_past_its_ttl_lets_a_second_holder_in() {
         "node-redlock and redlock --variant node-redlock differ under the pause story"
     );
 }
+
+/// node-redlock's own hole, told with real faults: its attempt is timed by `Date.now()`.
+/// client-0 takes the lock once without faults (its `EVALSHA`s load the scripts), then asks
+/// again at about 2.5 s while its proxies hold up its SETs and their replies 2.5 s each (the
+/// keys are set at about 5 s and expire at 7 s; the replies arrive at 7.5 s), and its
+/// process's wall clock is stepped back 5 s meanwhile (the time-shift library, inherited by
+/// node); client-1 is cut off until 8 s. node-redlock 4.2.0 finds that the attempt took no time
+/// and hands client-0 a lock whose keys are gone, while client-1 takes it again: UNSAFE, as
+/// lockcheck's `redlock --variant node-redlock` says in the same run of real servers, and as
+/// the simulation says (`sim/tests/redlock_implementations.rs`, the same file). lockcheck's
+/// `redlock` (the reference, on the monotonic clock) refuses the late grant.
+#[test]
+fn node_redlock_timing_its_attempt_by_a_clock_stepped_back_lets_a_second_holder_in() {
+    if !redis_installed() || !node_redlock_installed() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let scenario = common::sim_scenario("redlock-client-clock-steps-back-slow-replies.json");
+    assert_eq!(scenario.params.variant.as_deref(), Some("node-redlock"));
+    let client = ClientCommand::new(format!("node {}/redlock_client.js", node_redlock_dir()));
+    let real = run_client(&scenario, &client);
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("node-redlock", &real, &scenario),
+        "node-redlock and redlock --variant node-redlock differ when the clock steps back"
+    );
+    let mut reference = scenario.clone();
+    reference.params.variant = None;
+    reference.validate().unwrap();
+    let rendition = run(&reference).unwrap_or_else(|e| panic!("lockcheck's own run failed: {e}"));
+    assert_eq!(
+        common::kinds(&rendition.outcome.violations),
+        [],
+        "the reference refuses a grant that took 5 s of a 2 s TTL"
+    );
+}

@@ -82,6 +82,33 @@ fn a_client_clock_stepped_back_during_the_attempt_fools_node_redlock_only() {
     );
 }
 
+/// The same hole without a pause, as a real run can tell it (`real/tests/clients.rs` runs this
+/// file with node-redlock itself). client-0 takes the lock once without faults (which also
+/// loads the scripts on the servers, as a real client's first `EVALSHA` does), then asks again
+/// at about 2.5 s while its SETs and their replies are each held up 2.5 s (the keys are set at
+/// about 5 s and expire at 7 s; the replies arrive at 7.5 s), and its wall clock is stepped
+/// back 5 s meanwhile; client-1 is cut off (its messages held) until 8 s. node-redlock finds
+/// that the attempt took no time by `Date.now()` and hands client-0 a lock whose keys are gone;
+/// client-1, refused once (its own attempt took 8 s), takes the lock again at once and both are
+/// inside. The reference and redsync find 5 s > the 2 s TTL and refuse; and without the step
+/// node-redlock refuses too.
+#[test]
+fn slow_replies_and_a_clock_stepped_back_fool_node_redlock_only() {
+    let file = "redlock-client-clock-steps-back-slow-replies.json";
+    assert_eq!(
+        kinds(&as_variant(file, "node-redlock")),
+        [ViolationKind::MutualExclusion]
+    );
+    for variant in ["reference", "redsync"] {
+        assert_eq!(kinds(&as_variant(file, variant)), [], "{variant}");
+    }
+    for variant in VARIANTS {
+        let mut s = as_variant(file, variant);
+        s.faults.retain(|f| !matches!(f, Fault::ClockJump { .. }));
+        assert_eq!(kinds(&s), [], "without the step, {variant}");
+    }
+}
+
 /// Without the clock step, the same pause is refused by every implementation: node-redlock
 /// 4.2.0 does check the validity after the quorum answered (`lock.expiration > Date.now()`),
 /// and a pause moves the wall clock as far as the monotonic one. (Issue 20 said node-redlock
