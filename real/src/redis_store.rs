@@ -64,30 +64,11 @@ pub struct RealRedis {
 }
 
 /// A subscription connection of its own, as Redisson opens one: its sink sends `SUBSCRIBE`,
-/// its stream brings the messages (and ends when the connection breaks).
+/// its stream brings the messages (and ends when the connection breaks, when the link is
+/// dropped).
 struct PubSubLink {
     sink: PubSubSink,
-    /// Taken out while a read waits on it (and put back by [`StreamLease`]).
-    stream: Option<PubSubStream>,
-    /// The stream ended: the connection broke, and its subscriptions with it.
-    broken: bool,
-}
-
-/// The stream of the subscription connection, taken out of its [`PubSubLink`] for a read and
-/// put back when the read ends, also when it is abandoned (its waiter's timer fired first).
-struct StreamLease<'a> {
-    store: &'a RealRedis,
-    stream: Option<PubSubStream>,
-}
-
-impl Drop for StreamLease<'_> {
-    fn drop(&mut self) {
-        if let Some(link) = self.store.pubsub.borrow_mut().as_mut() {
-            if link.stream.is_none() {
-                link.stream = self.stream.take();
-            }
-        }
-    }
+    stream: PubSubStream,
 }
 
 /// Why one exchange did not produce a value.
@@ -222,11 +203,7 @@ impl RealRedis {
         };
         match tokio::time::timeout(self.timeout, open).await {
             Ok(Ok((sink, stream))) => {
-                *self.pubsub.borrow_mut() = Some(PubSubLink {
-                    sink,
-                    stream: Some(stream),
-                    broken: false,
-                });
+                *self.pubsub.borrow_mut() = Some(PubSubLink { sink, stream });
                 Ok(())
             }
             Ok(Err(why)) => Err(StoreError::Unreachable(why)),
@@ -234,36 +211,26 @@ impl RealRedis {
         }
     }
 
-    /// Whether the subscription connection is open and unbroken.
-    fn pubsub_live(&self) -> bool {
-        self.pubsub
-            .borrow()
-            .as_ref()
-            .is_some_and(|link| !link.broken)
+    /// The next message on the subscription connection; `None` when there is no connection or
+    /// it broke (then it is dropped, and the next subscription or wait opens a new one). The
+    /// stream is borrowed only while polled, so a read abandoned by its waiter's timer loses
+    /// nothing.
+    async fn next_pushed(&self) -> Option<Msg> {
+        let next = std::future::poll_fn(|cx| match self.pubsub.borrow_mut().as_mut() {
+            Some(link) => link.stream.poll_next_unpin(cx),
+            None => std::task::Poll::Ready(None),
+        })
+        .await;
+        if next.is_none() {
+            *self.pubsub.borrow_mut() = None;
+        }
+        next
     }
 
     /// Takes in the messages that have arrived, without waiting for more.
     fn drain_messages(&self) {
-        let Some(mut stream) = self
-            .pubsub
-            .borrow_mut()
-            .as_mut()
-            .and_then(|l| l.stream.take())
-        else {
-            return;
-        };
-        loop {
-            match stream.next().now_or_never() {
-                Some(Some(message)) => self.keep(&message),
-                Some(None) => {
-                    self.mark_broken();
-                    break;
-                }
-                None => break,
-            }
-        }
-        if let Some(link) = self.pubsub.borrow_mut().as_mut() {
-            link.stream = Some(stream);
+        while let Some(Some(message)) = self.next_pushed().now_or_never() {
+            self.keep(&message);
         }
     }
 
@@ -272,12 +239,6 @@ impl RealRedis {
         let mut channels = self.channels.borrow_mut();
         if let Some(queue) = channels.get_mut(message.get_channel_name()) {
             queue.push_back(message.get_payload::<String>().unwrap_or_default());
-        }
-    }
-
-    fn mark_broken(&self) {
-        if let Some(link) = self.pubsub.borrow_mut().as_mut() {
-            link.broken = true;
         }
     }
 
@@ -371,7 +332,7 @@ impl RedisStore for RealRedis {
         self.gate.pass().await;
         // A subscription starts counting afresh: what came before it wakes nobody.
         self.drain_messages();
-        if !self.pubsub_live() {
+        if self.pubsub.borrow().is_none() {
             self.open_pubsub().await?;
         }
         let sink = self.pubsub.borrow().as_ref().map(|link| link.sink.clone());
@@ -381,7 +342,7 @@ impl RedisStore for RealRedis {
         match tokio::time::timeout(self.timeout, sink.subscribe(channel)).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
-                self.mark_broken();
+                *self.pubsub.borrow_mut() = None;
                 return Err(StoreError::Unreachable(e.to_string()));
             }
             Err(_) => return Err(StoreError::Timeout),
@@ -412,7 +373,7 @@ impl RedisStore for RealRedis {
                 self.gate.pass().await;
                 return message;
             }
-            if !self.pubsub_live() {
+            if self.pubsub.borrow().is_none() {
                 // Reconnect and subscribe again, as a client library does; what was published
                 // in between is lost.
                 if self.open_pubsub().await.is_err() {
@@ -422,23 +383,8 @@ impl RedisStore for RealRedis {
                 }
                 continue;
             }
-            let stream = self
-                .pubsub
-                .borrow_mut()
-                .as_mut()
-                .and_then(|l| l.stream.take());
-            let mut lease = StreamLease {
-                store: self,
-                stream,
-            };
-            let Some(stream) = lease.stream.as_mut() else {
-                // Another read holds it (never, with one waiter per store): wait a little.
-                tokio::time::sleep(self.timeout).await;
-                continue;
-            };
-            match stream.next().await {
-                Some(message) => self.keep(&message),
-                None => self.mark_broken(),
+            if let Some(message) = self.next_pushed().await {
+                self.keep(&message);
             }
         }
     }

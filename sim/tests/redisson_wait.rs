@@ -10,7 +10,6 @@ use common::scenario_file;
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::history::{Entry, Kind, Op};
 use lockcheck_core::scenario::{CrashScope, Fault};
-use lockcheck_core::Scenario;
 use lockcheck_sim::run;
 
 /// When (true ms) `client`'s first operation matching `op` reached `kind`.
@@ -23,9 +22,7 @@ fn first(entries: &[Entry], client: &str, kind: Kind, op: fn(&Op) -> bool) -> u6
 }
 
 /// (When the holder sent its release, when the waiter had acquired), in ms of true time.
-fn hand_over(s: &Scenario) -> (u64, u64) {
-    let outcome = run(s);
-    let entries = &outcome.history.entries;
+fn hand_over(entries: &[Entry]) -> (u64, u64) {
     let holder = entries
         .iter()
         .find(|e| e.kind == Kind::Ok && matches!(e.op, Op::Acquire { .. }))
@@ -58,12 +55,13 @@ fn the_release_wakes_the_waiter_within_a_few_message_latencies() {
     ] {
         let mut s = scenario_file("redisson-wake-up.json");
         s.params.variant = Some(variant.into());
-        let (released, acquired) = hand_over(&s);
+        let outcome = run(&s);
+        let (released, acquired) = hand_over(&outcome.history.entries);
         assert!(
             released < acquired && acquired < released + 50,
             "{variant}: released at {released} ms, the waiter acquired at {acquired} ms"
         );
-        assert_eq!(run(&s).violations, vec![], "{variant}");
+        assert_eq!(outcome.violations, vec![], "{variant}");
     }
 }
 
@@ -77,7 +75,8 @@ fn the_release_wakes_the_waiter_within_a_few_message_latencies() {
 #[test]
 fn a_wake_up_published_after_a_silent_server_restart_is_lost_and_costs_the_waiter_its_pttl() {
     let s = scenario_file("redisson-wake-up-lost-in-a-machine-restart.json");
-    let (released, acquired) = hand_over(&s);
+    let outcome = run(&s);
+    let (released, acquired) = hand_over(&outcome.history.entries);
     assert!(
         (11_000..14_000).contains(&released),
         "released at {released} ms"
@@ -86,7 +85,6 @@ fn a_wake_up_published_after_a_silent_server_restart_is_lost_and_costs_the_waite
         (29_000..31_000).contains(&acquired),
         "the waiter acquired at {acquired} ms, released at {released} ms"
     );
-    let outcome = run(&s);
     assert_eq!(outcome.violations, vec![]);
     // The same restart said by the process dying (its kernel resets the connections): the
     // waiter hears it, subscribes again at once, and is woken by the release.
@@ -94,7 +92,7 @@ fn a_wake_up_published_after_a_silent_server_restart_is_lost_and_costs_the_waite
     if let Fault::Crash { scope, .. } = &mut process.faults[0] {
         *scope = CrashScope::Process;
     }
-    let (released, acquired) = hand_over(&process);
+    let (released, acquired) = hand_over(&run(&process).history.entries);
     assert!(
         released < acquired && acquired < released + 50,
         "process restart: released at {released} ms, the waiter acquired at {acquired} ms"

@@ -56,14 +56,15 @@ where
 {
     let mut subscribed = false;
     let outcome = async {
+        // Redisson takes the time of each step off the wait; the steps follow each other, so
+        // that is the wait's end on the wall clock.
         let ms = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
-        let now = || ms(env.wall_now());
-        let mut time = ms(wait);
+        let deadline = ms(env.wall_now()).saturating_add(ms(wait));
+        let left = || deadline - ms(env.wall_now());
         let mut attempts = 0u32;
         // Attempts in a row that got no reply.
         let mut silent = 0u32;
         loop {
-            let started = now();
             let (tried, ttl) = match attempt().await {
                 Ok(attempted) => attempted,
                 // No reply (the attempt has dealt with its unknown outcome): as unanswered.
@@ -76,11 +77,10 @@ where
                 Tried::Refused => silent = 0,
             }
             attempts = attempts.saturating_add(1);
-            time -= now() - started;
+            let time = left();
             if time <= 0 || retry.count.is_some_and(|n| attempts >= n) {
                 return Ok(None);
             }
-            let started = now();
             if silent > 0 {
                 let delay = retry.base_delay(silent);
                 let pause = env.random_between(delay / 2, delay);
@@ -98,7 +98,7 @@ where
             } else {
                 // Waiting for the message: at most the lock's PTTL, at most the wait left.
                 let bound = match ttl {
-                    Some(ttl) if ttl >= 0 && ttl < time => ttl,
+                    Some(ttl) if (0..time).contains(&ttl) => ttl,
                     _ => time,
                 };
                 let message = pin!(store.next_message(channel));
@@ -106,8 +106,7 @@ where
                 // Woken by the message or by the timer, it attempts again either way.
                 let _: Either<_, _> = select(message, timer).await;
             }
-            time -= now() - started;
-            if time <= 0 {
+            if left() <= 0 {
                 return Ok(None);
             }
         }

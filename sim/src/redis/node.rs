@@ -11,8 +11,7 @@ use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_core::history::{History, KeyChange, Op};
 use lockcheck_core::scenario::Persistence;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -65,8 +64,8 @@ pub enum RedisResponse {
     },
     /// An acknowledgement.
     Ack,
-    /// `SUBSCRIBE`'s confirmation: how many channels the connection now subscribes to.
-    Subscribed(i64),
+    /// `SUBSCRIBE`'s confirmation.
+    Subscribed,
 }
 
 /// The history's account of a key effect.
@@ -174,9 +173,6 @@ pub struct RedisServer {
     acked: RefCell<BTreeMap<usize, u64>>,
     /// Under `everysec`: told when a write leaves something to fsync.
     written: Signal,
-    /// Per channel, the connections subscribed to it (by their address: a restarted client
-    /// process has a new one). They are the process's: a restart starts with none.
-    subscriptions: RefCell<BTreeMap<String, BTreeSet<SocketAddr>>>,
     /// The port its pushes leave from.
     pusher: Port,
 }
@@ -209,7 +205,6 @@ impl Server for RedisServer {
             offset: Cell::new(0),
             acked: RefCell::new(BTreeMap::new()),
             written: Signal::default(),
-            subscriptions: RefCell::new(BTreeMap::new()),
             pusher,
         }
     }
@@ -234,7 +229,8 @@ impl Server for RedisServer {
                 Handled::now(RedisResponse::Reply(self.apply(from, &command)))
             }
             RedisRequest::Subscribe { channel } => {
-                Handled::now(RedisResponse::Subscribed(self.subscribe(peer, &channel)))
+                self.model.borrow_mut().subscribe(&channel, peer.addr);
+                Handled::now(RedisResponse::Subscribed)
             }
             RedisRequest::Sync => Handled::now(RedisResponse::Sync {
                 snapshot: self.model.borrow().snapshot(),
@@ -251,14 +247,7 @@ impl Server for RedisServer {
 
     /// A connection that closed takes its subscriptions with it.
     fn connection_closed(&self, from: Peer) {
-        let mut subscriptions = self.subscriptions.borrow_mut();
-        let mut model = self.model.borrow_mut();
-        subscriptions.retain(|channel, subscribers| {
-            if subscribers.remove(&from.addr) {
-                model.set_subscribers(channel, subscribers.len() as i64);
-            }
-            !subscribers.is_empty()
-        });
+        self.model.borrow_mut().connection_closed(from.addr);
     }
 
     /// The active expiry cycle runs every 100 ms of the server's clock (as the primary; replicas
@@ -306,20 +295,6 @@ impl Server for RedisServer {
 }
 
 impl RedisServer {
-    /// `SUBSCRIBE channel` for connection `peer`: how many channels it subscribes to after.
-    fn subscribe(&self, peer: Peer, channel: &str) -> i64 {
-        let mut subscriptions = self.subscriptions.borrow_mut();
-        let subscribers = subscriptions.entry(channel.to_owned()).or_default();
-        subscribers.insert(peer.addr);
-        let count = subscribers.len() as i64;
-        self.model.borrow_mut().set_subscribers(channel, count);
-        let channels = subscriptions
-            .values()
-            .filter(|s| s.contains(&peer.addr))
-            .count();
-        channels as i64
-    }
-
     fn is_primary(&self) -> bool {
         self.node.world.primary() == self.node.me
     }
@@ -334,28 +309,26 @@ impl RedisServer {
             self.persist(|| model.snapshot());
         }
         self.node.due.offer(model.next_expiry_ms());
-        let published = model.take_published();
-        drop(model);
-        record_effects(&self.node, Some(from), effects);
-        self.push_published(published);
-        reply
-    }
-
-    /// Pushes each message to the connections subscribed to its channel now. A push travels
-    /// as TCP carries it (a partition holds it until the heal); one to a connection that has
-    /// died is lost with it.
-    fn push_published(&self, published: Vec<(String, String)>) {
-        let (world, me) = (&self.node.world, self.node.me);
-        let subscriptions = self.subscriptions.borrow();
-        for (channel, message) in published {
-            for &to in subscriptions.get(&channel).into_iter().flatten() {
+        // Pushed as TCP carries it (a partition holds it until the heal); a push to a
+        // connection that has died is lost with it.
+        for (channel, message) in model.take_published() {
+            for to in model.subscribers(&channel) {
                 let push = Published {
                     channel: channel.clone(),
                     message: message.clone(),
                 };
-                crate::net::push(world, &self.pusher, me, to, Box::new(push));
+                crate::net::push(
+                    &self.node.world,
+                    &self.pusher,
+                    self.node.me,
+                    to,
+                    Box::new(push),
+                );
             }
         }
+        drop(model);
+        record_effects(&self.node, Some(from), effects);
+        reply
     }
 
     /// Hands the data set to the AOF as the persistence policy says.

@@ -67,47 +67,26 @@ impl SimRedis {
         }
     }
 
-    /// `SUBSCRIBE channel` on the server commands go to now.
-    async fn subscribe_on(&self, server: usize, channel: &str) -> Result<(), StoreError> {
-        let request = RedisRequest::Subscribe {
-            channel: channel.to_owned(),
-        };
-        match self.rpc.call(server, request, self.timeout).await? {
-            RedisResponse::Subscribed(_) => Ok(()),
-            other => Err(StoreError::Unreachable(format!(
-                "not a subscription's confirmation: {other:?}"
-            ))),
-        }
-    }
-
-    /// Makes every subscription again on the server commands go to now (after a reset, or a
-    /// failover that moved the primary), as a client library does when it reconnects; messages
-    /// published in between are lost. Tries until it is done, backing off as Redisson's
-    /// reconnection does (`2 << attempt` ms), up to a request timeout apart.
-    async fn resubscribe(&self) {
-        let mut attempt = 0u32;
-        loop {
-            let server = self.server();
-            let channels: Vec<String> = self.channels.borrow().keys().cloned().collect();
-            let mut done = true;
-            for channel in &channels {
-                if self.subscribe_on(server, channel).await.is_err() {
-                    done = false;
-                    break;
+    /// Makes every subscription on the server commands go to now, once: `Ok` when all are
+    /// confirmed.
+    async fn subscribe_all(&self) -> Result<(), StoreError> {
+        let server = self.server();
+        let channels: Vec<String> = self.channels.borrow().keys().cloned().collect();
+        for channel in channels {
+            let request = RedisRequest::Subscribe { channel };
+            match self.rpc.call(server, request, self.timeout).await? {
+                RedisResponse::Subscribed => {}
+                other => {
+                    return Err(StoreError::Unreachable(format!(
+                        "not a subscription's confirmation: {other:?}"
+                    )))
                 }
             }
-            if done {
-                self.subscribed_on.set(Some(server));
-                return;
-            }
-            let backoff = Duration::from_millis(2 << attempt.min(12)).min(self.timeout);
-            attempt += 1;
-            madsim::time::sleep(backoff).await;
         }
+        self.subscribed_on.set(Some(server));
+        Ok(())
     }
-}
 
-impl SimRedis {
     /// Takes in the pushes that have arrived, without waiting for more.
     fn drain_pushes(&self) {
         while let Some(push) = self.rpc.next_push().now_or_never() {
@@ -139,24 +118,20 @@ impl RedisStore for SimRedis {
         }
     }
 
+    /// Subscribes every channel kept, this one included: after a reset or a failover the others
+    /// were lost too.
     async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {
         // A subscription starts counting afresh: what came before it (the server keeps a
         // subscription the client gave up locally) wakes nobody.
         self.drain_pushes();
-        let server = self.server();
-        self.subscribe_on(server, channel).await?;
         self.channels
             .borrow_mut()
             .insert(channel.to_owned(), VecDeque::new());
-        if self.subscribed_on.get() != Some(server) {
-            // The others were on a connection that broke, or on an earlier primary.
-            if self.channels.borrow().len() > 1 {
-                self.subscribed_on.set(None);
-            } else {
-                self.subscribed_on.set(Some(server));
-            }
+        let subscribed = self.subscribe_all().await;
+        if subscribed.is_err() {
+            self.channels.borrow_mut().remove(channel);
         }
-        Ok(())
+        subscribed
     }
 
     fn unsubscribe(&self, channel: &str) {
@@ -164,6 +139,8 @@ impl RedisStore for SimRedis {
     }
 
     async fn next_message(&self, channel: &str) -> String {
+        // Re-subscriptions that failed in a row.
+        let mut failed = 0u32;
         loop {
             let taken = self
                 .channels
@@ -174,7 +151,13 @@ impl RedisStore for SimRedis {
                 return message;
             }
             if self.subscribed_on.get() != Some(self.server()) {
-                self.resubscribe().await;
+                // Subscribe again, as a client library does when it reconnects (what was
+                // published in between is lost), backing off as Redisson's reconnection does.
+                if self.subscribe_all().await.is_err() {
+                    let backoff = Duration::from_millis(2 << failed.min(12)).min(self.timeout);
+                    failed += 1;
+                    madsim::time::sleep(backoff).await;
+                }
                 continue;
             }
             let push = self.rpc.next_push().await;

@@ -27,8 +27,9 @@ mod strings;
 
 use lockcheck_algorithms::redis::command::{Command, Reply};
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::net::SocketAddr;
 
 use lists::End;
 use sorted_sets::SortedSet;
@@ -190,8 +191,10 @@ pub struct Snapshot {
 #[derive(Default)]
 pub(crate) struct Keyspace {
     data: BTreeMap<String, Entry>,
-    /// Per channel, how many connections subscribe to it (channels without any are absent).
-    subscribers: BTreeMap<String, i64>,
+    /// Per channel, the connections subscribed to it, by their client address (a restarted
+    /// client process has a new one); channels without any are absent. Connection state: no
+    /// snapshot carries it.
+    subscriptions: BTreeMap<String, BTreeSet<SocketAddr>>,
     /// `(channel, message)` published since the node last took them, in order.
     published: Vec<(String, String)>,
 }
@@ -259,7 +262,11 @@ impl Keyspace {
             } => self.zrangebyscore(key, *min, *max, *with_scores, now_ms, effects),
             Command::Publish { channel, message } => {
                 self.published.push((channel.clone(), message.clone()));
-                Reply::Int(self.subscribers.get(channel).copied().unwrap_or(0))
+                Reply::Int(
+                    self.subscriptions
+                        .get(channel)
+                        .map_or(0, |s| s.len() as i64),
+                )
             }
             // Replication lives in the server's node glue, which answers WAIT before the model
             // sees it; the model alone has no replicas.
@@ -374,11 +381,11 @@ fn rank_range(start: i64, stop: i64, len: usize) -> Option<(usize, usize)> {
 /// SHA1 like Redis's script cache; no script can leave state in it for the next one, so the
 /// model holds none of it.
 ///
-/// Pub/sub is half here: `PUBLISH` (also from a script) replies how many connections subscribe
-/// to its channel and leaves the message in an outbox ([`RedisModel::take_published`]); the
-/// subscriptions themselves belong to connections, so the server's node keeps them and tells
-/// the model their counts ([`RedisModel::set_subscribers`]). Neither persistence nor a restart
-/// keeps them.
+/// Pub/sub: connections subscribe ([`RedisModel::subscribe`]) and take their subscriptions
+/// with them when they close ([`RedisModel::connection_closed`]); `PUBLISH` (also from a script)
+/// replies how many connections subscribe to its channel and leaves the message in an outbox
+/// ([`RedisModel::take_published`]) for the server's node to push to them
+/// ([`RedisModel::subscribers`]). Neither persistence nor a restart keeps a subscription.
 #[derive(Default)]
 pub struct RedisModel {
     keyspace: Keyspace,
@@ -403,14 +410,31 @@ impl RedisModel {
         }
     }
 
-    /// Tells the model that `count` connections now subscribe to `channel`.
-    pub fn set_subscribers(&mut self, channel: &str, count: i64) {
-        let subscribers = &mut self.keyspace.subscribers;
-        if count > 0 {
-            subscribers.insert(channel.to_owned(), count);
-        } else {
-            subscribers.remove(channel);
-        }
+    /// `SUBSCRIBE channel` on the connection of client address `conn`.
+    pub fn subscribe(&mut self, channel: &str, conn: SocketAddr) {
+        let subscriptions = &mut self.keyspace.subscriptions;
+        subscriptions
+            .entry(channel.to_owned())
+            .or_default()
+            .insert(conn);
+    }
+
+    /// The connection of client address `conn` closed: its subscriptions go with it.
+    pub fn connection_closed(&mut self, conn: SocketAddr) {
+        self.keyspace.subscriptions.retain(|_, subscribers| {
+            subscribers.remove(&conn);
+            !subscribers.is_empty()
+        });
+    }
+
+    /// The connections subscribed to `channel` now.
+    pub fn subscribers(&self, channel: &str) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.keyspace
+            .subscriptions
+            .get(channel)
+            .into_iter()
+            .flatten()
+            .copied()
     }
 
     /// The messages published since the last call, `(channel, message)` in order.
@@ -683,11 +707,20 @@ mod tests {
         assert!(effects.is_empty());
         assert_eq!(reply(&mut m, "GET chan", 0), bulk("v"));
         assert!(!cmd("PUBLISH chan hello").is_write());
-        m.set_subscribers("chan", 2);
+        let (a, b) = (
+            "10.0.0.1:40000".parse().unwrap(),
+            "10.0.0.2:40000".parse().unwrap(),
+        );
+        m.subscribe("chan", a);
+        m.subscribe("chan", b);
+        m.subscribe("chan", a);
         assert_eq!(reply(&mut m, "PUBLISH chan again", 0), Reply::Int(2));
+        assert_eq!(m.subscribers("chan").collect::<Vec<_>>(), [a, b]);
         assert_eq!(reply(&mut m, "PUBLISH other x", 0), Reply::Int(0));
-        m.set_subscribers("chan", 0);
+        m.connection_closed(a);
+        m.connection_closed(b);
         assert_eq!(reply(&mut m, "PUBLISH chan gone", 0), Reply::Int(0));
+        assert_eq!(m.subscribers("chan").count(), 0);
         let out = |c: &str, t: &str| (c.to_owned(), t.to_owned());
         assert_eq!(
             m.take_published(),
