@@ -73,6 +73,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
             report.as_deref(),
         ),
         Command::Explore(args) => cli::explore::explore(*args),
+        Command::Differential(args) => cli::differential::differential(*args),
         Command::Matrix(args) => cli::matrix::matrix(args),
         Command::Merge { dirs, out } => cli::matrix::merge(&dirs, &out),
         Command::Check { file, out, jobs } => {

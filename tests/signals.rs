@@ -1,7 +1,7 @@
 //! Signals as users send them: Ctrl-C and SIGTERM to a real run (also one a script started in
 //! the background, and one inside MariaDB's `mariadb-install-db`), and to a matrix. A real run
-//! stops every process it started, removes its directories and exits 130 / 143; an interrupted
-//! matrix writes no `matrix.json` or `matrix.md` of cells it did not search.
+//! stops every process it started, removes its directories and exits 130 / 143 (so does a
+//! differential search, which writes no summary then); an interrupted matrix writes no `matrix.json` or `matrix.md` of cells it did not search.
 //!
 //! Each run gets a `TMPDIR` of its own, so "what it left behind" is what is in that directory
 //! and every process whose command line names it. Nothing is killed by name.
@@ -131,6 +131,36 @@ fn sigterm_and_sigint_stop_every_server_and_remove_the_run_directory() {
         let (status, stderr) = finish(child);
         assert_nothing_left(&tmp, status, code, &stderr);
     }
+}
+
+#[test]
+fn sigint_to_a_differential_search_stops_every_server_and_writes_no_summary() {
+    if !common::installed("redis-server") {
+        return;
+    }
+    let scratch = Scratch::new("signal-differential");
+    let tmp = scratch.0.clone();
+    let out = tmp.join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["differential", "--algorithm", "redlock", "--nodes", "3"])
+        .args(["--faults", "pause", "--stories", "5", "--out"])
+        .arg(&out)
+        .env("TMPDIR", &tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let pid = child.id();
+    wait_for("the redis servers of a real run", || {
+        processes_in(&tmp, &[pid]).len() >= 3
+    });
+    signal(pid, libc::SIGINT);
+    let (status, stderr) = finish(child);
+    assert_nothing_left(&tmp, status, 130, &stderr);
+    assert!(
+        !out.join("differential.json").exists(),
+        "a summary of stories the search did not run"
+    );
 }
 
 #[test]

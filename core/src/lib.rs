@@ -18,9 +18,11 @@
 
 pub mod checker;
 pub mod clock;
+pub mod differential;
 pub mod history;
 pub mod input;
 pub mod limits;
+pub mod margin;
 pub mod message_faults;
 pub mod outcome;
 pub mod output;

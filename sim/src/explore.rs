@@ -64,6 +64,11 @@ pub struct ExploreOptions {
     /// still a prefix of the case space and are counted, so the same verdict is reproduced by a
     /// search of exactly that many cases; `None` runs all `cases`.
     pub time_limit: Option<Duration>,
+    /// Draw careful clients too: half the cases check their lock before each access
+    /// (`workload.check_before_access`). Off by default, which keeps every search's case
+    /// stream as it was; the differential search turns it on, since a careful client is where a
+    /// model's timing (when a client learns its session is gone) decides the verdict.
+    pub careful: bool,
 }
 
 /// A slice of a search's case space.
@@ -156,6 +161,7 @@ impl ExploreOptions {
             jobs: 1,
             shard: Shard::default(),
             time_limit: None,
+            careful: false,
         }
     }
 }
@@ -213,6 +219,9 @@ fn run_length_ms(algorithm: Algorithm, params: &Params) -> u64 {
 struct Cast {
     clients: Vec<String>,
     servers: Vec<String>,
+    /// The servers are members of one replicated service that talk to each other (a ZooKeeper
+    /// ensemble), not independent masters.
+    ensemble: bool,
 }
 
 /// One fault of a concrete profile, as a unit that stays valid when shrinking drops other units
@@ -318,7 +327,26 @@ fn unit_of(
                 prop::sample::subsequence(clients.clone(), 1..=clients.len()),
                 Just(Some(servers.to_vec())),
             );
-            let sides = prop_oneof![against_the_rest, against_the_service];
+            // Members of an ensemble also talk to each other: a member cut off from the others
+            // while its clients still reach it is the story where an ensemble's followers,
+            // leader and quorum decide (drawn only where the servers form one service, so other
+            // searches draw as they always did).
+            let sides = if cast.ensemble {
+                let members = servers.clone();
+                let apart = prop::sample::subsequence(servers.clone(), 1..servers.len()).prop_map(
+                    move |isolate| {
+                        let rest: Vec<String> = members
+                            .iter()
+                            .filter(|s| !isolate.contains(s))
+                            .cloned()
+                            .collect();
+                        (isolate, Some(rest))
+                    },
+                );
+                prop_oneof![against_the_rest, against_the_service, apart].boxed()
+            } else {
+                prop_oneof![against_the_rest, against_the_service].boxed()
+            };
             // Shrinking goes toward a losing cut: the harsher of the two, and the simpler story.
             (at, sides, for_ms, any::<bool>())
                 .prop_map(|(at_ms, (isolate, from), for_ms, hold)| {
@@ -398,9 +426,12 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     };
     let mut clients = named(Role::Client);
     clients.truncate(2); // client-2 exists only when three clients are drawn
+    let servers = named(Role::Server);
     let cast = Cast {
         clients,
-        servers: named(Role::Server),
+        ensemble: algorithm.backend() == lockcheck_core::scenario::Backend::ZooKeeper
+            && servers.len() > 1,
+        servers,
     };
     let units: Vec<BoxedStrategy<Vec<Fault>>> =
         concrete(&options.profiles, params.redis.replicas > 0)
@@ -447,6 +478,17 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
                 read_fraction: None,
             },
         );
+    // A careful client is drawn only when asked for, so that other searches draw as before.
+    let workload: BoxedStrategy<Workload> = if options.careful {
+        (workload, any::<bool>())
+            .prop_map(|(mut w, careful)| {
+                w.check_before_access = careful;
+                w
+            })
+            .boxed()
+    } else {
+        workload.boxed()
+    };
     (2u32..=3, workload, any::<u64>().no_shrink(), faults)
         .prop_map(move |(clients, workload, seed, faults)| Scenario {
             algorithm,
@@ -660,7 +702,7 @@ pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
 /// `keep` refuses is drawn again, from the same case's generator.
 pub fn scenarios_where(
     options: &ExploreOptions,
-    keep: fn(&Scenario) -> bool,
+    keep: impl Fn(&Scenario) -> bool + 'static,
 ) -> BoxedStrategy<Scenario> {
     scenarios(options)
         .prop_filter("a scenario the world carries out", keep)

@@ -18,6 +18,7 @@ macro_rules! say {
 }
 
 pub mod check;
+pub mod differential;
 pub mod explore;
 pub mod matrix;
 pub mod params;
@@ -210,6 +211,31 @@ Exit codes: 0 = nothing found, 1 = UNSAFE, 3 = DEADLOCK, 4 = ORDER, 5 = STUCK, 2
 does not answer, 130 / 143 = interrupted by SIGINT (Ctrl-C) / SIGTERM (every server started was stopped \
 and its directory removed).")]
     Real(Box<real::RealArgs>),
+    /// Real servers judge the models: run the same drawn stories in the simulation and against
+    /// real servers, and find where the two worlds disagree.
+    ///
+    /// The stories are `explore`'s (story k is explore's case k for the same seed), kept to what
+    /// real mode can carry out, with every fault span (pause, partition, delay, clock step) at
+    /// least --margin-ms away from the thresholds the verdict turns on (the lease, the lease plus
+    /// the server's check interval, a ZooKeeper client's disconnect, syncLimit, a renewal
+    /// interval), since a real machine cannot reproduce a schedule that hinges on milliseconds.
+    /// Half of the drawn clients check their lock before each access. Each story runs once in
+    /// the simulation and --repeat times against fresh real servers, and is classed: agree; SIM
+    /// SAFE, REAL UNSAFE (a false "not found", listed first); SIM UNSAFE, REAL SAFE; or
+    /// INCONCLUSIVE (the real runs split). Every disagreement gets a folder in --out with the
+    /// scenario, both worlds' reports, compare.html (the timelines side by side under a
+    /// one-screen summary) and the commands that rerun each world, and is shrunk to a smaller
+    /// story that still disagrees within --shrink-runs real runs.
+    #[command(after_help = "Examples:\n  \
+lockcheck differential --algorithm single-redis --faults pause --stories 10\n  \
+lockcheck differential --algorithm zk-sequential --nodes 3 --faults partition --stories 20\n  \
+lockcheck differential --algorithm etcd-mutex --faults pause --lease-ttl-s 3\n  \
+lockcheck differential --scenario reports/differential/case-4-sim-safe-real-unsafe/scenario.json\n\n\
+Exit codes: 0 = no story the simulation finds safe was unsafe in all its real runs (other \
+disagreements are listed), 1 = at least one was, 2 = bad input (an unknown algorithm or profile, \
+a topology or fault real mode cannot carry out, a server not installed: refused before any \
+server starts), 130 / 143 = interrupted (every server started was stopped).")]
+    Differential(Box<differential::DifferentialArgs>),
 }
 
 /// Bad input: every error ends the program with exit code 2 and its message.

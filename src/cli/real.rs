@@ -311,7 +311,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
 
 /// The lease of the run in ms: `--ttl-ms`, or the flag that is `algorithm`'s lease
 /// (`--session-timeout-ms`, …); both given, they must agree.
-fn lease(
+pub(super) fn lease(
     algorithm: Algorithm,
     ttl_ms: Option<u64>,
     flags: &ParamArgs,

@@ -19,12 +19,15 @@
 //! Rendering is a pure function of the report: no I/O, no clock, no hash-map order, so the same
 //! report always yields byte-identical HTML (the committed reference timeline is checked so).
 
+mod compare;
 mod faults;
 mod lanes;
 mod layout;
 mod svg;
 
 use crate::report::Report;
+
+pub use compare::side_by_side;
 
 /// The report as one self-contained HTML document (inline CSS, inline SVG, a few lines of inline
 /// script for the hover panel and the zoom). Deterministic: the same report yields the same bytes.

@@ -1,0 +1,702 @@
+//! `lockcheck differential`: real servers judge the models.
+//!
+//! The stories are `explore`'s (the same generator, the same seed, the same case `k`), kept to
+//! what real mode can carry out and drawn again when a fault span falls within the margin of a
+//! threshold the verdict turns on ([`lockcheck_core::margin`]): a real machine cannot reproduce a
+//! schedule that hinges on a few milliseconds. Careful clients (`check_before_access`) are drawn
+//! too. Each story runs once in the simulation and `--repeat` times against real servers started
+//! fresh for each run, and is classed ([`lockcheck_core::differential::Class`]): agree, sim safe
+//! but real unsafe (a false "not found", reported first), sim unsafe but real safe, or
+//! inconclusive (the real runs split).
+//!
+//! Every disagreement gets a folder of its own: the scenario, the simulation's report, every real
+//! run's report, `compare.html` (the timelines side by side under the one-screen summary) and the
+//! commands that rerun each world. A disagreement is then shrunk (fewer faults, fewer clients,
+//! fewer sections) while the simulation's verdict stays and every real run still disagrees, within
+//! `--shrink-runs` real runs in all. `differential.json` and `differential.md` sum the search up.
+//!
+//! Exit 1 when a story is simulation-safe and real-unsafe in all of its real runs (the kind that
+//! makes a verdict untrustworthy), 0 otherwise (the other disagreements are reported), 2 for bad
+//! input (refused before any server starts), 130/143 when interrupted (every server stopped).
+
+use super::params::ParamArgs;
+use super::progress::progress_bar_with_eta;
+use super::run::read_scenario_with;
+use super::{parse_algorithm, usage, EXIT_FOUND, EXIT_OK};
+use clap::Args;
+use lockcheck_core::differential::{classify, overlap_within_margin, settled, Class, Seen};
+use lockcheck_core::margin::{self, DEFAULT_MARGIN_MS};
+use lockcheck_core::profile::FaultProfile;
+use lockcheck_core::report::{shell_quote, Report};
+use lockcheck_core::scenario::{Fault, Scenario};
+use lockcheck_real::profile::Shape;
+use lockcheck_real::{RealError, Servers};
+use lockcheck_sim::explore::{check_options, draw, scenarios_where, ExploreOptions};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The arguments of `lockcheck differential`.
+#[derive(Args)]
+#[command(allow_negative_numbers = true)]
+pub struct DifferentialArgs {
+    /// The algorithm (every registered one is listed under `explore --help`).
+    #[arg(long, value_name = "NAME", required_unless_present = "scenario")]
+    algorithm: Option<String>,
+    /// The fault profiles the stories are drawn from, as `explore` names them: pause,
+    /// clock-jump, clock-drift, crash-restart, crash-delayed-restart, partition, delay,
+    /// failover, all. What real mode cannot carry out (a machine crash, a clock fault on an etcd
+    /// member) is drawn again.
+    #[arg(
+        long,
+        value_name = "F[,F…]",
+        default_value = "all",
+        conflicts_with = "scenario"
+    )]
+    faults: String,
+    /// Compare the worlds on this one scenario file (`lockcheck run`'s format) instead of
+    /// drawing stories.
+    #[arg(long, value_name = "FILE")]
+    scenario: Option<PathBuf>,
+    /// Stories to draw and run in both worlds.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        conflicts_with = "scenario"
+    )]
+    stories: u32,
+    /// Real runs of each story (real timing varies; the runs of a story that split make it
+    /// inconclusive, and a story stops being run once they have split).
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    repeat: u32,
+    /// The search's seed (`explore --seed`: story k is explore's case k).
+    #[arg(
+        long,
+        value_name = "S",
+        default_value_t = 0,
+        conflicts_with = "scenario"
+    )]
+    seed: u64,
+    /// Keep every fault span (pause, partition, delay, clock step) at least this far from the
+    /// thresholds the verdict turns on (lease, lease + the server's check interval, a ZooKeeper
+    /// client's disconnect, syncLimit, renewal intervals); a story closer than that is drawn
+    /// again. 0 turns it off. With --scenario, a story within the margin is run and flagged.
+    #[arg(long, value_name = "MS", default_value_t = DEFAULT_MARGIN_MS)]
+    margin_ms: u64,
+    /// Real runs spent, in all, shrinking the disagreements to smaller stories that still
+    /// disagree (0: no shrinking).
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    shrink_runs: u32,
+    /// Run each story for real once, and again (up to --repeat runs) only when that run
+    /// disagrees with the simulation: an agreement is then seen once, not --repeat times (so a
+    /// story whose real runs would split can pass as agreeing). For bounded budgets (the test
+    /// suite's); a disagreement is still confirmed by every one of its runs.
+    #[arg(long)]
+    quick: bool,
+    /// Draw only clients that do not check their lock before each access (by default half the
+    /// stories' clients are careful ones).
+    #[arg(long)]
+    no_careful: bool,
+    /// The lease in ms: the TTL, a ZooKeeper session timeout, an etcd lease [default: real
+    /// mode's: 2000, ZooKeeper 4000], short so that a real run takes seconds.
+    #[arg(long, value_name = "MS", conflicts_with = "scenario")]
+    ttl_ms: Option<u64>,
+    /// Number of servers (redlock: odd, ≥ 3; ZooKeeper: 3 for an ensemble).
+    #[arg(long, value_name = "N", conflicts_with = "scenario")]
+    nodes: Option<u32>,
+    /// The longest partition the partition profile draws, in ms (`explore --max-partition-ms`).
+    #[arg(long, value_name = "MS")]
+    max_partition_ms: Option<u64>,
+    /// The largest clock drift clock-drift draws (`explore --max-drift`).
+    #[arg(long, value_name = "FRACTION")]
+    max_drift: Option<f64>,
+    /// Where the summary and every disagreement's folder go.
+    #[arg(long, value_name = "DIR", default_value = "reports/differential")]
+    out: PathBuf,
+    /// The scenario parameters, as `explore` takes them.
+    #[command(flatten)]
+    params: ParamArgs,
+}
+
+/// One story's result, as `differential.json` keeps it.
+#[derive(Clone, Debug, Serialize)]
+struct Story {
+    /// The case index (explore's), or the file's name.
+    name: String,
+    class: Class,
+    simulation: Seen,
+    real: Vec<Seen>,
+    /// Why the story is within the margin, when it is (only a given scenario can be).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    within_margin: Option<String>,
+    /// The disagreement's folder, relative to the output directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    folder: Option<String>,
+    /// The smaller story that still disagrees, when shrinking found one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shrunk: Option<Scenario>,
+    scenario: Scenario,
+}
+
+/// The whole search, as `differential.json` keeps it.
+#[derive(Serialize)]
+struct Summary<'a> {
+    lockcheck: &'static str,
+    algorithm: &'a str,
+    topology: String,
+    faults: &'a str,
+    seed: u64,
+    repeat: u32,
+    margin_ms: u64,
+    stories: &'a [Story],
+    /// Stories per class, those within margin left out.
+    counts: Vec<(Class, usize)>,
+    /// Disagreements within margin, reported apart.
+    within_margin: usize,
+    real_runs: u32,
+    real_seconds: u64,
+}
+
+/// Runs `lockcheck differential`.
+pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
+    lockcheck_core::limits::within("--repeat", args.repeat, 1, 100).map_err(usage)?;
+    let (stories, faults) = match &args.scenario {
+        Some(file) => {
+            let mut s = read_scenario_with(file, args.params.script.as_deref(), None)?;
+            args.params.apply(s.algorithm, &mut s.params)?;
+            s.validate().map_err(|e| usage(e.to_string()))?;
+            lockcheck_real::preflight(&s).map_err(|e| usage(e.to_string()))?;
+            let name = file
+                .file_stem()
+                .map_or("scenario".into(), |n| n.to_string_lossy().into_owned());
+            (vec![(name, s)], "file".to_string())
+        }
+        None => (draw_stories(&args)?, args.faults.clone()),
+    };
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| usage(format!("--out {}: {e}", args.out.display())))?;
+    let first = &stories[0].1;
+    let algorithm = first.algorithm.name();
+    let topology = topology_text(first);
+    say!(
+        "differential: {algorithm} ({topology}) × [{faults}], {} stor{} in the simulation and {} \
+         real run(s) each against fresh servers; margin {} ms",
+        stories.len(),
+        if stories.len() == 1 { "y" } else { "ies" },
+        args.repeat,
+        args.margin_ms
+    );
+    let bar = progress_bar_with_eta(stories.len() as u64 * u64::from(args.repeat), "real runs")?;
+    let started = Instant::now();
+    let mut real_runs = 0u32;
+    let mut shrink_budget = args.shrink_runs;
+    let mut results: Vec<Story> = Vec::new();
+    for (name, scenario) in &stories {
+        bar.set_message(format!("story {name}"));
+        let simulated = lockcheck_sim::run(scenario);
+        let simulation = Seen::of(&simulated);
+        let mut real = Vec::new();
+        let mut real_reports = Vec::new();
+        for _ in 0..args.repeat {
+            let run = match real_run(scenario) {
+                Ok(run) => run,
+                Err(stop) => {
+                    bar.finish_and_clear();
+                    return stop.into_exit(name);
+                }
+            };
+            real_runs += 1;
+            bar.inc(1);
+            real.push(Seen::of(&run.outcome));
+            real_reports.push(Report::of_real_run(scenario, &run.outcome));
+            let agrees_once = args.quick && !classify(&simulation, &real).disagrees();
+            if settled(&real) || agrees_once {
+                bar.inc(u64::from(args.repeat) - real.len() as u64);
+                break;
+            }
+        }
+        let class = classify(&simulation, &real);
+        let within_margin = margin::closest(scenario, args.margin_ms)
+            .map(|c| c.describe())
+            .or_else(|| overlap_within_margin(class, &simulation, &real, args.margin_ms));
+        // One line per story, so that a log (or a terminal after the bar) shows the search as
+        // it goes.
+        bar.suspend(|| {
+            say!(
+                "story {name}: {}{}: simulation {}; real {}",
+                class.word(),
+                if within_margin.is_some() {
+                    " (within margin)"
+                } else {
+                    ""
+                },
+                simulation.describe(),
+                real.iter()
+                    .map(Seen::describe)
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
+        });
+        let mut story = Story {
+            name: name.clone(),
+            class,
+            simulation,
+            real,
+            within_margin,
+            folder: None,
+            shrunk: None,
+            scenario: scenario.clone(),
+        };
+        if class.disagrees() {
+            let mut sim_report = Report::of_run(scenario, &simulated);
+            story.folder = Some(write_folder(
+                &args.out,
+                &story,
+                &mut sim_report,
+                &mut real_reports,
+            )?);
+            let shrinkable = matches!(class, Class::SimSafeRealUnsafe | Class::SimUnsafeRealSafe)
+                && story.within_margin.is_none();
+            if shrinkable && shrink_budget > 0 {
+                bar.set_message(format!("shrinking story {name}"));
+                let (shrunk, spent) =
+                    match shrink(scenario, class, args.repeat, args.margin_ms, shrink_budget) {
+                        Ok(done) => done,
+                        Err(stop) => {
+                            bar.finish_and_clear();
+                            return stop.into_exit(name);
+                        }
+                    };
+                shrink_budget -= spent;
+                real_runs += spent;
+                if let Some(shrunk) = shrunk {
+                    let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
+                    std::fs::write(folder.join("shrunk.json"), pretty(&shrunk)?)
+                        .map_err(|e| usage(format!("{}: {e}", folder.display())))?;
+                    story.shrunk = Some(shrunk);
+                }
+            }
+        }
+        results.push(story);
+    }
+    bar.finish_and_clear();
+    let elapsed = started.elapsed();
+    print_summary(&args, &results, real_runs, elapsed);
+    let mut counts: Vec<(Class, usize)> = Vec::new();
+    for class in Class::ALL {
+        counts.push((class, clear(&results, class)));
+    }
+    let summary = Summary {
+        lockcheck: env!("CARGO_PKG_VERSION"),
+        algorithm,
+        topology: topology.clone(),
+        faults: &faults,
+        seed: args.seed,
+        repeat: args.repeat,
+        margin_ms: args.margin_ms,
+        stories: &results,
+        counts: counts.clone(),
+        within_margin: results
+            .iter()
+            .filter(|s| s.class.disagrees() && s.within_margin.is_some())
+            .count(),
+        real_runs,
+        real_seconds: elapsed.as_secs(),
+    };
+    let json = args.out.join("differential.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&summary)? + "\n")
+        .map_err(|e| usage(format!("{}: {e}", json.display())))?;
+    let md = args.out.join("differential.md");
+    std::fs::write(&md, markdown(&summary)).map_err(|e| usage(format!("{}: {e}", md.display())))?;
+    say!("summary: {} and {}", json.display(), md.display());
+    let false_not_found = results
+        .iter()
+        .any(|s| s.class == Class::SimSafeRealUnsafe && s.within_margin.is_none());
+    Ok(if false_not_found { EXIT_FOUND } else { EXIT_OK })
+}
+
+/// The stories of a drawn search, each validated and checked against real mode before any
+/// server starts.
+fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario)>> {
+    lockcheck_core::limits::within("--stories", args.stories, 1, 10_000).map_err(usage)?;
+    let algorithm = parse_algorithm(args.algorithm.as_deref().unwrap_or_default())?;
+    lockcheck_real::support::check_algorithm(algorithm).map_err(|e| usage(e.to_string()))?;
+    let profiles = FaultProfile::parse_list(&args.faults).map_err(usage)?;
+    // The lease as real mode's: short, so that a real run takes seconds.
+    let mut template = Scenario::new(algorithm);
+    let ttl = super::real::lease(algorithm, args.ttl_ms, &args.params)?
+        .unwrap_or(Shape::for_algorithm(algorithm).ttl_ms);
+    lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
+    lockcheck_real::profile::set_lease(&mut template, ttl);
+    template.params.nodes = args.nodes;
+    args.params.apply(algorithm, &mut template.params)?;
+    let options = ExploreOptions {
+        params: template.params.clone(),
+        max_drift: args
+            .max_drift
+            .unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
+        max_partition_ms: args.max_partition_ms,
+        careful: !args.no_careful,
+        ..ExploreOptions::new(algorithm, profiles, args.stories, args.seed)
+    };
+    check_options(&options).map_err(|e| usage(e.to_string()))?;
+    // A topology or a setting real mode cannot run, or a server not installed: refused here,
+    // before any story is drawn or any server started.
+    lockcheck_real::preflight(&template).map_err(|e| usage(e.to_string()))?;
+    let margin_ms = args.margin_ms;
+    let strategy = scenarios_where(&options, move |s| {
+        lockcheck_real::support::check(s).is_ok() && margin::closest(s, margin_ms).is_none()
+    });
+    (0..u64::from(args.stories))
+        .map(|case| {
+            draw(&strategy, args.seed, case)
+                .map(|s| (format!("case-{case}"), s))
+                .map_err(|e| {
+                    usage(format!(
+                        "no story of {} × [{}] that real mode can carry out and that keeps a \
+                         {margin_ms} ms margin could be drawn ({e}); try other --faults or a \
+                         smaller --margin-ms",
+                        algorithm.name(),
+                        args.faults
+                    ))
+                })
+        })
+        .collect()
+}
+
+/// Why a real run stopped the search.
+enum Stop {
+    Interrupted(lockcheck_real::signals::Signal),
+    Failed(RealError),
+}
+
+impl Stop {
+    fn into_exit(self, story: &str) -> anyhow::Result<u8> {
+        match self {
+            Stop::Interrupted(signal) => {
+                eprintln!(
+                    "lockcheck: interrupted by {} at story {story} (every server it started was stopped)",
+                    signal.name()
+                );
+                Ok(signal.exit_code())
+            }
+            Stop::Failed(e) => Err(usage(format!("story {story}: {e}"))),
+        }
+    }
+}
+
+fn real_run(scenario: &Scenario) -> Result<lockcheck_real::RealRun, Stop> {
+    lockcheck_real::run_on(scenario, &Servers::Launched).map_err(|e| match e {
+        RealError::Interrupted(signal) => Stop::Interrupted(signal),
+        e => Stop::Failed(e),
+    })
+}
+
+/// Shrinks a disagreeing story: drops a fault (a crash with its restart), a client, sections,
+/// keeping a candidate when the simulation's safety verdict is unchanged and every one of
+/// `repeat` real runs still disagrees with it. Spends at most `budget` real runs; returns the
+/// smallest story found (if smaller than `scenario`) and the real runs spent.
+fn shrink(
+    scenario: &Scenario,
+    class: Class,
+    repeat: u32,
+    margin_ms: u64,
+    budget: u32,
+) -> Result<(Option<Scenario>, u32), Stop> {
+    let mut spent = 0u32;
+    let mut current = scenario.clone();
+    let mut shrunk = false;
+    'outer: loop {
+        for candidate in smaller(&current) {
+            if candidate.validate().is_err() || lockcheck_real::support::check(&candidate).is_err()
+            {
+                continue;
+            }
+            // The simulation first (it costs nothing): it must still give its verdict, clear of
+            // the margin.
+            let sim = Seen::of(&lockcheck_sim::run(&candidate));
+            if overlap_within_margin(class, &sim, &[], margin_ms).is_some()
+                || sim.is_unsafe() != (class == Class::SimUnsafeRealSafe)
+            {
+                continue;
+            }
+            let mut real = Vec::new();
+            for _ in 0..repeat {
+                if spent >= budget {
+                    break 'outer;
+                }
+                let run = real_run(&candidate)?;
+                spent += 1;
+                real.push(Seen::of(&run.outcome));
+                if classify(&sim, &real) != class {
+                    break;
+                }
+            }
+            let holds = real.len() == repeat as usize
+                && classify(&sim, &real) == class
+                && overlap_within_margin(class, &sim, &real, margin_ms).is_none();
+            if holds {
+                current = candidate;
+                shrunk = true;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    Ok((shrunk.then_some(current), spent))
+}
+
+/// The one-step-smaller stories of `scenario`, the biggest cut first: each fault dropped (a
+/// crash with the restart that follows it), then a client, then sections.
+fn smaller(scenario: &Scenario) -> Vec<Scenario> {
+    let mut out = Vec::new();
+    for (i, fault) in scenario.faults.iter().enumerate() {
+        if matches!(fault, Fault::Restart { .. }) {
+            continue;
+        }
+        let mut s = scenario.clone();
+        s.faults.remove(i);
+        if let Fault::Crash { node, .. } = fault {
+            if let Some(j) = s.faults[i..]
+                .iter()
+                .position(|f| matches!(f, Fault::Restart { node: n, .. } if n == node))
+            {
+                s.faults.remove(i + j);
+            }
+        }
+        out.push(s);
+    }
+    if scenario.clients > 2 {
+        let mut s = scenario.clone();
+        s.clients -= 1;
+        out.push(s);
+    }
+    if scenario.workload.acquisitions_per_client > 1 {
+        let mut s = scenario.clone();
+        s.workload.acquisitions_per_client = 1;
+        out.push(s);
+    }
+    out
+}
+
+/// Writes a disagreement's folder: the scenario, both worlds' reports, the page that sets their
+/// timelines side by side, and the commands that rerun each world. Returns its name.
+fn write_folder(
+    out: &Path,
+    story: &Story,
+    sim_report: &mut Report,
+    real_reports: &mut [Report],
+) -> anyhow::Result<String> {
+    let name = format!("{}-{}", story.name, kebab(story.class));
+    let dir = out.join(&name);
+    std::fs::create_dir_all(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    let scenario_path = dir.join("scenario.json");
+    std::fs::write(&scenario_path, pretty(&story.scenario)?)
+        .map_err(|e| usage(format!("{}: {e}", scenario_path.display())))?;
+    let quoted = shell_quote(&scenario_path.display().to_string());
+    let sim_json = sim_report.write(&dir, "simulation")?;
+    let mut panes: Vec<(String, &Report)> = vec![(
+        format!("simulation: {}", story.simulation.describe()),
+        &*sim_report,
+    )];
+    let mut real_paths = Vec::new();
+    for (i, report) in real_reports.iter_mut().enumerate() {
+        real_paths.push(report.write(&dir, &format!("real-{}", i + 1))?);
+    }
+    for (i, report) in real_reports.iter().enumerate() {
+        panes.push((
+            format!("real run {}: {}", i + 1, story.real[i].describe()),
+            report,
+        ));
+    }
+    let lines = summary_lines(story, &quoted);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text.push_str(&format!(
+        "simulation report: {}\nreal reports: {}\n",
+        sim_json.display(),
+        real_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    std::fs::write(dir.join("README.txt"), &text)
+        .map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    let title = format!(
+        "{}: {} — story {}",
+        story.scenario.algorithm.name(),
+        story.class.word(),
+        story.name
+    );
+    std::fs::write(
+        dir.join("compare.html"),
+        lockcheck_core::timeline::side_by_side(&title, &lines, &panes),
+    )
+    .map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    Ok(name)
+}
+
+/// What a reader needs in one screen: the class and its meaning, each world's verdict, the
+/// story, and the commands that rerun each world.
+fn summary_lines(story: &Story, quoted_file: &str) -> Vec<String> {
+    let s = &story.scenario;
+    let mut lines = vec![
+        format!("{}: {}", story.class.word(), story.class.meaning()),
+        format!(
+            "simulation: {}; real runs: {}",
+            story.simulation.describe(),
+            story
+                .real
+                .iter()
+                .map(Seen::describe)
+                .collect::<Vec<_>>()
+                .join(" | ")
+        ),
+        format!(
+            "story: {} ({}), {} clients{}, {} section(s) each, holding {} ms; seed {}",
+            s.algorithm.name(),
+            topology_text(s),
+            s.clients,
+            if s.workload.check_before_access {
+                " that check their lock before each access"
+            } else {
+                ""
+            },
+            s.workload.acquisitions_per_client,
+            s.workload.hold_ms,
+            s.seed
+        ),
+    ];
+    for fault in &s.faults {
+        lines.push(format!("  fault: {}", fault.describe()));
+    }
+    if let Some(why) = &story.within_margin {
+        lines.push(format!("within margin: {why}"));
+    }
+    lines.push(format!("rerun the simulation: lockcheck run {quoted_file}"));
+    lines.push(format!(
+        "rerun for real: lockcheck real --scenario {quoted_file}"
+    ));
+    lines.push(format!(
+        "rerun both, {} real runs: lockcheck differential --scenario {quoted_file} --repeat {}",
+        story.real.len().max(1),
+        story.real.len().max(1)
+    ));
+    lines
+}
+
+/// The stories of `class` that stand clear of the margin.
+fn clear(results: &[Story], class: Class) -> usize {
+    results
+        .iter()
+        .filter(|s| s.class == class && s.within_margin.is_none())
+        .count()
+}
+
+fn print_summary(args: &DifferentialArgs, results: &[Story], real_runs: u32, elapsed: Duration) {
+    let apart = results
+        .iter()
+        .filter(|s| s.class.disagrees() && s.within_margin.is_some())
+        .count();
+    say!(
+        "{} stor{}: {} agree, {} sim safe/real unsafe, {} sim unsafe/real safe, {} inconclusive, \
+         {apart} disagreement(s) within margin reported apart ({real_runs} real runs, {:.0} s)",
+        results.len(),
+        if results.len() == 1 { "y" } else { "ies" },
+        results.iter().filter(|s| s.class == Class::Agree).count(),
+        clear(results, Class::SimSafeRealUnsafe),
+        clear(results, Class::SimUnsafeRealSafe),
+        clear(results, Class::Inconclusive),
+        elapsed.as_secs_f64()
+    );
+    // Worst first; those within margin last, apart.
+    let mut order: Vec<&Story> = results.iter().filter(|s| s.class.disagrees()).collect();
+    order.sort_by_key(|s| (s.within_margin.is_some(), s.class));
+    for story in order {
+        {
+            let class = story.class;
+            let apart = if story.within_margin.is_some() {
+                " (within margin, reported apart)"
+            } else {
+                ""
+            };
+            say!("{}{apart}: story {}", class.word(), story.name);
+            let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
+            let quoted = shell_quote(&folder.join("scenario.json").display().to_string());
+            for line in summary_lines(story, &quoted).iter().skip(1) {
+                say!("  {line}");
+            }
+            say!("  side by side: {}", folder.join("compare.html").display());
+            if let Some(shrunk) = &story.shrunk {
+                say!(
+                    "  shrunk to {} fault(s), {} clients: {}",
+                    shrunk.faults.len(),
+                    shrunk.clients,
+                    folder.join("shrunk.json").display()
+                );
+            }
+        }
+    }
+}
+
+/// The search as a Markdown table row set (what FIDELITY.md collects).
+fn markdown(summary: &Summary) -> String {
+    let mut md = format!(
+        "# Differential search: {} ({}) × [{}]\n\nseed {}, {} real run(s) per story, margin {} \
+         ms, {} real runs in {} s\n\n| story | class | simulation | real runs | within margin |\n|---|---|---|---|---|\n",
+        summary.algorithm,
+        summary.topology,
+        summary.faults,
+        summary.seed,
+        summary.repeat,
+        summary.margin_ms,
+        summary.real_runs,
+        summary.real_seconds
+    );
+    for s in summary.stories {
+        md.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            s.name,
+            s.class.word(),
+            s.simulation.describe(),
+            s.real
+                .iter()
+                .map(Seen::describe)
+                .collect::<Vec<_>>()
+                .join(", "),
+            s.within_margin.as_deref().unwrap_or("")
+        ));
+    }
+    md
+}
+
+/// "standalone", "3 servers", "ensemble of 3": what the stories ran on.
+fn topology_text(scenario: &Scenario) -> String {
+    let servers = scenario
+        .topology()
+        .with_role(lockcheck_core::topology::Role::Server)
+        .len();
+    let replicas = scenario.params.redis.replicas;
+    if replicas > 0 {
+        format!("a primary and {replicas} replica(s) under Sentinel")
+    } else if servers == 1 {
+        "one server".into()
+    } else {
+        format!("{servers} servers")
+    }
+}
+
+fn kebab(class: Class) -> &'static str {
+    match class {
+        Class::SimSafeRealUnsafe => "sim-safe-real-unsafe",
+        Class::SimUnsafeRealSafe => "sim-unsafe-real-safe",
+        Class::Inconclusive => "inconclusive",
+        Class::Agree => "agree",
+    }
+}
+
+fn pretty(scenario: &Scenario) -> anyhow::Result<String> {
+    Ok(serde_json::to_string_pretty(scenario)? + "\n")
+}
