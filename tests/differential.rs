@@ -185,3 +185,89 @@ fn etcd_agrees_with_a_real_member() {
         &["--algorithm", "etcd-mutex", "--faults", "all"],
     );
 }
+
+/// Seed 002's file (a losing partition of `redis-0`, then `redis-1` restarted empty) is UNSAFE
+/// in the simulation and safe for real, where TCP delivers across the partition
+/// (`real/tests/redis.rs` pins both): a disagreement that does not hang on the machine. With a
+/// pause of nobody's business added, the search writes its folder and shrinks the story (the
+/// pause goes first or second, within four real runs).
+#[test]
+fn a_disagreement_gets_its_folder_and_shrinks_to_a_story_that_still_disagrees() {
+    if !common::installed("redis-server") {
+        return;
+    }
+    let scratch = Scratch::new("differential-shrink");
+    let file = scratch.file(
+        "seed-002-and-a-pause.json",
+        r#"{
+  "algorithm": "redlock",
+  "params": { "nodes": 3, "ttl_ms": 10000, "persistence": "none", "restart_delay_ms": 0 },
+  "clients": 2,
+  "workload": { "acquisitions_per_client": 1, "hold_ms": 6000, "think_ms": 100 },
+  "duration_ms": 8000,
+  "seed": 2,
+  "faults": [
+    { "at_ms": 0,    "fault": "partition", "isolate": ["redis-0"], "for_ms": 1000 },
+    { "at_ms": 2000, "fault": "crash",     "node": "redis-1", "scope": "process" },
+    { "at_ms": 2000, "fault": "restart",   "node": "redis-1" },
+    { "at_ms": 7000, "fault": "pause",     "node": "redis-2", "for_ms": 100 }
+  ]
+}"#,
+    );
+    let out = scratch.0.join("out");
+    let o = lockcheck(&[
+        "differential",
+        "--scenario",
+        file.to_str().unwrap(),
+        "--repeat",
+        "2",
+        "--shrink-runs",
+        "4",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    // Only a false "not found" fails a search.
+    assert_eq!(o.status.code(), Some(0), "{text}\n{}", stderr(&o));
+    assert!(
+        text.contains("SIM UNSAFE, REAL SAFE: story seed-002-and-a-pause"),
+        "{text}"
+    );
+    let folder = out.join("seed-002-and-a-pause-sim-unsafe-real-safe");
+    let names: Vec<String> = std::fs::read_dir(&folder)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for prefix in [
+        "scenario.json",
+        "compare.html",
+        "README.txt",
+        "simulation-",
+        "real-1-",
+        "real-2-",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(prefix)),
+            "{prefix} missing from {names:?}"
+        );
+    }
+    let page = std::fs::read_to_string(folder.join("compare.html")).unwrap();
+    assert_eq!(
+        page.matches("<iframe").count(),
+        3,
+        "the simulation and both real runs"
+    );
+    assert!(
+        page.contains("rerun for real: lockcheck real --scenario"),
+        "{page}"
+    );
+    let shrunk: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(folder.join("shrunk.json")).unwrap())
+            .unwrap();
+    let faults = shrunk["faults"].as_array().unwrap();
+    assert!(
+        faults.len() < 4 && faults.iter().all(|f| f["fault"] != "pause"),
+        "the pause is dropped: {shrunk}"
+    );
+    assert!(text.contains("shrunk to"), "{text}");
+}
