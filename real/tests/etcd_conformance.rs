@@ -660,3 +660,60 @@ fn a_lease_runs_out_on_time_its_keys_go_and_a_restart_renews_it() {
         assert!(!common::alive(*pid, "etcd"), "etcd {pid} left running");
     }
 }
+
+/// `lessor.Renew`: a keep-alive that comes after the lease's TTL renews nothing, even when the
+/// lessor has not yet looked (it looks every 500 ms): the server waits for the revocation and
+/// answers TTL 0, and the lease's keys are gone. The model answers the same at the same times
+/// (it once renewed such a lease until its lessor's next look: a holder that woke up just past
+/// its TTL kept a lock a real etcd had taken from it).
+#[test]
+fn a_keep_alive_just_past_the_ttl_renews_nothing() {
+    if !common::installed(&Etcd) {
+        return;
+    }
+    let _serial = common::one_at_a_time();
+    let (rt, local) = runtime();
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let server = start(&launcher, &local, &rt);
+    let addr = launcher.borrow().addr(server);
+    let client = EtcdClient::new(addr, Duration::from_secs(10));
+    local.block_on(&rt, async {
+        for past_ms in [50u64, 150, 300] {
+            let mut model = EtcdModel::new();
+            let (model_lease, _) = model.grant(2, 0);
+            let (lease, ttl) = client.grant(2).await.unwrap();
+            assert_eq!(ttl, 2);
+            let granted = Instant::now();
+            let key = format!("/past/{past_ms}");
+            let txn = Txn {
+                compare: vec![],
+                success: vec![Op::Put {
+                    key: key.clone(),
+                    value: String::new(),
+                    lease,
+                }],
+                failure: vec![],
+            };
+            client.txn(&txn).await.unwrap().unwrap();
+            tokio::time::sleep(Duration::from_millis(2_000 + past_ms)).await;
+            let sent_after = granted.elapsed().as_millis() as u64;
+            let answer = client.keep_alive(lease).await.unwrap();
+            assert_eq!(
+                answer, 0,
+                "a keep-alive {sent_after} ms after the grant renewed it"
+            );
+            assert_eq!(
+                model.keep_alive(model_lease, sent_after),
+                0,
+                "the model renews a lease {sent_after} ms after its 2 s grant"
+            );
+            let (kvs, _) = client.range(&Range::key(&key)).await.unwrap();
+            assert!(kvs.is_empty(), "{key} outlived its lease");
+        }
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(launcher);
+    for pid in &pids {
+        assert!(!common::alive(*pid, "etcd"), "etcd {pid} left running");
+    }
+}

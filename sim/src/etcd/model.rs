@@ -15,7 +15,10 @@
 //!   (`requested lease not found`).
 //! - A lease is granted for at least [`MIN_TTL_S`] seconds, expires once a keep-alive has not
 //!   renewed it for its TTL on the monotonic clock (a wall-clock jump does nothing), and is
-//!   checked every [`EXPIRY_CHECK_MS`] (the lessor's loop); its keys go with it.
+//!   checked every [`EXPIRY_CHECK_MS`] (the lessor's loop); its keys go with it. A keep-alive
+//!   that comes once the lease is past its TTL renews nothing, even before the lessor has
+//!   looked: etcd's `lessor.Renew` finds it expired and waits for its revocation, then answers
+//!   that the lease is gone (TTL 0) ([`EtcdModel::renew`]).
 //! - A restart keeps everything acknowledged (etcd fsyncs its WAL before answering) and renews
 //!   every lease to its full TTL from the restart (`lessor.Promote`).
 
@@ -24,6 +27,18 @@ use lockcheck_algorithms::etcd::{
     SortOrder, Txn, TxnResult,
 };
 use std::collections::{BTreeMap, BTreeSet};
+
+/// What a keep-alive does to a lease ([`EtcdModel::renew`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Renewal {
+    /// Renewed to its full TTL, in seconds: the answer.
+    Renewed(i64),
+    /// Past its TTL and not yet revoked: not renewed; the answer (TTL 0) waits for the lessor to
+    /// revoke it.
+    Expiring,
+    /// The server does not have it: TTL 0 at once.
+    Gone,
+}
 
 /// The shortest lease etcd grants with its default timing (`--heartbeat-interval 100`,
 /// `--election-timeout 1000`): 1.5 × the election timeout, rounded up to whole seconds
@@ -169,16 +184,33 @@ impl EtcdModel {
         (id, ttl_s)
     }
 
-    /// `LeaseKeepAlive`: renews `lease` to its full TTL; the TTL, or 0 when the server does not
-    /// have it (as etcd answers a keep-alive of an expired lease).
-    pub fn keep_alive(&mut self, lease: LeaseId, now_ms: u64) -> i64 {
+    /// `LeaseKeepAlive`, as `lessor.Renew` treats it: a lease within its TTL is renewed to its
+    /// full TTL; one past its TTL is not (`l.expired()`): the keep-alive waits until the lessor
+    /// revokes it, and is then told the lease is gone, as it is for a lease the server does not
+    /// have.
+    pub fn renew(&mut self, lease: LeaseId, now_ms: u64) -> Renewal {
         match self.leases.get_mut(&lease) {
+            Some(l) if l.deadline_ms <= now_ms => Renewal::Expiring,
             Some(l) => {
                 l.deadline_ms = now_ms + l.ttl_s as u64 * 1000;
-                l.ttl_s
+                Renewal::Renewed(l.ttl_s)
             }
-            None => 0,
+            None => Renewal::Gone,
         }
+    }
+
+    /// The TTL a `LeaseKeepAlive` at `now_ms` is answered with ([`EtcdModel::renew`]): the lease's
+    /// TTL when it was renewed, 0 when it is gone or past its TTL (answered once revoked).
+    pub fn keep_alive(&mut self, lease: LeaseId, now_ms: u64) -> i64 {
+        match self.renew(lease, now_ms) {
+            Renewal::Renewed(ttl_s) => ttl_s,
+            Renewal::Expiring | Renewal::Gone => 0,
+        }
+    }
+
+    /// Whether the server still has `lease` (granted, and not yet revoked or found expired).
+    pub fn has_lease(&self, lease: LeaseId) -> bool {
+        self.leases.contains_key(&lease)
     }
 
     /// `LeaseRevoke`: ends `lease` and deletes its keys.
@@ -544,6 +576,30 @@ mod tests {
             0,
             "gone: a keep-alive gets TTL 0"
         );
+    }
+
+    #[test]
+    fn a_keep_alive_past_the_ttl_renews_nothing_even_before_the_lessor_looks() {
+        let mut m = EtcdModel::new();
+        let (lease, _) = m.grant(2, 0);
+        create(&mut m, "/l/a", lease);
+        // Due at 2 s, found at the 2 s check; a keep-alive at 1.999 s still renews it.
+        assert_eq!(m.renew(lease, 1_999), Renewal::Renewed(2));
+        assert_eq!(
+            m.next_expiry_ms(),
+            Some(4_000),
+            "due at 3.999 s, found at the 4 s check"
+        );
+        // At 3.999 s it is past its TTL: the keep-alive waits for the revocation at 4 s.
+        assert_eq!(m.renew(lease, 3_999), Renewal::Expiring);
+        assert_eq!(m.keep_alive(lease, 3_999), 0);
+        assert!(m.has_lease(lease), "not revoked before the lessor looks");
+        assert_eq!(m.next_expiry_ms(), Some(4_000), "and not renewed either");
+        let mut effects = Vec::new();
+        m.expire_due(4_000, &mut effects);
+        assert_eq!(effects, [KeyEffect::Expired("/l/a".into())]);
+        assert!(!m.has_lease(lease));
+        assert_eq!(m.renew(lease, 4_001), Renewal::Gone);
     }
 
     #[test]

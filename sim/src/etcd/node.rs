@@ -3,9 +3,10 @@
 //! WAL before it answers), and a watch for a key's deletion is answered by a push to the
 //! watching client, at once when the deletion already happened at or after the watch's revision.
 
-use super::model::{EtcdModel, KeyEffect, Snapshot};
+use super::model::{EtcdModel, KeyEffect, Renewal, Snapshot};
 use crate::net::{push, Handled, Peer};
 use crate::server::{KeyEvent, Node, Server};
+use crate::signal::Signal;
 use crate::world::World;
 use lockcheck_algorithms::etcd::{EtcdError, KeyValue, LeaseId, Range, Revision, Txn, TxnResult};
 use lockcheck_core::history::{KeyChange, Kind, Op};
@@ -106,6 +107,8 @@ pub struct EtcdServer {
     /// What was last written to disk (`None`: nothing written by this process), as
     /// `EtcdModel::logged` counts it.
     persisted: std::cell::Cell<Option<(Revision, u64)>>,
+    /// Counts the lessor's checks: what a keep-alive of a lease past its TTL waits on.
+    revocations: Signal,
 }
 
 impl Server for EtcdServer {
@@ -136,6 +139,7 @@ impl Server for EtcdServer {
             model: RefCell::new(model),
             watchers: RefCell::new(Vec::new()),
             persisted: std::cell::Cell::new(persisted),
+            revocations: Signal::default(),
         }
     }
 
@@ -154,8 +158,25 @@ impl Server for EtcdServer {
                     let (lease, ttl_s) = model.grant(ttl_s, now);
                     EtcdResponse::Granted { lease, ttl_s }
                 }
-                EtcdRequest::KeepAlive { lease } => EtcdResponse::KeptAlive {
-                    ttl_s: model.keep_alive(lease, now),
+                EtcdRequest::KeepAlive { lease } => match model.renew(lease, now) {
+                    Renewal::Renewed(ttl_s) => EtcdResponse::KeptAlive { ttl_s },
+                    Renewal::Gone => EtcdResponse::KeptAlive { ttl_s: 0 },
+                    Renewal::Expiring => {
+                        // `lessor.Renew` waits for the revocation of a lease past its TTL, then
+                        // says it is gone.
+                        drop(model);
+                        let server = self.clone();
+                        return Handled::later(async move {
+                            loop {
+                                let seen = server.revocations.changes();
+                                if !server.model.borrow().has_lease(lease) {
+                                    break;
+                                }
+                                server.revocations.after(seen).await;
+                            }
+                            EtcdResponse::KeptAlive { ttl_s: 0 }
+                        });
+                    }
                 },
                 EtcdRequest::Revoke { lease } => {
                     EtcdResponse::Revoked(model.revoke(lease, &mut effects))
@@ -225,6 +246,9 @@ impl EtcdServer {
             self.node.disk.sync(self.model.borrow().snapshot());
         }
         self.answer_watches();
+        // Keep-alives waiting for a lease's revocation (by the lessor or a `LeaseRevoke`) look
+        // again.
+        self.revocations.notify();
     }
 
     /// Pushes the deletions the waiting watches look for, and forgets those watches.
