@@ -33,6 +33,7 @@ pub mod report;
 pub mod resource;
 pub mod scenario;
 pub mod schedule;
+pub mod server_clock;
 pub mod timeline;
 pub mod topology;
 pub mod verdict;

@@ -297,6 +297,16 @@ impl Report {
                 search.original.randomness = crate::scenario::Randomness::Shared;
             }
         }
+        // A report written before servers' clocks had origins of their own ran every server's
+        // clock from 0: it replays with that.
+        if value["scenario"].get("server_clocks").is_none() {
+            report.scenario.server_clocks = crate::scenario::ServerClocks::Zero;
+        }
+        if let Some(search) = &mut report.search {
+            if value["search"]["original"].get("server_clocks").is_none() {
+                search.original.server_clocks = crate::scenario::ServerClocks::Zero;
+            }
+        }
         let scenario = |source| ReportError::Scenario {
             path: path.to_path_buf(),
             source,

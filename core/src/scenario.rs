@@ -7,6 +7,7 @@
 
 use crate::input;
 pub use crate::registry::Algorithm;
+pub use crate::server_clock::ServerClocks;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::{Backend, Lease};
 use lockcheck_algorithms::describe::{Fencing, Order, Servers};
@@ -900,6 +901,12 @@ pub struct Scenario {
     /// stream) is told apart when it is read: see [`Randomness`].
     #[serde(default)]
     pub randomness: Randomness,
+    /// Where each server's monotonic clock starts, and so the phase of its periodic timers (a
+    /// ZooKeeper tick, etcd's lessor loop): drawn from the seed by default
+    /// ([`crate::server_clock`]). Always written, so that a report written before the field
+    /// existed (whose servers' clocks all started at 0) is told apart when it is read.
+    #[serde(default)]
+    pub server_clocks: ServerClocks,
 }
 
 /// Where a simulated client's random choices (tokens, retry jitter, reader or writer) come from.
@@ -930,6 +937,7 @@ impl Scenario {
             seed: 0,
             faults: Vec::new(),
             randomness: Randomness::default(),
+            server_clocks: ServerClocks::default(),
         }
     }
 
@@ -966,6 +974,7 @@ impl Scenario {
     /// Checks everything a file can get wrong that its shape cannot express.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         self.validate_ranges().map_err(ScenarioError::Invalid)?;
+        crate::server_clock::check(self).map_err(ScenarioError::Invalid)?;
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         let p = &self.params;
         let algorithm = self.algorithm;

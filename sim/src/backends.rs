@@ -21,9 +21,14 @@ pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
     match world.scenario.algorithm.backend() {
         Backend::Redis => server::start::<RedisServer>(handle, world, node),
         Backend::ZooKeeper if world.topology.with_role(Role::Server).len() > 1 => {
-            world
-                .ensemble
-                .get_or_init(|| Arc::new(Ensemble::new(world.topology.with_role(Role::Server))));
+            world.ensemble.get_or_init(|| {
+                let members = world.topology.with_role(Role::Server);
+                let started = members
+                    .iter()
+                    .map(|&m| world.mono_ns(m) / 1_000_000)
+                    .collect();
+                Arc::new(Ensemble::new(members, started))
+            });
             server::start::<ZkMember>(handle, world, node)
         }
         Backend::ZooKeeper => server::start::<ZkServer>(handle, world, node),

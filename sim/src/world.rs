@@ -94,12 +94,26 @@ impl World {
         let n = topology.len();
         let clients = scenario.clients as usize;
         let per_client = scenario.workload.acquisitions_per_client;
+        // A server's monotonic clock starts where its process's start left it, so its periodic
+        // timers (a ZooKeeper tick, etcd's lessor loop) have a phase of their own
+        // (`core::server_clock`); the clients' start at 0.
+        let clocks = (0..n)
+            .map(|i| match topology.role(i) {
+                lockcheck_core::topology::Role::Server => NodeClock::reading(
+                    0,
+                    WALL_ORIGIN_NS,
+                    lockcheck_core::server_clock::origin_ms(&scenario, topology.name(i))
+                        * 1_000_000,
+                ),
+                _ => NodeClock::default(),
+            })
+            .collect();
         LIVE.fetch_add(1, Ordering::Relaxed);
         World {
             scenario,
             topology,
             start: madsim::time::TimeHandle::current().elapsed(),
-            clocks: Mutex::new(vec![NodeClock::default(); n]),
+            clocks: Mutex::new(clocks),
             history: Mutex::new(History::default()),
             links: Mutex::new(Links::new(n)),
             node_ids: Mutex::new(vec![None; n]),

@@ -586,3 +586,44 @@ fn a_crashed_leader_is_replaced_and_sessions_survive_the_election() {
     assert!(expiries(&outcome.history.entries).is_empty());
     assert!(noted(&outcome.history.entries, "zk-1", "elected leader"));
 }
+
+/// The server's tick has a phase of its own (`core::server_clock`): a session is ended in
+/// buckets one tick wide counted on the server's monotonic clock, whose origin is the server's
+/// start, not the run's. A holder cut off from its server for 5.2 s, with a 5 s session timeout
+/// (not a multiple of the 2 s tick), keeps its session at some phases (its first ping after the
+/// heal comes before the bucket ends) and loses it at others. With every server's clock at 0,
+/// as lockcheck once had it, only one of the two could ever be seen; drawn from the seed, a
+/// search sees both.
+#[test]
+fn a_cut_just_past_a_session_timeout_is_unsafe_at_some_tick_phases_and_not_at_others() {
+    use lockcheck_core::scenario::ServerClocks;
+    let story = story("zk-cut-just-past-the-session-timeout.json");
+    let unsafe_at: Vec<(u64, bool)> = (0..8)
+        .map(|k| {
+            let phase = k * 250;
+            let mut s = story.clone();
+            s.server_clocks = ServerClocks::Pinned([("zk-0".to_string(), phase)].into());
+            let violated = run(&s)
+                .violations
+                .iter()
+                .any(|v| v.kind == ViolationKind::MutualExclusion);
+            (phase, violated)
+        })
+        .collect();
+    assert!(
+        unsafe_at.iter().any(|&(_, u)| u) && unsafe_at.iter().any(|&(_, u)| !u),
+        "the verdict should turn on the phase: {unsafe_at:?}"
+    );
+    // Drawn from the seed, the phase differs from seed to seed, and so does the verdict.
+    let verdicts: std::collections::BTreeSet<bool> = (0..40)
+        .map(|seed| {
+            let mut s = story.clone();
+            s.seed = seed;
+            run(&s)
+                .violations
+                .iter()
+                .any(|v| v.kind == ViolationKind::MutualExclusion)
+        })
+        .collect();
+    assert_eq!(verdicts.len(), 2, "40 seeds gave one verdict: {verdicts:?}");
+}

@@ -351,7 +351,7 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
     (0..u64::from(args.stories))
         .map(|case| {
             draw(&strategy, args.seed, case)
-                .map(|s| (format!("case-{case}"), s))
+                .map(|s| (format!("case-{case}"), hold_back_all_but_the_first(s)))
                 .map_err(|e| {
                     usage(format!(
                         "no story of {} × [{}] that real mode can carry out and that keeps a \
@@ -363,6 +363,41 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
                 })
         })
         .collect()
+}
+
+/// How long every client but `client-0` waits at the start of a drawn story.
+pub const HOLD_BACK_MS: u64 = 200;
+
+/// `scenario` with every client but `client-0` paused for [`HOLD_BACK_MS`] at the start, so that
+/// `client-0` takes the lock first in both worlds. Without it, who wins the first race is decided
+/// by a few milliseconds of latency (the simulation's drawn 1–10 ms, loopback's fraction of one),
+/// and a story whose fault strikes "the holder" strikes another client in each world: the real
+/// runs of half the drawn etcd stories split for that reason alone. (What the real stories of
+/// `lockcheck real --faults` do too.)
+fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
+    let mut held = scenario.clone();
+    held.faults = (1..scenario.clients).map(hold_back).collect();
+    held.faults.extend(scenario.faults.iter().cloned());
+    // A drawn pause of its own that the hold-back would overlap keeps the story as drawn.
+    if held.validate().is_ok() {
+        held
+    } else {
+        scenario
+    }
+}
+
+/// The hold-back of client `c`.
+fn hold_back(c: u32) -> Fault {
+    Fault::Pause {
+        at_ms: 0,
+        node: format!("client-{c}"),
+        for_ms: HOLD_BACK_MS,
+    }
+}
+
+/// Whether `fault` is a hold-back (which shrinking keeps: without it the story is a race).
+fn is_hold_back(fault: &Fault) -> bool {
+    matches!(fault, Fault::Pause { at_ms: 0, node, for_ms: HOLD_BACK_MS } if node != "client-0" && node.starts_with("client-"))
 }
 
 /// Why a real run stopped the search.
@@ -452,7 +487,7 @@ fn shrink(
 fn smaller(scenario: &Scenario) -> Vec<Scenario> {
     let mut out = Vec::new();
     for (i, fault) in scenario.faults.iter().enumerate() {
-        if matches!(fault, Fault::Restart { .. }) {
+        if matches!(fault, Fault::Restart { .. }) || is_hold_back(fault) {
             continue;
         }
         let mut s = scenario.clone();
@@ -468,8 +503,11 @@ fn smaller(scenario: &Scenario) -> Vec<Scenario> {
         out.push(s);
     }
     if scenario.clients > 2 {
+        // The last client goes, with the faults that name it (its hold-back among them).
         let mut s = scenario.clone();
         s.clients -= 1;
+        let gone = format!("client-{}", s.clients);
+        s.faults.retain(|f| !f.nodes().iter().any(|n| *n == gone));
         out.push(s);
     }
     if scenario.workload.acquisitions_per_client > 1 {

@@ -74,15 +74,18 @@ pub struct Ensemble(Mutex<State>);
 
 impl Ensemble {
     /// The ensemble of `members` (nodes, in server order) with a fresh tree, as real mode's
-    /// launcher hands it to the run: every member serving, the highest leading.
-    pub fn new(members: Vec<usize>) -> Ensemble {
+    /// launcher hands it to the run: every member serving, the highest leading, each having just
+    /// heard its leader at `started_ms`, its monotonic reading at the start (a server's clock
+    /// does not start at 0: `core::server_clock`).
+    pub fn new(members: Vec<usize>, started_ms: Vec<u64>) -> Ensemble {
         let n = members.len();
+        debug_assert_eq!(started_ms.len(), n);
         Ensemble(Mutex::new(State {
             tree: ZkModel::new(),
             leader: Some(n - 1),
             epoch: 1,
             serving: vec![true; n],
-            heard_leader_ms: vec![0; n],
+            heard_leader_ms: started_ms,
             leader_ticks: 0,
             acked: vec![0; n],
             touched: vec![BTreeSet::new(); n],

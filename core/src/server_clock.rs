@@ -1,0 +1,154 @@
+//! Where each server's monotonic clock stands when a run starts, and so the phase of its periodic
+//! timers.
+//!
+//! A server's periodic timers count from its own clock, not from the run: ZooKeeper ends silent
+//! sessions in buckets one `tickTime` wide, counted on its monotonic clock
+//! (`ExpiryQueue.roundToNextInterval`); etcd's lessor looks for expired leases every 500 ms of its
+//! own. A real server was started at some moment before the run, so its tick falls anywhere
+//! within the run's milliseconds; a model whose servers all start their clocks at the run's 0
+//! always expires a session at the same phase, and a "not found" then says nothing of the others
+//! (a cut just past a session timeout that is not a multiple of the tick is safe at one phase
+//! and unsafe at another).
+//!
+//! So each server's monotonic clock starts at an origin drawn from the scenario's seed and the
+//! server's name, anywhere within [`ORIGIN_SPAN_MS`]: every case of a search has its own phases,
+//! and a report replays them. A scenario can pin an origin (`"server_clocks": {"pinned":
+//! {"zk-0": 1500}}`) or start every server at 0 as lockcheck did before (`"zero"`: what a report
+//! written before the field existed replays with). A ZooKeeper ensemble's members share the
+//! first member's origin: the simulated ensemble keeps its sessions in one tree on one clock
+//! (README, "What the simulation does not model").
+//!
+//! Real mode cannot choose a real server's phase (it is whatever the process's start gave it),
+//! so it runs a scenario whatever this says.
+
+use crate::randomness::mix;
+use crate::scenario::Scenario;
+use crate::topology::Role;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How far back a drawn origin may lie: an hour of uptime, many ticks and lessor loops of every
+/// length lockcheck runs, so the phase is uniform.
+pub const ORIGIN_SPAN_MS: u64 = 3_600_000;
+
+/// Where the servers' monotonic clocks start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerClocks {
+    /// Each server's origin is drawn from the seed and its name (the default).
+    #[default]
+    Drawn,
+    /// Every server's clock reads 0 at the start (lockcheck before the field existed).
+    Zero,
+    /// The origins in ms of the servers listed; the others are drawn.
+    Pinned(BTreeMap<String, u64>),
+}
+
+/// The monotonic reading of server `node` (its name) at the start of a run of `scenario`, in ms.
+pub fn origin_ms(scenario: &Scenario, node: &str) -> u64 {
+    // An ensemble's members read one clock (see the module's documentation).
+    let topology = scenario.topology();
+    let servers = topology.with_role(Role::Server);
+    let ensemble =
+        scenario.algorithm.backend() == crate::scenario::Backend::ZooKeeper && servers.len() > 1;
+    let node = if ensemble {
+        servers.first().map_or(node, |&s| topology.name(s))
+    } else {
+        node
+    };
+    let drawn = || {
+        // A domain of its own, apart from the clients' streams.
+        const ORIGINS: u64 = 0x0C10_C0F5_5E7E_0001;
+        let name = node
+            .bytes()
+            .fold(0u64, |h, b| mix(h ^ u64::from(b)).wrapping_add(1));
+        mix(mix(scenario.seed ^ ORIGINS) ^ name) % ORIGIN_SPAN_MS
+    };
+    match &scenario.server_clocks {
+        ServerClocks::Drawn => drawn(),
+        ServerClocks::Zero => 0,
+        ServerClocks::Pinned(origins) => origins.get(node).copied().unwrap_or_else(drawn),
+    }
+}
+
+/// Checks that pinned origins name servers of `scenario` and lie within [`ORIGIN_SPAN_MS`].
+pub fn check(scenario: &Scenario) -> Result<(), String> {
+    let ServerClocks::Pinned(origins) = &scenario.server_clocks else {
+        return Ok(());
+    };
+    let topology = scenario.topology();
+    let servers: Vec<&str> = topology
+        .with_role(Role::Server)
+        .into_iter()
+        .map(|s| topology.name(s))
+        .collect();
+    for (node, ms) in origins {
+        if !servers.contains(&node.as_str()) {
+            return Err(format!(
+                "server_clocks.pinned: '{}' is not a server of this scenario (its servers: {})",
+                crate::input::clip(node),
+                servers.join(", ")
+            ));
+        }
+        if *ms >= ORIGIN_SPAN_MS {
+            return Err(format!(
+                "server_clocks.pinned.{node}: an origin must be below {ORIGIN_SPAN_MS} ms, got {ms}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Algorithm;
+
+    #[test]
+    fn origins_are_drawn_per_seed_and_server_and_can_be_pinned_or_zero() {
+        let mut s = Scenario::new(Algorithm::Redlock);
+        s.params.nodes = Some(3);
+        let a = origin_ms(&s, "redis-0");
+        assert_eq!(a, origin_ms(&s, "redis-0"), "a pure function");
+        assert_ne!(a, origin_ms(&s, "redis-1"), "servers differ");
+        s.seed = 1;
+        assert_ne!(a, origin_ms(&s, "redis-0"), "seeds differ");
+        assert!(a < ORIGIN_SPAN_MS);
+        s.server_clocks = ServerClocks::Zero;
+        assert_eq!(origin_ms(&s, "redis-2"), 0);
+        s.server_clocks = ServerClocks::Pinned([("redis-1".to_string(), 1_500)].into());
+        assert_eq!(origin_ms(&s, "redis-1"), 1_500);
+        s.server_clocks = ServerClocks::Drawn;
+        let drawn = origin_ms(&s, "redis-2");
+        s.server_clocks = ServerClocks::Pinned([("redis-1".to_string(), 1_500)].into());
+        assert_eq!(origin_ms(&s, "redis-2"), drawn, "the others stay drawn");
+        check(&s).unwrap();
+    }
+
+    #[test]
+    fn the_phases_of_many_seeds_cover_the_tick() {
+        let mut s = Scenario::new(Algorithm::ZkSequential);
+        let mut quarters = [0u32; 4];
+        for seed in 0..400 {
+            s.seed = seed;
+            quarters[(origin_ms(&s, "zk-0") % 2_000 / 500) as usize] += 1;
+        }
+        assert!(quarters.iter().all(|&n| n > 60), "{quarters:?}");
+    }
+
+    #[test]
+    fn an_ensembles_members_read_one_clock() {
+        let mut s = Scenario::new(Algorithm::ZkSequential);
+        s.params.nodes = Some(3);
+        assert_eq!(origin_ms(&s, "zk-2"), origin_ms(&s, "zk-0"));
+    }
+
+    #[test]
+    fn a_pinned_origin_names_a_server_within_the_span() {
+        let mut s = Scenario::new(Algorithm::SingleRedis);
+        s.server_clocks = ServerClocks::Pinned([("client-0".to_string(), 5)].into());
+        assert!(check(&s).unwrap_err().contains("not a server"));
+        s.server_clocks = ServerClocks::Pinned([("redis-0".to_string(), ORIGIN_SPAN_MS)].into());
+        assert!(check(&s).unwrap_err().contains("below"));
+    }
+}
