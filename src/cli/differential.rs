@@ -136,6 +136,9 @@ struct Story {
     /// The smaller story that still disagrees, when shrinking found one.
     #[serde(skip_serializing_if = "Option::is_none")]
     shrunk: Option<Scenario>,
+    /// Real runs spent shrinking it, when it was shrunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shrink_runs: Option<u32>,
     scenario: Scenario,
 }
 
@@ -246,6 +249,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
             within_margin,
             folder: None,
             shrunk: None,
+            shrink_runs: None,
             scenario: scenario.clone(),
         };
         if class.disagrees() {
@@ -270,6 +274,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
                     };
                 shrink_budget -= spent;
                 real_runs += spent;
+                story.shrink_runs = Some(spent);
                 if let Some(shrunk) = shrunk {
                     let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
                     std::fs::write(folder.join("shrunk.json"), pretty(&shrunk)?)
@@ -667,13 +672,18 @@ fn print_summary(args: &DifferentialArgs, results: &[Story], real_runs: u32, ela
                 say!("  {line}");
             }
             say!("  side by side: {}", folder.join("compare.html").display());
-            if let Some(shrunk) = &story.shrunk {
-                say!(
+            match (&story.shrunk, story.shrink_runs) {
+                (Some(shrunk), _) => say!(
                     "  shrunk to {} fault(s), {} clients: {}",
                     shrunk.faults.len(),
                     shrunk.clients,
                     folder.join("shrunk.json").display()
-                );
+                ),
+                (None, Some(spent)) => say!(
+                    "  not shrunk: no smaller story kept the disagreement ({spent} real run(s) \
+                     spent trying)"
+                ),
+                (None, None) => {}
             }
         }
     }
