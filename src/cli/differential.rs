@@ -15,9 +15,13 @@
 //! fewer sections) while the simulation's verdict stays and every real run still disagrees, within
 //! `--shrink-runs` real runs in all. `differential.json` and `differential.md` sum the search up.
 //!
+//! A story whose real run fails twice (a server that would not start on a busy machine) is set
+//! aside, said and counted, and the search goes on.
+//!
 //! Exit 1 when a story is simulation-safe and real-unsafe in all of its real runs (the kind that
 //! makes a verdict untrustworthy), 0 otherwise (the other disagreements are reported), 2 for bad
-//! input (refused before any server starts), 130/143 when interrupted (every server stopped).
+//! input (refused before any server starts) or when no story could be run for real, 130/143 when
+//! interrupted (every server stopped).
 
 use super::params::ParamArgs;
 use super::progress::progress_bar_with_eta;
@@ -157,6 +161,8 @@ struct Summary<'a> {
     counts: Vec<(Class, usize)>,
     /// Disagreements within margin, reported apart.
     within_margin: usize,
+    /// Stories whose real runs failed twice (a server that would not start), with why.
+    not_run: &'a [(String, String)],
     real_runs: u32,
     real_seconds: u64,
 }
@@ -195,15 +201,28 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
     let mut real_runs = 0u32;
     let mut shrink_budget = args.shrink_runs;
     let mut results: Vec<Story> = Vec::new();
+    // Stories whose real runs could not be made, with why.
+    let mut not_run: Vec<(String, String)> = Vec::new();
     for (name, scenario) in &stories {
         bar.set_message(format!("story {name}"));
         let simulated = lockcheck_sim::run(scenario);
         let simulation = Seen::of(&simulated);
         let mut real = Vec::new();
         let mut real_reports = Vec::new();
+        let mut failed = None;
         for _ in 0..args.repeat {
-            let run = match real_run(scenario) {
+            // A server that would not start (a busy machine: a JVM past its readiness wait) costs
+            // the story, not the search: once more, then the story is set aside, said and
+            // counted.
+            let run = match real_run(scenario).or_else(|stop| match stop {
+                Stop::Failed(_) => real_run(scenario),
+                stop => Err(stop),
+            }) {
                 Ok(run) => run,
+                Err(Stop::Failed(e)) => {
+                    failed = Some(e.to_string());
+                    break;
+                }
                 Err(stop) => {
                     bar.finish_and_clear();
                     return stop.into_exit(name);
@@ -218,6 +237,11 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
                 bar.inc(u64::from(args.repeat) - real.len() as u64);
                 break;
             }
+        }
+        if let Some(e) = failed {
+            bar.suspend(|| say!("story {name}: NOT RUN: a real run failed twice: {e}"));
+            not_run.push((name.clone(), e));
+            continue;
         }
         let class = classify(&simulation, &real);
         let within_margin = margin::closest(scenario, args.margin_ms)
@@ -286,8 +310,26 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
         results.push(story);
     }
     bar.finish_and_clear();
+    if results.is_empty() && !not_run.is_empty() {
+        // Not one story could be run for real: the servers, not the models, are at fault.
+        let (name, e) = &not_run[0];
+        return Err(usage(format!(
+            "no story could be run for real (story {name}, twice: {e})"
+        )));
+    }
     let elapsed = started.elapsed();
     print_summary(&args, &results, real_runs, elapsed);
+    if !not_run.is_empty() {
+        say!(
+            "{} stor{} not run (a real run failed twice; rerun with --seed and --stories to \
+             take them again):",
+            not_run.len(),
+            if not_run.len() == 1 { "y" } else { "ies" }
+        );
+        for (name, e) in &not_run {
+            say!("  {name}: {e}");
+        }
+    }
     let mut counts: Vec<(Class, usize)> = Vec::new();
     for class in Class::ALL {
         counts.push((class, clear(&results, class)));
@@ -306,6 +348,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
             .iter()
             .filter(|s| s.class.disagrees() && s.within_margin.is_some())
             .count(),
+        not_run: &not_run,
         real_runs,
         real_seconds: elapsed.as_secs(),
     };
