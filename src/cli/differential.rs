@@ -1,7 +1,8 @@
 //! `lockcheck differential`: real servers judge the models.
 //!
-//! The stories are `explore`'s (the same generator, the same seed, the same case `k`), kept to
-//! what real mode can carry out and drawn again when a fault span falls within the margin of a
+//! The stories are `explore`'s (the same generator, the same seed, the same case `k`, with every
+//! client but `client-0` held back [`HOLD_BACK_MS`] at the start), kept to what real mode can
+//! carry out and drawn again when a fault span falls within the margin of a
 //! threshold the verdict turns on ([`lockcheck_core::margin`]): a real machine cannot reproduce a
 //! schedule that hinges on a few milliseconds. Careful clients (`check_before_access`) are drawn
 //! too. Each story runs once in the simulation and `--repeat` times against real servers started
@@ -74,7 +75,8 @@ pub struct DifferentialArgs {
     /// inconclusive, and a story stops being run once they have split).
     #[arg(long, value_name = "K", default_value_t = 3)]
     repeat: u32,
-    /// The search's seed (`explore --seed`: story k is explore's case k).
+    /// The search's seed (`explore --seed`: story k is explore's case k, with every client but
+    /// client-0 held back 200 ms at the start).
     #[arg(
         long,
         value_name = "S",

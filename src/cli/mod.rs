@@ -219,7 +219,9 @@ and its directory removed).")]
     /// least --margin-ms away from the thresholds the verdict turns on (the lease, the lease plus
     /// the server's check interval, a ZooKeeper client's disconnect, syncLimit, a renewal
     /// interval), since a real machine cannot reproduce a schedule that hinges on milliseconds.
-    /// Half of the drawn clients check their lock before each access. Each story runs once in
+    /// Half of the drawn clients check their lock before each access, and every client but
+    /// client-0 is held back 200 ms at the start (so the first holder is the same in both
+    /// worlds). Each story runs once in
     /// the simulation and --repeat times against fresh real servers, and is classed: agree; SIM
     /// SAFE, REAL UNSAFE (a false "not found", listed first); SIM UNSAFE, REAL SAFE; or
     /// INCONCLUSIVE (the real runs split). Every disagreement gets a folder in --out with the
