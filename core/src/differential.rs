@@ -129,6 +129,16 @@ impl Class {
         }
     }
 
+    /// Its name in files and folders, as `differential.json` writes it: `sim-safe-real-unsafe`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::SimSafeRealUnsafe => "sim-safe-real-unsafe",
+            Class::SimUnsafeRealSafe => "sim-unsafe-real-safe",
+            Class::Inconclusive => "inconclusive",
+            Class::Agree => "agree",
+        }
+    }
+
     /// Whether it is a disagreement (anything but [`Class::Agree`]).
     pub fn disagrees(self) -> bool {
         self != Class::Agree
@@ -137,14 +147,10 @@ impl Class {
 
 /// The class of a story the simulation judged `sim` and the real runs `real` (at least one).
 pub fn classify(sim: &Seen, real: &[Seen]) -> Class {
-    let unsafe_runs = real.iter().filter(|r| r.is_unsafe()).count();
-    if unsafe_runs != 0 && unsafe_runs != real.len() {
+    if settled(real) {
         return Class::Inconclusive;
     }
-    match (
-        sim.is_unsafe(),
-        unsafe_runs == real.len() && !real.is_empty(),
-    ) {
+    match (sim.is_unsafe(), real.first().is_some_and(Seen::is_unsafe)) {
         (false, true) => Class::SimSafeRealUnsafe,
         (true, false) => Class::SimUnsafeRealSafe,
         _ => Class::Agree,
@@ -177,8 +183,8 @@ pub fn overlap_within_margin(
     }
 }
 
-/// Whether more real runs could change the class of a story whose runs so far are `real`: once
-/// the runs split, the story is inconclusive whatever follows.
+/// Whether the class of a story whose real runs so far are `real` is settled whatever more runs
+/// show: once the runs split, the story is inconclusive.
 pub fn settled(real: &[Seen]) -> bool {
     let unsafe_runs = real.iter().filter(|r| r.is_unsafe()).count();
     unsafe_runs != 0 && unsafe_runs != real.len()
@@ -272,10 +278,16 @@ mod tests {
     }
 
     #[test]
-    fn worst_first() {
+    fn worst_first_and_named_as_the_summary_writes_them() {
         let mut sorted = Class::ALL.to_vec();
         sorted.sort();
         assert_eq!(sorted, Class::ALL.to_vec());
+        for class in Class::ALL {
+            assert_eq!(
+                serde_json::to_value(class).unwrap(),
+                serde_json::Value::from(class.name())
+            );
+        }
         assert!(!Class::Agree.disagrees());
         assert!(Class::Inconclusive.disagrees());
     }

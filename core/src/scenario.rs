@@ -729,6 +729,19 @@ pub enum Fault {
 }
 
 impl Fault {
+    /// Every client of `clients` but `client-0` paused from the start for `for_ms`, so that
+    /// `client-0` takes the lock first in either world (who wins the first race otherwise hangs
+    /// on a millisecond of latency).
+    pub fn hold_backs(clients: u32, for_ms: u64) -> Vec<Fault> {
+        (1..clients)
+            .map(|c| Fault::Pause {
+                at_ms: 0,
+                node: format!("client-{c}"),
+                for_ms,
+            })
+            .collect()
+    }
+
     /// When the fault starts.
     pub fn at_ms(&self) -> u64 {
         match self {
@@ -960,6 +973,12 @@ impl Scenario {
     /// The scenario as pretty JSON (what `from_json` reads back to an equal value).
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a scenario always serializes")
+    }
+
+    /// Whether its servers are the members of one ZooKeeper ensemble (members that talk to each
+    /// other and share the sessions), rather than one server or independent masters.
+    pub fn is_zookeeper_ensemble(&self) -> bool {
+        self.algorithm.backend() == Backend::ZooKeeper && self.algorithm.servers(&self.params) > 1
     }
 
     /// The nodes of this scenario.

@@ -31,6 +31,9 @@ use std::collections::BTreeMap;
 /// length lockcheck runs, so the phase is uniform.
 pub const ORIGIN_SPAN_MS: u64 = 3_600_000;
 
+/// The member whose origin every member of a ZooKeeper ensemble shares.
+const ENSEMBLE_CLOCK: &str = "zk-0";
+
 /// Where the servers' monotonic clocks start.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -46,13 +49,9 @@ pub enum ServerClocks {
 
 /// The monotonic reading of server `node` (its name) at the start of a run of `scenario`, in ms.
 pub fn origin_ms(scenario: &Scenario, node: &str) -> u64 {
-    // An ensemble's members read one clock (see the module's documentation).
-    let topology = scenario.topology();
-    let servers = topology.with_role(Role::Server);
-    let ensemble =
-        scenario.algorithm.backend() == crate::scenario::Backend::ZooKeeper && servers.len() > 1;
-    let node = if ensemble {
-        servers.first().map_or(node, |&s| topology.name(s))
+    // An ensemble's members read one clock, its first member's (see the module's documentation).
+    let node = if scenario.is_zookeeper_ensemble() {
+        ENSEMBLE_CLOCK
     } else {
         node
     };
@@ -83,6 +82,13 @@ pub fn check(scenario: &Scenario) -> Result<(), String> {
         .map(|s| topology.name(s))
         .collect();
     for (node, ms) in origins {
+        if scenario.is_zookeeper_ensemble() && node != ENSEMBLE_CLOCK {
+            return Err(format!(
+                "server_clocks.pinned: '{}' is a member of an ensemble, whose members share \
+                 {ENSEMBLE_CLOCK}'s clock in the simulation: pin {ENSEMBLE_CLOCK}",
+                crate::input::clip(node)
+            ));
+        }
         if !servers.contains(&node.as_str()) {
             return Err(format!(
                 "server_clocks.pinned: '{}' is not a server of this scenario (its servers: {})",
@@ -141,6 +147,11 @@ mod tests {
         let mut s = Scenario::new(Algorithm::ZkSequential);
         s.params.nodes = Some(3);
         assert_eq!(origin_ms(&s, "zk-2"), origin_ms(&s, "zk-0"));
+        s.server_clocks = ServerClocks::Pinned([("zk-1".to_string(), 5)].into());
+        assert!(check(&s).unwrap_err().contains("pin zk-0"));
+        s.server_clocks = ServerClocks::Pinned([("zk-0".to_string(), 5)].into());
+        check(&s).unwrap();
+        assert_eq!(origin_ms(&s, "zk-2"), 5);
     }
 
     #[test]

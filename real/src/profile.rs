@@ -225,13 +225,7 @@ fn hold_back_others(shape: &Shape, story: &str) -> Result<Vec<Fault>, ScenarioEr
              take it meanwhile)"
         )));
     }
-    Ok((1..shape.clients)
-        .map(|c| Fault::Pause {
-            at_ms: 0,
-            node: format!("client-{c}"),
-            for_ms: (shape.ttl_ms / 10).max(1),
-        })
-        .collect())
+    Ok(Fault::hold_backs(shape.clients, (shape.ttl_ms / 10).max(1)))
 }
 
 /// Sets what ends a silent holder's lock in `scenario` to `ms`: the lease (`ttl_ms`) of the Redis

@@ -214,7 +214,7 @@ async fn launch(
 > {
     let topology = scenario.topology();
     let server_nodes = topology.with_role(Role::Server);
-    if scenario.algorithm.backend() == Backend::ZooKeeper && server_nodes.len() > 1 {
+    if scenario.is_zookeeper_ensemble() {
         let (addrs, ensemble) = ensemble::launch(scenario, launcher).await?;
         return Ok((addrs, BTreeMap::new(), Some(ensemble)));
     }

@@ -107,8 +107,7 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
             )));
         }
         if on_server
-            && scenario.algorithm.backend() == lockcheck_core::scenario::Backend::ZooKeeper
-            && topology.with_role(Role::Server).len() > 1
+            && scenario.is_zookeeper_ensemble()
             && matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
         {
             return Err(RealError::Unsupported(format!(

@@ -20,7 +20,7 @@ use std::sync::Arc;
 pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
     match world.scenario.algorithm.backend() {
         Backend::Redis => server::start::<RedisServer>(handle, world, node),
-        Backend::ZooKeeper if world.topology.with_role(Role::Server).len() > 1 => {
+        Backend::ZooKeeper if world.scenario.is_zookeeper_ensemble() => {
             world.ensemble.get_or_init(|| {
                 let members = world.topology.with_role(Role::Server);
                 let started = members

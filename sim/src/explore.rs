@@ -426,12 +426,10 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     };
     let mut clients = named(Role::Client);
     clients.truncate(2); // client-2 exists only when three clients are drawn
-    let servers = named(Role::Server);
     let cast = Cast {
         clients,
-        ensemble: algorithm.backend() == lockcheck_core::scenario::Backend::ZooKeeper
-            && servers.len() > 1,
-        servers,
+        servers: named(Role::Server),
+        ensemble: template.is_zookeeper_ensemble(),
     };
     let units: Vec<BoxedStrategy<Vec<Fault>>> =
         concrete(&options.profiles, params.redis.replicas > 0)

@@ -34,8 +34,8 @@ use lockcheck_core::margin::{self, DEFAULT_MARGIN_MS};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{shell_quote, Report};
 use lockcheck_core::scenario::{Fault, Scenario};
-use lockcheck_real::profile::Shape;
-use lockcheck_real::{RealError, Servers};
+use lockcheck_real::signals::Signal;
+use lockcheck_real::{RealError, RealRun};
 use lockcheck_sim::explore::{check_options, draw, scenarios_where, ExploreOptions};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -133,7 +133,8 @@ struct Story {
     class: Class,
     simulation: Seen,
     real: Vec<Seen>,
-    /// Why the story is within the margin, when it is (only a given scenario can be).
+    /// Why the story is within the margin, when it is: a given scenario's fault span near a
+    /// threshold, or a disagreement resting on an overlap shorter than the margin.
     #[serde(skip_serializing_if = "Option::is_none")]
     within_margin: Option<String>,
     /// The disagreement's folder, relative to the output directory.
@@ -213,21 +214,15 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
         let mut real_reports = Vec::new();
         let mut failed = None;
         for _ in 0..args.repeat {
-            // A server that would not start (a busy machine: a JVM past its readiness wait) costs
-            // the story, not the search: once more, then the story is set aside, said and
-            // counted.
-            let run = match real_run(scenario).or_else(|stop| match stop {
-                Stop::Failed(_) => real_run(scenario),
-                stop => Err(stop),
-            }) {
-                Ok(run) => run,
-                Err(Stop::Failed(e)) => {
+            let run = match real_run(scenario) {
+                Ok(Ok(run)) => run,
+                Ok(Err(e)) => {
                     failed = Some(e.to_string());
                     break;
                 }
-                Err(stop) => {
+                Err(signal) => {
                     bar.finish_and_clear();
-                    return stop.into_exit(name);
+                    return Ok(interrupted(signal, name));
                 }
             };
             real_runs += 1;
@@ -293,9 +288,9 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
                 let (shrunk, spent) =
                     match shrink(scenario, class, args.repeat, args.margin_ms, shrink_budget) {
                         Ok(done) => done,
-                        Err(stop) => {
+                        Err(signal) => {
                             bar.finish_and_clear();
-                            return stop.into_exit(name);
+                            return Ok(interrupted(signal, name));
                         }
                     };
                 shrink_budget -= spent;
@@ -303,7 +298,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
                 story.shrink_runs = Some(spent);
                 if let Some(shrunk) = shrunk {
                     let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
-                    std::fs::write(folder.join("shrunk.json"), pretty(&shrunk)?)
+                    std::fs::write(folder.join("shrunk.json"), shrunk.to_json() + "\n")
                         .map_err(|e| usage(format!("{}: {e}", folder.display())))?;
                     story.shrunk = Some(shrunk);
                 }
@@ -332,10 +327,10 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
             say!("  {name}: {e}");
         }
     }
-    let mut counts: Vec<(Class, usize)> = Vec::new();
-    for class in Class::ALL {
-        counts.push((class, clear(&results, class)));
-    }
+    let counts: Vec<(Class, usize)> = Class::ALL
+        .iter()
+        .map(|&class| (class, clear(&results, class)))
+        .collect();
     let summary = Summary {
         lockcheck: env!("CARGO_PKG_VERSION"),
         algorithm,
@@ -345,11 +340,8 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
         repeat: args.repeat,
         margin_ms: args.margin_ms,
         stories: &results,
-        counts: counts.clone(),
-        within_margin: results
-            .iter()
-            .filter(|s| s.class.disagrees() && s.within_margin.is_some())
-            .count(),
+        counts,
+        within_margin: apart(&results),
         not_run: &not_run,
         real_runs,
         real_seconds: elapsed.as_secs(),
@@ -371,16 +363,9 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
 fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario)>> {
     lockcheck_core::limits::within("--stories", args.stories, 1, 10_000).map_err(usage)?;
     let algorithm = parse_algorithm(args.algorithm.as_deref().unwrap_or_default())?;
-    lockcheck_real::support::check_algorithm(algorithm).map_err(|e| usage(e.to_string()))?;
-    let profiles = FaultProfile::parse_list(&args.faults).map_err(usage)?;
-    // The lease as real mode's: short, so that a real run takes seconds.
     let mut template = Scenario::new(algorithm);
-    let ttl = super::real::lease(algorithm, args.ttl_ms, &args.params)?
-        .unwrap_or(Shape::for_algorithm(algorithm).ttl_ms);
-    lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
-    lockcheck_real::profile::set_lease(&mut template, ttl);
-    template.params.nodes = args.nodes;
-    args.params.apply(algorithm, &mut template.params)?;
+    template.params = super::real::search_params(algorithm, args.ttl_ms, args.nodes, &args.params)?;
+    let profiles = FaultProfile::parse_list(&args.faults).map_err(usage)?;
     let options = ExploreOptions {
         params: template.params.clone(),
         max_drift: args
@@ -426,7 +411,7 @@ pub const HOLD_BACK_MS: u64 = 200;
 /// reason: FIDELITY.md). What the real stories of `lockcheck real --faults` do too.
 fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
     let mut held = scenario.clone();
-    held.faults = (1..scenario.clients).map(hold_back).collect();
+    held.faults = Fault::hold_backs(scenario.clients, HOLD_BACK_MS);
     held.faults.extend(scenario.faults.iter().cloned());
     // A drawn pause of its own that the hold-back would overlap keeps the story as drawn.
     if held.validate().is_ok() {
@@ -436,59 +421,48 @@ fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
     }
 }
 
-/// The hold-back of client `c`.
-fn hold_back(c: u32) -> Fault {
-    Fault::Pause {
-        at_ms: 0,
-        node: format!("client-{c}"),
-        for_ms: HOLD_BACK_MS,
-    }
-}
-
 /// Whether `fault` is a hold-back (which shrinking keeps: without it the story is a race).
 fn is_hold_back(fault: &Fault) -> bool {
-    matches!(fault, Fault::Pause { at_ms: 0, node, for_ms: HOLD_BACK_MS } if node != "client-0" && node.starts_with("client-"))
+    matches!(fault, Fault::Pause { at_ms: 0, node, for_ms: HOLD_BACK_MS }
+        if node != "client-0" && node.starts_with("client-"))
 }
 
-/// Why a real run stopped the search.
-enum Stop {
-    Interrupted(lockcheck_real::signals::Signal),
-    Failed(RealError),
+/// Says that the search was interrupted at `story`, and returns the signal's exit code.
+fn interrupted(signal: Signal, story: &str) -> u8 {
+    eprintln!(
+        "lockcheck: interrupted by {} at story {story} (every server it started was stopped)",
+        signal.name()
+    );
+    signal.exit_code()
 }
 
-impl Stop {
-    fn into_exit(self, story: &str) -> anyhow::Result<u8> {
-        match self {
-            Stop::Interrupted(signal) => {
-                eprintln!(
-                    "lockcheck: interrupted by {} at story {story} (every server it started was stopped)",
-                    signal.name()
-                );
-                Ok(signal.exit_code())
-            }
-            Stop::Failed(e) => Err(usage(format!("story {story}: {e}"))),
-        }
+/// A real run of `scenario` against servers started for it, tried once more when it fails (a
+/// server that would not start on a busy machine: a JVM past its readiness wait), so that such a
+/// failure costs a story, not the search. `Err` only when a signal interrupted it; `Ok(Err)`
+/// when both tries failed.
+fn real_run(scenario: &Scenario) -> Result<Result<RealRun, RealError>, Signal> {
+    match lockcheck_real::run(scenario) {
+        Err(RealError::Interrupted(signal)) => Err(signal),
+        Err(_) => match lockcheck_real::run(scenario) {
+            Err(RealError::Interrupted(signal)) => Err(signal),
+            second => Ok(second),
+        },
+        first => Ok(first),
     }
-}
-
-fn real_run(scenario: &Scenario) -> Result<lockcheck_real::RealRun, Stop> {
-    lockcheck_real::run_on(scenario, &Servers::Launched).map_err(|e| match e {
-        RealError::Interrupted(signal) => Stop::Interrupted(signal),
-        e => Stop::Failed(e),
-    })
 }
 
 /// Shrinks a disagreeing story: drops a fault (a crash with its restart), a client, sections,
 /// keeping a candidate when the simulation's safety verdict is unchanged and every one of
-/// `repeat` real runs still disagrees with it. Spends at most `budget` real runs; returns the
-/// smallest story found (if smaller than `scenario`) and the real runs spent.
+/// `repeat` real runs still disagrees with it. Spends at most `budget` real runs (a real run that
+/// fails twice ends the shrinking); returns the smallest story found (if smaller than
+/// `scenario`) and the real runs spent; `Err` when a signal interrupted it.
 fn shrink(
     scenario: &Scenario,
     class: Class,
     repeat: u32,
     margin_ms: u64,
     budget: u32,
-) -> Result<(Option<Scenario>, u32), Stop> {
+) -> Result<(Option<Scenario>, u32), Signal> {
     let mut spent = 0u32;
     let mut current = scenario.clone();
     let mut shrunk = false;
@@ -511,7 +485,9 @@ fn shrink(
                 if spent >= budget {
                     break 'outer;
                 }
-                let run = real_run(&candidate)?;
+                let Ok(run) = real_run(&candidate)? else {
+                    break 'outer;
+                };
                 spent += 1;
                 real.push(Seen::of(&run.outcome));
                 if classify(&sim, &real) != class {
@@ -576,11 +552,11 @@ fn write_folder(
     sim_report: &mut Report,
     real_reports: &mut [Report],
 ) -> anyhow::Result<String> {
-    let name = format!("{}-{}", story.name, kebab(story.class));
+    let name = format!("{}-{}", story.name, story.class.name());
     let dir = out.join(&name);
     std::fs::create_dir_all(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
     let scenario_path = dir.join("scenario.json");
-    std::fs::write(&scenario_path, pretty(&story.scenario)?)
+    std::fs::write(&scenario_path, story.scenario.to_json() + "\n")
         .map_err(|e| usage(format!("{}: {e}", scenario_path.display())))?;
     let quoted = shell_quote(&scenario_path.display().to_string());
     let sim_json = sim_report.write(&dir, "simulation")?;
@@ -683,53 +659,55 @@ fn clear(results: &[Story], class: Class) -> usize {
         .count()
 }
 
-fn print_summary(args: &DifferentialArgs, results: &[Story], real_runs: u32, elapsed: Duration) {
-    let apart = results
+/// The disagreements within margin, reported apart.
+fn apart(results: &[Story]) -> usize {
+    results
         .iter()
         .filter(|s| s.class.disagrees() && s.within_margin.is_some())
-        .count();
+        .count()
+}
+
+fn print_summary(args: &DifferentialArgs, results: &[Story], real_runs: u32, elapsed: Duration) {
     say!(
         "{} stor{}: {} agree, {} sim safe/real unsafe, {} sim unsafe/real safe, {} inconclusive, \
-         {apart} disagreement(s) within margin reported apart ({real_runs} real runs, {:.0} s)",
+         {} disagreement(s) within margin reported apart ({real_runs} real runs, {:.0} s)",
         results.len(),
         if results.len() == 1 { "y" } else { "ies" },
         results.iter().filter(|s| s.class == Class::Agree).count(),
         clear(results, Class::SimSafeRealUnsafe),
         clear(results, Class::SimUnsafeRealSafe),
         clear(results, Class::Inconclusive),
+        apart(results),
         elapsed.as_secs_f64()
     );
     // Worst first; those within margin last, apart.
     let mut order: Vec<&Story> = results.iter().filter(|s| s.class.disagrees()).collect();
     order.sort_by_key(|s| (s.within_margin.is_some(), s.class));
     for story in order {
-        {
-            let class = story.class;
-            let apart = if story.within_margin.is_some() {
-                " (within margin, reported apart)"
-            } else {
-                ""
-            };
-            say!("{}{apart}: story {}", class.word(), story.name);
-            let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
-            let quoted = shell_quote(&folder.join("scenario.json").display().to_string());
-            for line in summary_lines(story, &quoted).iter().skip(1) {
-                say!("  {line}");
-            }
-            say!("  side by side: {}", folder.join("compare.html").display());
-            match (&story.shrunk, story.shrink_runs) {
-                (Some(shrunk), _) => say!(
-                    "  shrunk to {} fault(s), {} clients: {}",
-                    shrunk.faults.len(),
-                    shrunk.clients,
-                    folder.join("shrunk.json").display()
-                ),
-                (None, Some(spent)) => say!(
-                    "  not shrunk: no smaller story kept the disagreement ({spent} real run(s) \
-                     spent trying)"
-                ),
-                (None, None) => {}
-            }
+        let apart = if story.within_margin.is_some() {
+            " (within margin, reported apart)"
+        } else {
+            ""
+        };
+        say!("{}{apart}: story {}", story.class.word(), story.name);
+        let folder = args.out.join(story.folder.as_deref().unwrap_or_default());
+        let quoted = shell_quote(&folder.join("scenario.json").display().to_string());
+        for line in summary_lines(story, &quoted).iter().skip(1) {
+            say!("  {line}");
+        }
+        say!("  side by side: {}", folder.join("compare.html").display());
+        match (&story.shrunk, story.shrink_runs) {
+            (Some(shrunk), _) => say!(
+                "  shrunk to {} fault(s), {} clients: {}",
+                shrunk.faults.len(),
+                shrunk.clients,
+                folder.join("shrunk.json").display()
+            ),
+            (None, Some(spent)) => say!(
+                "  not shrunk: no smaller story kept the disagreement ({spent} real run(s) \
+                 spent trying)"
+            ),
+            (None, None) => {}
         }
     }
 }
@@ -765,7 +743,8 @@ fn markdown(summary: &Summary) -> String {
     md
 }
 
-/// "standalone", "3 servers", "ensemble of 3": what the stories ran on.
+/// "one server", "3 servers", "a primary and 1 replica(s) under Sentinel": what the stories
+/// ran on.
 fn topology_text(scenario: &Scenario) -> String {
     let servers = scenario
         .topology()
@@ -779,17 +758,4 @@ fn topology_text(scenario: &Scenario) -> String {
     } else {
         format!("{servers} servers")
     }
-}
-
-fn kebab(class: Class) -> &'static str {
-    match class {
-        Class::SimSafeRealUnsafe => "sim-safe-real-unsafe",
-        Class::SimUnsafeRealSafe => "sim-unsafe-real-safe",
-        Class::Inconclusive => "inconclusive",
-        Class::Agree => "agree",
-    }
-}
-
-fn pretty(scenario: &Scenario) -> anyhow::Result<String> {
-    Ok(serde_json::to_string_pretty(scenario)? + "\n")
 }

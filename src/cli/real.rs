@@ -180,20 +180,12 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     } = args;
     if let Some(cases) = cases {
         let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
-        lockcheck_real::support::check_algorithm(algorithm).map_err(|e| usage(e.to_string()))?;
-        // The lease as a story's: real mode's short default, so that a case takes seconds.
-        let mut s = Scenario::new(algorithm);
-        let ttl =
-            lease(algorithm, ttl_ms, &flags)?.unwrap_or(Shape::for_algorithm(algorithm).ttl_ms);
-        lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
-        lockcheck_real::profile::set_lease(&mut s, ttl);
-        s.params.nodes = nodes;
-        s.params.key = key;
-        flags.apply(algorithm, &mut s.params)?;
+        let mut params = search_params(algorithm, ttl_ms, nodes, &flags)?;
+        params.key = key;
         return super::real_search::search(super::real_search::RealSearch {
             algorithm,
             faults,
-            params: s.params,
+            params,
             cases,
             seed: seed.unwrap_or(0),
             max_drift: max_drift.unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
@@ -309,9 +301,28 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
     run(&scenario, &servers, client.as_ref(), report.as_deref())
 }
 
+/// The parameters of a search of real runs of `algorithm` (`real --cases`, `differential`): the
+/// lease real mode's short default unless a flag gives one (so that a case takes seconds), the
+/// servers `nodes`, and the other flags. Refuses an algorithm real mode does not run.
+pub(super) fn search_params(
+    algorithm: Algorithm,
+    ttl_ms: Option<u64>,
+    nodes: Option<u32>,
+    flags: &ParamArgs,
+) -> anyhow::Result<lockcheck_core::scenario::Params> {
+    lockcheck_real::support::check_algorithm(algorithm).map_err(|e| usage(e.to_string()))?;
+    let mut s = Scenario::new(algorithm);
+    let ttl = lease(algorithm, ttl_ms, flags)?.unwrap_or(Shape::for_algorithm(algorithm).ttl_ms);
+    lockcheck_real::profile::check_lease(algorithm, ttl).map_err(|e| usage(e.to_string()))?;
+    lockcheck_real::profile::set_lease(&mut s, ttl);
+    s.params.nodes = nodes;
+    flags.apply(algorithm, &mut s.params)?;
+    Ok(s.params)
+}
+
 /// The lease of the run in ms: `--ttl-ms`, or the flag that is `algorithm`'s lease
 /// (`--session-timeout-ms`, …); both given, they must agree.
-pub(super) fn lease(
+fn lease(
     algorithm: Algorithm,
     ttl_ms: Option<u64>,
     flags: &ParamArgs,

@@ -244,11 +244,11 @@ impl EtcdServer {
         let logged = self.model.borrow().logged();
         if self.persisted.replace(Some(logged)) != Some(logged) {
             self.node.disk.sync(self.model.borrow().snapshot());
+            // A revocation (by the lessor or a `LeaseRevoke`) is such a change: keep-alives
+            // waiting for one look again. (A renewal is not, and leaves them asleep.)
+            self.revocations.notify();
         }
         self.answer_watches();
-        // Keep-alives waiting for a lease's revocation (by the lessor or a `LeaseRevoke`) look
-        // again.
-        self.revocations.notify();
     }
 
     /// Pushes the deletions the waiting watches look for, and forgets those watches.
