@@ -84,14 +84,16 @@ fn a_paused_holders_plain_del_frees_the_next_holders_real_lock() {
     let _serial = one_at_a_time();
     let s = profile::scenario(Algorithm::RedisPlainDel, Profile::Pause, &shape(3, 2_000)).unwrap();
     let real = run_real(&s);
-    assert_two_holders_including(&real, "client-1");
+    // Which waiter takes the lock after client-0's lease is a race between the two (held back
+    // equally); whichever it is, client-0's DEL frees its lock and lets the other in beside it.
     assert!(
         real.outcome
             .violations
             .iter()
             .any(|v| v.kind == ViolationKind::MutualExclusion
+                && v.clients.iter().any(|c| c == "client-1")
                 && v.clients.iter().any(|c| c == "client-2")),
-        "client-0's DEL let client-2 in beside client-1: {:#?}",
+        "client-0's DEL let one waiter in beside the other: {:#?}",
         real.outcome.violations
     );
 }
