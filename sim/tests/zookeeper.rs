@@ -627,3 +627,68 @@ fn a_cut_just_past_a_session_timeout_is_unsafe_at_some_tick_phases_and_not_at_ot
         .collect();
     assert_eq!(verdicts.len(), 2, "40 seeds gave one verdict: {verdicts:?}");
 }
+
+/// A follower cut off from its leader, not from its clients, answers their pings from its own
+/// replica, which never gets the leader's close of the holder's session: a careful client (it
+/// checks its session before each access) hears nothing wrong and works on beside the next
+/// holder until its follower gives up (`syncLimit`). With the cut over before the session
+/// timeout, nothing expires and the careful client is safe.
+#[test]
+fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
+    let s = story("zk-ensemble-follower-cut-careful.json");
+    assert!(s.workload.check_before_access);
+    let outcome = run(&s);
+    let v = outcome
+        .violations
+        .first()
+        .unwrap_or_else(|| panic!("no violation: {:#?}", outcome.history.entries));
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert_eq!(v.clients, vec!["client-0", "client-1"]);
+    assert_eq!(expiries(&outcome.history.entries).len(), 1);
+
+    let mut short = s.clone();
+    if let Fault::Partition { for_ms, .. } = &mut short.faults[1] {
+        *for_ms = 2_000;
+    }
+    let outcome = run(&short);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    assert!(expiries(&outcome.history.entries).is_empty());
+}
+
+/// A leader cut off from both followers cannot commit: the holder's session, past its deadline
+/// on the leader's clock, is closing but not closed, so the client on the leader's side never
+/// enters beside the holder; the leader steps down after `syncLimit`, the followers elect
+/// another that gives every session a full timeout, and everyone works in turn. Healed before
+/// `syncLimit`, the leader still leads and its held close commits with the quorum back: the
+/// session ends then, and the next waiter enters beside the holder.
+#[test]
+fn a_leader_left_in_a_minority_closes_no_session_until_its_quorum_is_back() {
+    let s = story("zk-ensemble-leader-in-a-minority.json");
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    let history = &outcome.history.entries;
+    assert!(expiries(history).is_empty(), "{history:#?}");
+    assert!(!release_found_it_gone(history, "client-0"));
+    assert!(noted(history, "zk-2", "stopped serving"));
+    assert!(noted(history, "zk-1", "elected leader"));
+    for client in ["client-0", "client-1", "client-2"] {
+        assert_eq!(accepted(history, client, Phase::Enter), 1, "{client}");
+    }
+
+    let mut healed_early = s.clone();
+    if let Fault::Partition { for_ms, .. } = &mut healed_early.faults[2] {
+        *for_ms = 9_000; // 1 s before the followers give up (syncLimit: 5 ticks of 2 s)
+    }
+    healed_early.workload.hold_ms = 12_000; // the holder still inside at the heal
+    let outcome = run(&healed_early);
+    let history = &outcome.history.entries;
+    let at = expiries(history);
+    assert!(
+        at.len() == 2 && at.iter().all(|&t| (10_000.0..10_001.0).contains(&t)),
+        "the closes commit at the heal (10 s): {at:?}"
+    );
+    assert!(!noted(history, "zk-2", "stopped serving"));
+    let v = outcome.violations.first().expect("two holders");
+    assert_eq!(v.kind, ViolationKind::MutualExclusion);
+    assert!(v.clients.contains(&"client-0".to_string()));
+}

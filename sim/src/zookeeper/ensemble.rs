@@ -1,28 +1,44 @@
-//! A simulated ZooKeeper ensemble's shared state: one replicated tree, who leads, who serves,
-//! and the rules by which members follow, give up, and elect, as ZooKeeper's quorum peers do.
+//! A simulated ZooKeeper ensemble's shared state: the committed tree, each member's replica of
+//! it, who leads, who serves, and the rules by which members follow, give up, and elect, as
+//! ZooKeeper's quorum peers do.
 //!
-//! - **One tree.** Every transaction is applied by the leader, which has a quorum (it steps down
-//!   otherwise), so every member serves the same committed tree: followers do not lag here.
+//! - **Commits need a quorum.** A transaction (creating or closing a session, a create, delete
+//!   or setData) is proposed by the leader and commits once a quorum of members — the leader
+//!   and the serving followers it reaches — has it; until then the request waits, and a leader
+//!   that never gets its quorum back steps down with its proposals uncommitted (a real
+//!   minority leader's proposals are truncated by the next leader), so its clients' requests
+//!   end with their connections. Since any quorum overlaps every other, the committed tree
+//!   ([`State::tree`]) is the one every future leader starts from.
+//! - **Each member its own replica.** A follower applies commits when its leader reaches it;
+//!   one cut off from the leader falls behind ([`State::replicas`]). It answers its clients'
+//!   pings from what it has (the real `LearnerSessionTracker.touchSession` answers them
+//!   without asking anyone), so a client whose session the leader has closed keeps hearing
+//!   from a cut-off follower until that follower gives up — the story where a careful client
+//!   that checks its session before each access is not safe. (Reads still go to the leader;
+//!   see the README's "What the simulation does not model".)
 //! - **Sessions are the leader's.** Deadlines are on the leader's monotonic clock, in its
 //!   session tracker (`SessionTrackerImpl`); a client's pings to a follower are answered by the
 //!   follower, which notes the session as touched (`LearnerSessionTracker`) and reports it in its
 //!   answer to the leader's next ping (every tick/2), when the leader renews it. A leader that
 //!   comes back from a pause runs its expirer before any follower's report can reach it, so a
 //!   session whose deadline passed meanwhile ends, however recently its client pinged its
-//!   follower. A new leader gives every session a full timeout from its election, as ZooKeeper's
-//!   new leader does when it loads its session tracker.
+//!   follower. A session's end is a `closeSession` proposal: a leader without a quorum marks
+//!   it closing (no ping renews it any more) and commits it when the quorum is back, or never.
+//!   A new leader gives every session a full timeout from its election, as ZooKeeper's new
+//!   leader does when it loads its session tracker.
 //! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (or whose
 //!   leader's process died: TCP reset) gives up; a leader that has not heard a quorum of
 //!   followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper counts ticks
 //!   the leader lived through, so its own pause does not count). A member that gives up stops
 //!   serving: it closes its clients' connections and refuses new ones, so they move on.
 //! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
-//!   follows it if they reach each other; otherwise, when it reaches a quorum of members that
-//!   serve no one either, the highest of them becomes the leader (ZooKeeper's vote among members
-//!   with the same history) and they follow it. A member reaches another when neither is
-//!   crashed or paused and no partition cuts the link between them.
+//!   follows it if they reach each other (catching up from it first); otherwise, when it
+//!   reaches a quorum of members that serve no one either, the highest of them becomes the
+//!   leader (ZooKeeper's vote among members with the same history) and they follow it. A member
+//!   reaches another when neither is crashed or paused and no partition cuts the link between
+//!   them.
 
-use super::model::{SessionId, WatchEvent, ZkModel};
+use super::model::{SessionId, WatchEvent, ZkModel, Zxid};
 use crate::world::World;
 use lockcheck_core::scenario::SYNC_LIMIT_TICKS;
 use std::collections::{BTreeMap, BTreeSet};
@@ -47,6 +63,9 @@ pub struct State {
     pub members: Vec<usize>,
     /// The committed tree, with the sessions and their deadlines on the leader's clock.
     pub tree: ZkModel,
+    /// Per member: what its replica has applied of [`State::tree`] (the leader's is always
+    /// current; a follower's when its leader last reached it).
+    pub replicas: Vec<Replica>,
     /// The leader (server order), if there is one.
     pub leader: Option<usize>,
     /// Leader elections so far.
@@ -69,6 +88,15 @@ pub struct State {
     pub ephemerals: BTreeMap<SessionId, BTreeSet<String>>,
 }
 
+/// What a member's replica has applied: enough to answer a ping and to say how far it is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replica {
+    /// The last committed transaction it applied.
+    pub zxid: Zxid,
+    /// The sessions open as of that transaction.
+    pub sessions: BTreeSet<SessionId>,
+}
+
 /// An ensemble's shared state, kept in the [`World`] (`World::ensemble`).
 pub struct Ensemble(Mutex<State>);
 
@@ -82,6 +110,7 @@ impl Ensemble {
         debug_assert_eq!(started_ms.len(), n);
         Ensemble(Mutex::new(State {
             tree: ZkModel::new(),
+            replicas: vec![Replica::default(); n],
             leader: Some(n - 1),
             epoch: 1,
             serving: vec![true; n],
@@ -132,6 +161,42 @@ impl State {
         !world.is_down(b) && !world.is_paused(b) && !links.is_cut(a, b) && !links.is_cut(b, a)
     }
 
+    /// Whether the leader can commit now: it serves and reaches a quorum of serving members
+    /// (itself included). A proposal waits for this; the leader's acknowledgements here are
+    /// instant, so a follower the leader reaches always has the latest commit.
+    pub fn commits(&self, world: &World) -> bool {
+        let Some(leader) = self.leader else {
+            return false;
+        };
+        if !self.serving[leader] {
+            return false;
+        }
+        let acks = (0..self.members.len())
+            .filter(|&m| self.serving[m] && self.reaches(world, leader, m))
+            .count();
+        acks >= self.quorum()
+    }
+
+    /// Brings every serving member the leader reaches up to the committed tree: the leader
+    /// sends each commit to its followers, and one that lagged catches up on reaching it again.
+    pub fn sync(&mut self, world: &World) {
+        let Some(leader) = self.leader else {
+            return;
+        };
+        if !self.serving[leader] {
+            return;
+        }
+        let zxid = self.tree.last_zxid();
+        for m in 0..self.members.len() {
+            if self.serving[m] && self.reaches(world, leader, m) && self.replicas[m].zxid != zxid {
+                self.replicas[m] = Replica {
+                    zxid,
+                    sessions: self.tree.session_ids().collect(),
+                };
+            }
+        }
+    }
+
     fn stop(&mut self, member: usize, changes: &mut Changes) {
         if std::mem::replace(&mut self.serving[member], false) {
             changes.stopped.push(member);
@@ -139,10 +204,19 @@ impl State {
         self.touched[member].clear();
     }
 
-    /// The leader's expirer at its monotonic `now_ms`.
-    pub fn expire(&mut self, now_ms: u64, changes: &mut Changes) {
+    /// The leader's expirer at its monotonic `now_ms`: each session past its deadline is closed
+    /// by a `closeSession` proposal, which commits only with a quorum. Without one the sessions
+    /// stay closing (past their deadline, so no ping renews them: `touchSession` refuses a
+    /// closing session) until the quorum is back or the leader steps down.
+    pub fn expire(&mut self, world: &World, now_ms: u64, changes: &mut Changes) {
+        if !self.commits(world) {
+            return;
+        }
         let expired = self.tree.expire_due(now_ms, &mut changes.events);
-        changes.expired.extend(expired);
+        if !expired.is_empty() {
+            changes.expired.extend(expired);
+            self.sync(world);
+        }
     }
 
     /// Member `me`'s look at the ensemble every half tick, at its monotonic `now_ms`, with
@@ -161,7 +235,7 @@ impl State {
             Some(leader) if leader == me && self.serving[me] => {
                 self.leader_ticks += 1;
                 // The expirer first: a follower's report answers a ping, a round trip later.
-                self.expire(now_ms, changes);
+                self.expire(world, now_ms, changes);
                 for f in (0..n).filter(|&f| f != me) {
                     if self.serving[f] && self.reaches(world, me, f) {
                         self.acked[f] = self.leader_ticks;
@@ -179,10 +253,13 @@ impl State {
                         .count();
                 if synced < self.quorum() {
                     // "Not sufficient followers synced": back to an election, and so are they.
+                    // What it proposed without a quorum is lost with it.
                     self.leader = None;
                     for m in 0..n {
                         self.stop(m, changes);
                     }
+                } else {
+                    self.sync(world);
                 }
             }
             Some(leader) if self.serving[me] => {
@@ -204,6 +281,8 @@ impl State {
                 self.serving[me] = true;
                 self.heard_leader_ms[me] = now_ms;
                 self.acked[me] = self.leader_ticks;
+                // A member that follows catches up from its leader before it serves.
+                self.sync(world);
                 return;
             }
         }
@@ -231,6 +310,7 @@ impl State {
         // clock. (Watches are the connections' and go with them: every client reconnects and
         // sets its watches again.)
         self.tree = ZkModel::restore(self.tree.snapshot(), mono_of(elected));
+        self.sync(world);
         changes.elected = Some(elected);
         tracing::debug!(
             leader = elected,

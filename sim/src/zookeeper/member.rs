@@ -4,12 +4,14 @@
 //! - A member that does not serve (cut off from a quorum, or looking for a leader) answers every
 //!   request with [`ZkResponse::NotServing`]: the real one closes the connection at once, and
 //!   the client moves to another member.
-//! - Pings are answered by the member the client is connected to; a follower notes the session
-//!   as touched and reports it to the leader at the leader's next ping (every tick/2).
+//! - Pings are answered by the member the client is connected to, from its own replica; a
+//!   follower notes the session as touched and reports it to the leader at the leader's next
+//!   ping (every tick/2).
 //! - Everything else (opening and re-attaching a session, reads and writes) goes to the leader,
 //!   is applied there on the leader's clocks, and answered by the member once the leader has
 //!   it: while the leader cannot be reached (paused, cut off) the request waits, as it waits in
-//!   a real follower's queue, until the leader answers or the member gives up on it.
+//!   a real follower's queue, until the leader answers or the member gives up on it. A
+//!   transaction waits, besides, for the leader to have a quorum to commit it.
 //! - Watch events go to the client from the member its session is connected to.
 //! - Every member wakes every tick/2 to look at the ensemble (follow, give up, elect); the
 //!   leader's expirer wakes at the sessions' deadlines as a standalone server's does.
@@ -93,7 +95,11 @@ impl Server for ZkMember {
     }
 
     fn handle(self: &Rc<Self>, from: Peer, message: ZkMessage) -> Handled {
-        let ZkMessage { request, push_to } = message;
+        let ZkMessage {
+            request,
+            push_to,
+            connection,
+        } = message;
         let at = Attachment {
             member: self.me,
             client: from.node,
@@ -104,22 +110,23 @@ impl Server for ZkMember {
             if !state.serving[self.me] {
                 return Handled::now(ZkReply {
                     response: ZkResponse::NotServing,
-                    zxid: state.tree.last_zxid(),
+                    zxid: state.replicas[self.me].zxid,
                 });
             }
             if let ZkRequest::Ping { session } = request {
-                let response = self.ping(&mut state, session);
+                let response = self.ping(&mut state, session, connection);
                 return Handled::now(ZkReply {
                     response,
-                    zxid: state.tree.last_zxid(),
+                    zxid: state.replicas[self.me].zxid,
                 });
             }
-            if state.leader == Some(self.me) {
-                let reply = self.at_leader(&mut state, at, request);
+            if self.ready(&state, &request) {
+                let reply = self.at_leader(&mut state, at, connection, request);
                 return Handled::now(reply);
             }
         }
-        // A follower: the leader applies it, when it can be reached.
+        // It waits for the leader (a follower's cut off from it) or for a quorum (a proposal),
+        // as a request waits in a real member's queue, until it can go on or the member gives up.
         let member = self.clone();
         Handled::later(async move {
             loop {
@@ -128,13 +135,11 @@ impl Server for ZkMember {
                     if !state.serving[member.me] {
                         return ZkReply {
                             response: ZkResponse::NotServing,
-                            zxid: state.tree.last_zxid(),
+                            zxid: state.replicas[member.me].zxid,
                         };
                     }
-                    if let Some(leader) = state.leader {
-                        if state.reaches(&member.node.world, member.me, leader) {
-                            return member.at_leader(&mut state, at, request);
-                        }
+                    if member.ready(&state, &request) {
+                        return member.at_leader(&mut state, at, connection, request);
                     }
                 }
                 crate::timer::sleep(RETRY).await;
@@ -162,7 +167,8 @@ impl Server for ZkMember {
         let mono = self.node.mono_ms();
         let state = self.ensemble.lock();
         let mut due = self.next_step_ms.get();
-        if state.leader == Some(self.me) && state.serving[self.me] {
+        // Without a quorum the expirer has nothing it can commit: its next look is the step's.
+        if state.leader == Some(self.me) && state.commits(&self.node.world) {
             if let Some(deadline) = state.tree.next_expiry_ms() {
                 due = due.min(deadline);
             }
@@ -186,7 +192,7 @@ impl Server for ZkMember {
                 &mut changes,
             );
         } else if state.leader == Some(self.me) && state.serving[self.me] {
-            state.expire(mono, &mut changes);
+            state.expire(world, mono, &mut changes);
         }
         self.settle(&mut state, changes);
     }
@@ -198,11 +204,15 @@ fn half_tick(state: &State) -> u64 {
 }
 
 impl ZkMember {
-    /// A client's ping, answered here: the leader renews the session itself, a follower notes it
-    /// for its next report.
-    fn ping(&self, state: &mut State, session: u64) -> ZkResponse {
-        if state.tree.session_timeout_ms(session).is_none() {
-            return ZkResponse::Expired;
+    /// A client's ping, answered here: the leader renews the session itself (a closing one, past
+    /// its deadline, it refuses), a follower answers from its replica and notes the session for
+    /// its next report. A real follower answers every ping (`LearnerSessionTracker.touchSession`)
+    /// and closes a session's connection when it applies the session's close, after which the
+    /// client's reconnection learns it expired; answering `Expired` once the replica has the
+    /// close is the same news, a round trip sooner.
+    fn ping(&self, state: &mut State, session: u64, connection: u64) -> ZkResponse {
+        if state.tree.moved_on(session, connection) {
+            return ZkResponse::SessionMoved;
         }
         if state.leader == Some(self.me) {
             return match state.tree.touch(session, self.node.mono_ms()) {
@@ -210,8 +220,30 @@ impl ZkMember {
                 Err(_) => ZkResponse::Expired,
             };
         }
+        if !state.replicas[self.me].sessions.contains(&session) {
+            return ZkResponse::Expired;
+        }
         state.touched[self.me].insert(session);
         ZkResponse::Pong
+    }
+
+    /// Whether `request` can be carried out at the leader now: the leader is reached from here
+    /// and, for a transaction (opening a session, a create, delete or setData), has a quorum to
+    /// commit it.
+    fn ready(&self, state: &State, request: &ZkRequest) -> bool {
+        let Some(leader) = state.leader else {
+            return false;
+        };
+        let world = &self.node.world;
+        if !state.reaches(world, self.me, leader) {
+            return false;
+        }
+        let proposal = match request {
+            ZkRequest::Open { .. } => true,
+            ZkRequest::Op { op, .. } => op.is_write(),
+            ZkRequest::Reconnect { .. } | ZkRequest::Ping { .. } => false,
+        };
+        !proposal || state.commits(world)
     }
 
     /// What the leader's clocks read now.
@@ -223,15 +255,22 @@ impl ZkMember {
     }
 
     /// Applies `request` of the client `at` at the leader: the reply its member gives.
-    fn at_leader(&self, state: &mut State, at: Attachment, request: ZkRequest) -> ZkReply {
+    fn at_leader(
+        &self,
+        state: &mut State,
+        at: Attachment,
+        connection: u64,
+        request: ZkRequest,
+    ) -> ZkReply {
         let (leader, mono, wall) = self.leader_now(state);
         let mut changes = Changes::default();
-        state.expire(mono, &mut changes);
+        state.expire(&self.node.world, mono, &mut changes);
         let fired_by_expiry = changes.events.len();
         let mut events = Vec::new();
         let answer = serve::answer(
             &mut state.tree,
             &mut state.ephemerals,
+            connection,
             request,
             mono,
             wall,
@@ -243,7 +282,8 @@ impl ZkMember {
         if let Some((path, change)) = &answer.change {
             self.record(leader, path, *change, Some(at.client));
         }
-        let zxid = state.tree.last_zxid();
+        state.sync(&self.node.world);
+        let zxid = state.replicas[self.me].zxid;
         debug_assert!(fired_by_expiry <= changes.events.len());
         changes.events.extend(events);
         self.settle(state, changes);
@@ -314,10 +354,8 @@ impl ZkMember {
                 },
             );
         }
-        if let Some(leader) = state.leader {
-            if leader == self.me {
-                self.node.due.offer(state.tree.next_expiry_ms());
-            }
+        if state.leader == Some(self.me) && state.commits(world) {
+            self.node.due.offer(state.tree.next_expiry_ms());
         }
     }
 

@@ -275,6 +275,10 @@ pub struct ZkModel {
     data_watches: BTreeMap<String, BTreeSet<SessionId>>,
     /// Watches left by `getChildren`, by path.
     child_watches: BTreeMap<String, BTreeSet<SessionId>>,
+    /// Each session's connection: the number (counted by its client) of the connection that
+    /// last opened or reconnected it. Not on disk: connections die with the process, and a
+    /// restored session is owned by whichever connection takes it up first.
+    owners: BTreeMap<SessionId, u64>,
     /// The last zxid given out.
     zxid: Zxid,
     /// The id the next session gets. A counter rather than the real server's time-based ids,
@@ -308,6 +312,7 @@ impl ZkModel {
             sessions: BTreeMap::new(),
             data_watches: BTreeMap::new(),
             child_watches: BTreeMap::new(),
+            owners: BTreeMap::new(),
             zxid: 0,
             next_session: 1,
             tick_time_ms,
@@ -322,6 +327,7 @@ impl ZkModel {
             sessions: BTreeMap::new(),
             data_watches: BTreeMap::new(),
             child_watches: BTreeMap::new(),
+            owners: BTreeMap::new(),
             zxid: snapshot.zxid,
             next_session: snapshot.next_session,
             tick_time_ms: snapshot.tick_time_ms,
@@ -399,10 +405,34 @@ impl ZkModel {
         }
     }
 
+    /// The client's `connection` opened or took up `session`: from now on the session's requests
+    /// on its earlier connections are not carried out ([`ZkModel::moved_on`]).
+    pub fn claim(&mut self, session: SessionId, connection: u64) {
+        let owner = self.owners.entry(session).or_insert(connection);
+        *owner = (*owner).max(connection);
+    }
+
+    /// Whether `session` has moved on from `connection`: a later connection of its client has
+    /// opened or reconnected it. A real server closes the session's older connection when it
+    /// reconnects (so what was still on its way there is never read), and an ensemble's leader
+    /// refuses a request from a member that no longer owns the session
+    /// (`SessionMovedException`): either way, the request is not carried out.
+    pub fn moved_on(&self, session: SessionId, connection: u64) -> bool {
+        self.owners
+            .get(&session)
+            .is_some_and(|&owner| connection < owner)
+    }
+
     /// The negotiated timeout of a session that is still open (it may be past its deadline if
     /// [`ZkModel::expire_due`] has not run).
     pub fn session_timeout_ms(&self, session: SessionId) -> Option<u64> {
         self.sessions.get(&session).map(|live| live.timeout_ms)
+    }
+
+    /// The open sessions (some may be past their deadline if [`ZkModel::expire_due`] has not
+    /// run), by id.
+    pub fn session_ids(&self) -> impl Iterator<Item = SessionId> + '_ {
+        self.sessions.keys().copied()
     }
 
     /// The earliest deadline of any open session on the monotonic clock: when the harness
@@ -596,6 +626,7 @@ impl ZkModel {
     /// would receive them.
     fn end_session(&mut self, session: SessionId, events: &mut Vec<WatchEvent>) {
         self.sessions.remove(&session);
+        self.owners.remove(&session);
         for table in [&mut self.data_watches, &mut self.child_watches] {
             table.retain(|_, sessions| {
                 sessions.remove(&session);

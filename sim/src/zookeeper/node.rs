@@ -25,6 +25,10 @@ pub struct ZkMessage {
     pub request: ZkRequest,
     /// The client's address for pushed events.
     pub push_to: SocketAddr,
+    /// Which of the client's connections it came on: the client counts its connections, each
+    /// (re)connection opening the next. A server takes a session's requests only from the
+    /// connection that last opened or reconnected it (see [`ZkResponse::SessionMoved`]).
+    pub connection: u64,
 }
 
 /// What a ZooKeeper server answers: the response, with the last zxid the server had given out
@@ -91,6 +95,12 @@ pub enum ZkResponse {
     /// An ensemble member that serves no one now (cut off from a quorum, or looking for a
     /// leader): the real one closes the connection at once, and the client moves on.
     NotServing,
+    /// The request came on a connection its session has since left, and was not carried out:
+    /// a server closes a session's older connection when the session reconnects
+    /// (`processConnectRequest`: `closeSession(sessionId, CLIENT_RECONNECT)`), and an ensemble's
+    /// leader refuses a request whose session another member now owns
+    /// (`SessionMovedException`). Nobody hears it: the client left that connection behind.
+    SessionMoved,
 }
 
 /// A watch event pushed to a client.
@@ -154,7 +164,12 @@ impl Server for ZkServer {
     }
 
     fn handle(self: &Rc<Self>, from: Peer, message: ZkMessage) -> Handled {
-        let (response, events) = self.apply(from.node, message.push_to, message.request);
+        let (response, events) = self.apply(
+            from.node,
+            message.push_to,
+            message.connection,
+            message.request,
+        );
         let zxid = self.model.borrow().last_zxid();
         let server = self.clone();
         // The events and the reply leave from a task of their own, as they always have: sending
@@ -280,6 +295,7 @@ impl ZkServer {
         &self,
         from: usize,
         addr: SocketAddr,
+        connection: u64,
         request: ZkRequest,
     ) -> (ZkResponse, Vec<WatchEvent>) {
         let (mono, wall) = self.now();
@@ -292,6 +308,7 @@ impl ZkServer {
         let answer = serve::answer(
             &mut model,
             &mut self.ephemerals.borrow_mut(),
+            connection,
             request,
             mono,
             wall,

@@ -55,6 +55,9 @@ struct Session {
     member: usize,
     /// How many servers there are: a lost connection moves to the next member.
     members: usize,
+    /// Its connections so far: each (re)connection opens the next, and its requests carry its
+    /// number (a server carries out a session's requests only from its latest connection).
+    connection: u64,
 }
 
 /// One client's ZooKeeper session, shared with its ping and event tasks.
@@ -95,6 +98,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             pinger: None,
             member: first,
             members: servers.len(),
+            connection: 0,
         }));
         let store = SimZk {
             rpc,
@@ -300,9 +304,21 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     async fn send(&self, request: ZkRequest) -> Result<ZkResponse, StoreError> {
+        let connection = {
+            let mut s = self.session.borrow_mut();
+            if matches!(
+                request,
+                ZkRequest::Open { .. } | ZkRequest::Reconnect { .. }
+            ) {
+                // A connect request is the first on a new connection.
+                s.connection += 1;
+            }
+            s.connection
+        };
         let message = ZkMessage {
             request,
             push_to: self.rpc.local_addr(),
+            connection,
         };
         let server = self.servers[self.session.borrow().member];
         match self.rpc.call(server, message, self.request_timeout).await {
