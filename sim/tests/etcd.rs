@@ -399,3 +399,43 @@ fn a_keep_alive_past_the_ttl_renews_nothing_and_the_next_waiter_enters() {
     quiet.faults.clear();
     assert!(run(&quiet).violations.is_empty());
 }
+
+/// A lease ends one TTL after its last renewal, at the lessor's next check (every 500 ms of the
+/// member's clock), never later: with a 2 s lease the Go client renews every third of it, so a
+/// holder paused at 3 s was last renewed after 2.3 s, and its key goes between 4.3 s and 5.5 s.
+/// The same for every phase of the lessor's loop. (Mutation check: a lease renewed for two TTLs
+/// ends after 6.3 s and fails this.)
+#[test]
+fn a_lease_ends_one_ttl_after_its_last_renewal() {
+    use lockcheck_core::scenario::ServerClocks;
+    for phase in [0, 125, 250, 375] {
+        let mut s = Scenario::new(Algorithm::EtcdMutex);
+        s.params.etcd.lease_ttl_s = Some(2);
+        s.clients = 2;
+        s.workload.acquisitions_per_client = 1;
+        s.workload.hold_ms = 10_000;
+        s.duration_ms = 30_000;
+        s.server_clocks = ServerClocks::Pinned([("etcd-0".to_string(), phase)].into());
+        s.faults = vec![
+            Fault::Pause {
+                at_ms: 0,
+                node: "client-1".into(),
+                for_ms: 300,
+            },
+            Fault::Pause {
+                at_ms: 3_000,
+                node: "client-0".into(),
+                for_ms: 10_000,
+            },
+        ];
+        s.validate().unwrap();
+        let outcome = run(&s);
+        let ended = expiries(&outcome.history.entries);
+        assert_eq!(ended.len(), 1, "phase {phase}: {ended:?}");
+        assert!(
+            (4_300.0..=5_500.0).contains(&ended[0]),
+            "phase {phase}: the holder's lease ended at {} ms",
+            ended[0]
+        );
+    }
+}

@@ -87,6 +87,25 @@ fn a_resent_inner_unlock_frees_the_lock_under_its_holder_up_to_redisson_3_23() {
     }
 }
 
+/// The same story, as the behaviour of 3.24–3.36 (the range that re-sends its unlock under
+/// the latch): the inner unlock is sent twice, and applied once. The count goes 1, 2, 1 and
+/// stays at 1 while client-0 works on one level deep; it reaches 0 only with the outer unlock,
+/// and nobody else is let in meanwhile. (Mutation check: an unlock without the latch in this
+/// range applies the re-send and frees the lock under its holder.)
+#[test]
+fn a_resent_unlock_under_the_latch_applies_once_from_redisson_3_24() {
+    let s = as_variant("redisson-resent-inner-unlock.json", "redisson-3.36");
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    // 1, 2 (nested), 1 (the inner unlock, once), then the outer unlock's 0 and delete.
+    let counts = common::counts(&outcome.history.entries, "client-0");
+    assert_eq!(
+        counts,
+        [Some(1), Some(2), Some(1), Some(0), None],
+        "{counts:?}"
+    );
+}
+
 /// Story: Redisson's default watchdog lease (30 s, renewed every 10 s); client-0 holds the lock
 /// and works for 75 s, 2.5 leases. From 9 s to 28 s every message to or from the server takes
 /// 1.6 s longer: the renewal at 10 s and its three re-sends all arrive (each extends the lease)

@@ -442,3 +442,39 @@ fn shrinking_leaves_a_smaller_case_that_still_fails() {
     );
     assert!(run(shrunk).violated(), "the shrunk case still fails");
 }
+
+/// The watchdog renews every third of the TTL (Redisson's `internalLockLeaseTime / 3`), from
+/// the acquisition to the release: a 3 s lease held for 10 s is extended nine times, each
+/// renewal one second (plus a round trip) after the one before. (Mutation check: a watchdog
+/// renewing every TTL, which lets the lease run out between renewals under any delay, fails
+/// this.)
+#[test]
+fn the_watchdog_renews_every_third_of_the_ttl() {
+    let mut s = Scenario::new(Algorithm::SingleRedis);
+    s.params.ttl_ms = Some(3_000);
+    s.params.watchdog = true;
+    s.clients = 1;
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = 10_000;
+    s.duration_ms = 20_000;
+    s.validate().unwrap();
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:?}", outcome.violations);
+    let renewals: Vec<u64> = outcome
+        .history
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(&e.op, Op::Key { change: lockcheck_core::history::KeyChange::ExpiryChanged,
+                by: Some(by), .. } if by == "client-0")
+        })
+        .map(|e| e.true_ns / 1_000_000)
+        .collect();
+    assert_eq!(renewals.len(), 9, "{renewals:?}");
+    for gap in renewals.windows(2).map(|w| w[1] - w[0]) {
+        assert!(
+            (1_000..1_050).contains(&gap),
+            "renewals a third of the TTL apart: {renewals:?}"
+        );
+    }
+}

@@ -692,3 +692,48 @@ fn a_leader_left_in_a_minority_closes_no_session_until_its_quorum_is_back() {
     assert_eq!(v.kind, ViolationKind::MutualExclusion);
     assert!(v.clients.contains(&"client-0".to_string()));
 }
+
+/// A session ends at the first tick after its deadline, never earlier: the server rounds each
+/// renewal's deadline (last touch + timeout) up to the next tick on its own clock
+/// (`SessionTrackerImpl`'s expiry buckets). With the server's clock at 0 (pinned), the holder's
+/// last renewal before the server stops is at 1 s, so the session is due at 5 s and ends at the
+/// 6 s tick. A server (standalone, or an ensemble's leader) paused from 1 s to 5.5 s, past the
+/// timeout but before the tick, expires nothing when it resumes; paused to 6 s, it expires the
+/// session at once, and the waiter enters beside the holder. (Mutation check: expiring a tick
+/// early, or not rounding at all, fails the first half.)
+#[test]
+fn a_session_expires_at_the_first_tick_after_its_deadline_never_earlier() {
+    use lockcheck_core::scenario::ServerClocks;
+    for ensemble in [false, true] {
+        let mut s = story("zk-ensemble-leader-pause.json");
+        let server = if ensemble { "zk-2" } else { "zk-0" };
+        if !ensemble {
+            s.params.nodes = None;
+        }
+        s.server_clocks = ServerClocks::Pinned([("zk-0".to_string(), 0)].into());
+        for (resume_ms, expires) in [(5_500, false), (6_000, true)] {
+            s.faults[1] = Fault::Pause {
+                at_ms: 1_000,
+                node: server.into(),
+                for_ms: resume_ms - 1_000,
+            };
+            s.validate().unwrap();
+            let outcome = run(&s);
+            let at = expiries(&outcome.history.entries);
+            if expires {
+                assert!(
+                    at.first()
+                        .is_some_and(|&t| (resume_ms as f64..resume_ms as f64 + 1.0).contains(&t)),
+                    "{server} resumed at {resume_ms} ms: the session ends then: {at:?}"
+                );
+                assert!(!outcome.violations.is_empty());
+            } else {
+                assert!(
+                    at.is_empty(),
+                    "{server} resumed at {resume_ms} ms, past the timeout, before the tick: {at:?}"
+                );
+                assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+            }
+        }
+    }
+}
