@@ -147,7 +147,7 @@ impl Class {
 
 /// The class of a story the simulation judged `sim` and the real runs `real` (at least one).
 pub fn classify(sim: &Seen, real: &[Seen]) -> Class {
-    if settled(real) {
+    if runs_split(real) {
         return Class::Inconclusive;
     }
     match (sim.is_unsafe(), real.first().is_some_and(Seen::is_unsafe)) {
@@ -183,9 +183,9 @@ pub fn overlap_within_margin(
     }
 }
 
-/// Whether the class of a story whose real runs so far are `real` is settled whatever more runs
-/// show: once the runs split, the story is inconclusive.
-pub fn settled(real: &[Seen]) -> bool {
+/// Whether the real runs so far, `real`, split (some broke mutual exclusion, some did not): the
+/// story is then inconclusive whatever more runs show.
+pub fn runs_split(real: &[Seen]) -> bool {
     let unsafe_runs = real.iter().filter(|r| r.is_unsafe()).count();
     unsafe_runs != 0 && unsafe_runs != real.len()
 }
@@ -228,8 +228,8 @@ mod tests {
             classify(&unsafe_, std::slice::from_ref(&unsafe_)),
             Class::Agree
         );
-        assert!(settled(&[safe.clone(), unsafe_.clone()]));
-        assert!(!settled(&[safe.clone(), safe]));
+        assert!(runs_split(&[safe.clone(), unsafe_.clone()]));
+        assert!(!runs_split(&[safe.clone(), safe]));
     }
 
     #[test]

@@ -29,7 +29,7 @@ use super::progress::progress_bar_with_eta;
 use super::run::read_scenario_with;
 use super::{parse_algorithm, usage, EXIT_FOUND, EXIT_OK};
 use clap::Args;
-use lockcheck_core::differential::{classify, overlap_within_margin, settled, Class, Seen};
+use lockcheck_core::differential::{classify, overlap_within_margin, runs_split, Class, Seen};
 use lockcheck_core::margin::{self, DEFAULT_MARGIN_MS};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{shell_quote, Report};
@@ -230,7 +230,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
             real.push(Seen::of(&run.outcome));
             real_reports.push(Report::of_real_run(scenario, &run.outcome));
             let agrees_once = args.quick && !classify(&simulation, &real).disagrees();
-            if settled(&real) || agrees_once {
+            if runs_split(&real) || agrees_once {
                 bar.inc(u64::from(args.repeat) - real.len() as u64);
                 break;
             }

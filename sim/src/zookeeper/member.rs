@@ -210,8 +210,17 @@ impl ZkMember {
     /// and closes a session's connection when it applies the session's close, after which the
     /// client's reconnection learns it expired; answering `Expired` once the replica has the
     /// close is the same news, a round trip sooner.
+    ///
+    /// A ping on a connection its session has left is read only if that connection is still
+    /// open: a member closes the session's older connection when the session reconnects *to
+    /// it*; one the session left for another member stays open, and a ping on it renews the
+    /// session as any other (a ping is not checked against the session's owner).
     fn ping(&self, state: &mut State, session: u64, connection: u64) -> ZkResponse {
-        if state.tree.moved_on(session, connection) {
+        let reconnected_here = state
+            .clients
+            .get(&session)
+            .is_some_and(|at| at.member == self.me);
+        if reconnected_here && state.tree.moved_on(session, connection) {
             return ZkResponse::SessionMoved;
         }
         if state.leader == Some(self.me) {
