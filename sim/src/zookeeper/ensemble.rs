@@ -5,10 +5,13 @@
 //! - **Commits need a quorum.** A transaction (creating or closing a session, a create, delete
 //!   or setData) is proposed by the leader and commits once a quorum of members — the leader
 //!   and the serving followers it reaches — has it; until then the request waits, and a leader
-//!   that never gets its quorum back steps down with its proposals uncommitted (a real
-//!   minority leader's proposals are truncated by the next leader), so its clients' requests
-//!   end with their connections. Since any quorum overlaps every other, the committed tree
-//!   ([`State::tree`]) is the one every future leader starts from.
+//!   that never gets its quorum back steps down with its proposals lost, so its clients'
+//!   requests end with their connections. Since any quorum overlaps every other, the committed
+//!   tree ([`State::tree`]) is the one every future leader starts from. (A real minority
+//!   leader's proposals are truncated by a leader elected without it, but committed if it is
+//!   elected again first, its log having the highest zxid: real runs did that when a cut healed
+//!   before the others had finished electing. Elections take no time here, and that case is in
+//!   the README's "What the simulation does not model".)
 //! - **Each member its own replica.** A follower applies commits when its leader reaches it;
 //!   one cut off from the leader falls behind ([`State::replicas`]). It answers its clients'
 //!   pings from what it has (the real `LearnerSessionTracker.touchSession` answers them
