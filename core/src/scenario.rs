@@ -127,7 +127,9 @@ pub struct Params {
     /// ends).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_count: Option<u32>,
-    /// How long a client waits for one reply before treating it as unknown (default 100).
+    /// How long a client waits for one reply before treating it as unknown (default 100). Not
+    /// for the ZooKeeper locks: their client, as the Java client, waits for an answer while its
+    /// connection lives (`sim::zookeeper::store`); it bounds only opening a session in real mode.
     #[serde(default = "default_request_timeout_ms")]
     pub request_timeout_ms: u64,
     /// The version range of the library the algorithm follows whose client behaviour to model

@@ -11,11 +11,14 @@
 //!   abandoned when a request's timeout passes: the next request picks it up.
 //! - **Replies.** Server errors are `Ok(Err(ZkError))`, with the crate's client-side path checks
 //!   reported as [`ZkError::BadArguments`], as the Java client (and the model) do. A request on an
-//!   ended session answers [`ZkError::SessionExpired`] and ends it here too. No answer within the
-//!   request timeout, or a connection lost with the request possibly sent, is
-//!   [`StoreError::Timeout`]: the request may have been applied (the crate sends a request queued
-//!   while disconnected once it reconnects). A server that cannot be reached when a session is
-//!   opened is [`StoreError::Unreachable`].
+//!   ended session answers [`ZkError::SessionExpired`] and ends it here too. A request waits for
+//!   its answer however late it comes, as the Java client's do: only a connection lost with the
+//!   request possibly sent (the crate's own judgement) is [`StoreError::Timeout`], the request
+//!   perhaps applied (the crate sends a request queued while disconnected once it reconnects);
+//!   a request still unanswered after a whole session timeout is given up the same way, a
+//!   backstop the crate's connection loss comes before. Opening a session waits at most the
+//!   request timeout (the opening goes on for the next request). A server that cannot be reached
+//!   when a session is opened is [`StoreError::Unreachable`].
 //! - **Notices.** Session state changes (Connected, Disconnected, Expired) and the watches that
 //!   fire come through [`ZkStore::next_event`] in the order the crate reports them, from the
 //!   session they belong to only (a late event of an ended session is dropped). Each watch is a
@@ -137,9 +140,9 @@ fn first_endpoint_seed(members: usize, preferred: usize) -> Option<u64> {
 }
 
 impl RealZk {
-    /// A store whose sessions go to the server at `addr` asking for `session_timeout`; each
-    /// request waits at most `request_timeout` for its answer (and as long again for a session
-    /// to be opened first). The client passes `gate` before and after every request. Nothing is
+    /// A store whose sessions go to the server at `addr` asking for `session_timeout`; a request
+    /// waits at most `request_timeout` for a session to be opened first, and then for its answer
+    /// until the connection is lost (see the module's documentation). The client passes `gate` before and after every request. Nothing is
     /// connected until the first request. Its tasks are local: it must be used within a tokio
     /// `LocalSet`.
     pub fn new(
@@ -267,7 +270,7 @@ impl RealZk {
     }
 
     /// One request: the gate, a session, the request (given the session and its generation)
-    /// within the timeout, its answer mapped.
+    /// until answered or its connection is lost, its answer mapped.
     async fn call<T, F, Fut>(&self, request: F) -> Result<Result<T, ZkError>, StoreError>
     where
         F: FnOnce(zk::Client, u64) -> Fut,
@@ -278,7 +281,10 @@ impl RealZk {
             let (client, generation) = tokio::time::timeout(self.request_timeout, self.session())
                 .await
                 .map_err(|_| StoreError::Timeout)??;
-            match tokio::time::timeout(self.request_timeout, request(client, generation)).await {
+            // No timeout of its own once sent, as the Java client (and the simulated one): the
+            // answer, however late, or the crate's connection loss (2/5 of the session timeout
+            // without news). The session timeout is a backstop past that.
+            match tokio::time::timeout(self.session_timeout, request(client, generation)).await {
                 Err(_) => Err(StoreError::Timeout),
                 Ok(Ok(value)) => Ok(Ok(value)),
                 Ok(Err(e)) => self.server_error(e, generation).map(Err),

@@ -792,3 +792,51 @@ fn a_leader_left_in_a_minority_expires_no_session() {
         real.outcome.history.entries
     );
 }
+
+/// `sim/tests/scenarios/zk-server-300-ms-away.json`: every message to and from the server is
+/// held up 300 ms by its proxy, three times `request_timeout_ms`. The client waits for its
+/// answers however late (the crate, as the Java client, has no per-request timeout, and
+/// lockcheck's store adds none), so both clients take the lock twice, as in the simulation.
+/// (A store that gave up on every answer later than 100 ms, as both worlds once had it, never
+/// took the lock.)
+#[test]
+fn a_server_slower_than_the_request_timeout_still_serves_its_locks() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("zk-server-300-ms-away.json");
+    let real = run_real(&s);
+    assert_safe(&real);
+    assert_eq!(sections(&real), 4, "{:#?}", real.outcome.history.entries);
+}
+
+/// `sim/tests/scenarios/zk-ensemble-write-on-a-cut-off-follower.json`: client-0's release (a
+/// delete) reaches zk-0 after zk-0 was cut off from the other members, and waits there for a
+/// leader. A real member answers a session's requests in order (`CommitProcessor` queues a
+/// request of a session with one pending, a ping too), so client-0 hears nothing, gives its
+/// connection up and takes its session to another member, where its release is answered before
+/// the leader's deadline for the session. Had zk-0 answered the pings behind the delete,
+/// client-0 would have stayed with it until it stopped serving (`syncLimit`, 10 s), past the
+/// leader's deadline (about 7 s), and its release would have found the session expired.
+#[test]
+fn a_client_whose_write_waits_on_a_cut_off_follower_hears_nothing_and_moves() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("zk-ensemble-write-on-a-cut-off-follower.json");
+    let real = common::run_real(&s, "QuorumPeerMain");
+    assert_safe(&real);
+    assert!(
+        real.outcome
+            .history
+            .entries
+            .iter()
+            .any(|e| e.node == "client-0"
+                && e.kind == lockcheck_core::history::Kind::Ok
+                && matches!(e.op, Op::Release { .. })),
+        "client-0's release was answered: {:#?}",
+        real.outcome.history.entries
+    );
+}

@@ -51,14 +51,7 @@ impl Stores for SimStores {
         // A client starts on member `me mod n` of an ensemble, as in real mode.
         let servers = self.servers();
         let first = self.me % servers.len();
-        SimZk::new(
-            self.rpc.clone(),
-            self.env.clone(),
-            servers,
-            first,
-            session,
-            self.timeout(),
-        )
+        SimZk::new(self.rpc.clone(), self.env.clone(), servers, first, session)
     }
 
     fn mysql(&self) -> SimMysql {

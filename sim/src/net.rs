@@ -730,6 +730,13 @@ impl RpcClient {
         }
     }
 
+    /// Whether a partition that loses messages cuts this node off from `to` now: a connection
+    /// attempt's SYN would be lost (and its kernel send it again after its backoff; see the
+    /// ZooKeeper client's connection attempts). Draws nothing.
+    pub fn cut_off_from(&self, to: usize) -> bool {
+        matches!(cut_route(&self.world, self.me, to), Route::Lose)
+    }
+
     /// The address servers reply and push to.
     pub fn local_addr(&self) -> SocketAddr {
         self.port.addr

@@ -15,7 +15,8 @@
 //! - **Each member its own replica.** A follower applies commits when its leader reaches it;
 //!   one cut off from the leader falls behind ([`State::replicas`]). It answers its clients'
 //!   pings from what it has (the real `LearnerSessionTracker.touchSession` answers them
-//!   without asking anyone), so a client whose session the leader has closed keeps hearing
+//!   without asking anyone; a ping waits only behind its own connection's pending requests,
+//!   `super::member`), so a client whose session the leader has closed keeps hearing
 //!   from a cut-off follower until that follower gives up — the story where a careful client
 //!   that checks its session before each access is not safe. (Reads still go to the leader;
 //!   see the README's "What the simulation does not model".)

@@ -7,6 +7,12 @@
 //! - Pings are answered by the member the client is connected to, from its own replica; a
 //!   follower notes the session as touched and reports it to the leader at the leader's next
 //!   ping (every tick/2).
+//! - A connection's requests are answered in order: one that comes while an earlier one still
+//!   waits (for the leader, or for a quorum) waits behind it, a ping included (the real
+//!   `CommitProcessor` queues every request of a session with a pending one). A ping touches
+//!   the session when it arrives (`ZooKeeperServer.submitRequest` touches before queueing), but
+//!   its answer comes after its predecessors' — so a client whose write waits for a quorum
+//!   hears nothing, and gives its connection up, as the real client does.
 //! - Everything else (opening and re-attaching a session, reads and writes) goes to the leader,
 //!   is applied there on the leader's clocks, and answered by the member once the leader has
 //!   it: while the leader cannot be reached (paused, cut off) the request waits, as it waits in
@@ -25,7 +31,9 @@ use crate::server::{Node, Server};
 use crate::world::World;
 use lockcheck_core::history::{KeyChange, Kind, Op as HistoryOp};
 use lockcheck_core::scenario::Persistence;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +51,10 @@ pub struct ZkMember {
     pusher: crate::net::Port,
     /// When it next looks at the ensemble, on its monotonic clock.
     next_step_ms: Cell<u64>,
+    /// Per client connection (by its push address), the requests still waiting: the next
+    /// ticket to hand out and the ticket answered next. A request that finds none waiting is
+    /// answered at once without a ticket.
+    queues: RefCell<BTreeMap<SocketAddr, (u64, u64)>>,
 }
 
 impl Server for ZkMember {
@@ -87,6 +99,7 @@ impl Server for ZkMember {
             me,
             pusher,
             next_step_ms: Cell::new(first),
+            queues: RefCell::new(BTreeMap::new()),
         }
     }
 
@@ -105,7 +118,8 @@ impl Server for ZkMember {
             client: from.node,
             push_to,
         };
-        {
+        let queued = self.queues.borrow().contains_key(&push_to);
+        let ping = {
             let mut state = self.ensemble.lock();
             if !state.serving[self.me] {
                 return Handled::now(ZkReply {
@@ -113,37 +127,68 @@ impl Server for ZkMember {
                     zxid: state.replicas[self.me].zxid,
                 });
             }
-            if let ZkRequest::Ping { session } = request {
-                let response = self.ping(&mut state, session, connection);
-                return Handled::now(ZkReply {
-                    response,
-                    zxid: state.replicas[self.me].zxid,
-                });
+            match request {
+                // Touched on arrival; answered now, or after what waits before it.
+                ZkRequest::Ping { session } => {
+                    let response = self.ping(&mut state, session, connection);
+                    let reply = ZkReply {
+                        response,
+                        zxid: state.replicas[self.me].zxid,
+                    };
+                    if !queued {
+                        return Handled::now(reply);
+                    }
+                    Some(reply)
+                }
+                _ if !queued && self.ready(&state, &request) => {
+                    return Handled::now(self.at_leader(&mut state, at, connection, request));
+                }
+                _ => None,
             }
-            if self.ready(&state, &request) {
-                let reply = self.at_leader(&mut state, at, connection, request);
-                return Handled::now(reply);
-            }
-        }
-        // It waits for the leader (a follower's cut off from it) or for a quorum (a proposal),
-        // as a request waits in a real member's queue, until it can go on or the member gives up.
+        };
+        // It waits for the requests before it on its connection, then for the leader (a
+        // follower's cut off from it) or for a quorum (a proposal), as a request waits in a real
+        // member's queue, until it can go on or the member gives up.
+        let ticket = {
+            let mut queues = self.queues.borrow_mut();
+            let (next, _) = queues.entry(push_to).or_insert((0, 0));
+            *next += 1;
+            *next - 1
+        };
         let member = self.clone();
         Handled::later(async move {
-            loop {
-                {
+            let mut ping = ping;
+            let reply = loop {
+                let turn = member
+                    .queues
+                    .borrow()
+                    .get(&push_to)
+                    .is_some_and(|&(_, serving)| serving == ticket);
+                if turn {
+                    if let Some(reply) = ping.take() {
+                        break reply;
+                    }
                     let mut state = member.ensemble.lock();
                     if !state.serving[member.me] {
-                        return ZkReply {
+                        break ZkReply {
                             response: ZkResponse::NotServing,
                             zxid: state.replicas[member.me].zxid,
                         };
                     }
                     if member.ready(&state, &request) {
-                        return member.at_leader(&mut state, at, connection, request);
+                        break member.at_leader(&mut state, at, connection, request.clone());
                     }
                 }
                 crate::timer::sleep(RETRY).await;
+            };
+            let mut queues = member.queues.borrow_mut();
+            if let Some((next, serving)) = queues.get_mut(&push_to) {
+                *serving += 1;
+                if *serving == *next {
+                    queues.remove(&push_to);
+                }
             }
+            reply
         })
     }
 

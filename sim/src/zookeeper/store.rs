@@ -1,10 +1,17 @@
 //! [`ZkStore`] for a simulated client: one session with the simulated ZooKeeper server, kept
 //! alive by pings every third of its timeout, with the client-side states a ZooKeeper client
-//! library reports and the reconnection it does:
+//! library reports and the reconnection it does, timed as the Java client (`ClientCnxn`, which
+//! Curator runs on) times them:
 //!
+//! - **No per-request timeout.** A request waits for its answer, however late, for as long as
+//!   its connection lives; anything the server sends (an answer, late or not, a pong, a watch
+//!   event) counts as hearing from it. A connection is given up after two thirds of the session
+//!   timeout without hearing anything (the Java client's `readTimeout`), and a connection
+//!   attempt after the session timeout divided by the number of servers (its `connectTimeout`);
+//!   every request still waiting on a lost connection then fails with a connection loss (maybe
+//!   applied), as `ClientCnxn.cleanup` fails them.
 //! - **Disconnected** as soon as the connection is reset (the server's process died, or a
-//!   restarted server refused the old connection), or after two thirds of the timeout without an
-//!   answer (the Java client then drops the silent socket itself).
+//!   restarted server refused the old connection), or given up as above.
 //! - **Reconnection**: while disconnected, the client tries the server again every
 //!   `RECONNECT_INTERVAL` with its session id; the server takes the session up again if it has
 //!   not expired, and the client re-registers the watches it still holds (`SetWatches`, with the
@@ -33,6 +40,10 @@ use std::time::Duration;
 /// between connection attempts, and a reconnection in time revives the session.
 const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// When a lost SYN is first sent again: Linux's initial retransmission timeout (`TCP_TIMEOUT_INIT`),
+/// doubled at each retransmission.
+const SYN_RETRANSMISSION: Duration = Duration::from_secs(1);
+
 struct Session {
     id: Option<model::SessionId>,
     timeout: Duration,
@@ -58,6 +69,11 @@ struct Session {
     /// Its connections so far: each (re)connection opens the next, and its requests carry its
     /// number (a server carries out a session's requests only from its latest connection).
     connection: u64,
+    /// The tasks waiting for an answer on the connection, woken when it is lost.
+    waiting: Vec<Waker>,
+    /// A connection attempt is under way (one at a time, as the Java client's one `SendThread`
+    /// makes them); the tasks waiting for its outcome.
+    attempt: Option<Vec<Waker>>,
 }
 
 /// One client's ZooKeeper session, shared with its ping and event tasks.
@@ -66,7 +82,6 @@ pub struct SimZk<E: Env> {
     env: E,
     /// The standalone server, or the ensemble's members.
     servers: Rc<Vec<usize>>,
-    request_timeout: Duration,
     session: Rc<RefCell<Session>>,
 }
 
@@ -75,14 +90,13 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     /// `servers`, starting on `servers[first]` and moving to the next member each time its
     /// connection is lost (the Java client tries the members of its connect string in turn),
     /// asking for `session_timeout`. Starts its ping and event tasks on the calling node (they
-    /// die with it).
+    /// die with it). Its requests have no timeout of their own (see the module's documentation).
     pub fn new(
         rpc: Rc<RpcClient>,
         env: E,
         servers: Vec<usize>,
         first: usize,
         session_timeout: Duration,
-        request_timeout: Duration,
     ) -> Self {
         let session = Rc::new(RefCell::new(Session {
             id: None,
@@ -99,12 +113,13 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             member: first,
             members: servers.len(),
             connection: 0,
+            waiting: Vec::new(),
+            attempt: None,
         }));
         let store = SimZk {
             rpc,
             env,
             servers: Rc::new(servers),
-            request_timeout,
             session,
         };
         store.spawn_pinger();
@@ -156,6 +171,9 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         if let Some(waker) = s.pinger.take() {
             waker.wake();
         }
+        for waker in std::mem::take(&mut s.waiting) {
+            waker.wake();
+        }
     }
 
     /// The session `id` is gone on the server.
@@ -171,7 +189,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     fn spawn_event_listener(&self) {
-        let (rpc, session) = (self.rpc.clone(), self.session.clone());
+        let (rpc, session, env) = (self.rpc.clone(), self.session.clone(), self.env.clone());
         madsim::task::spawn_local(async move {
             loop {
                 let payload = rpc.next_push().await;
@@ -183,6 +201,8 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                     continue;
                 };
                 let ZkPush(event) = *push;
+                // Anything the server sends is news that the connection lives.
+                session.borrow_mut().last_heard = env.mono_now();
                 if session.borrow().id != Some(event.session) {
                     continue; // an event of an earlier session
                 }
@@ -204,7 +224,6 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             rpc: self.rpc.clone(),
             env: self.env.clone(),
             servers: self.servers.clone(),
-            request_timeout: self.request_timeout,
             session: self.session.clone(),
         }
     }
@@ -259,6 +278,41 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         }
     }
 
+    /// Ends when connection number `connection` is lost: given up here after two thirds of the
+    /// session timeout without hearing from the server (`ClientCnxn`'s `readTimeout`: a reply
+    /// to any request, a pong or a watch event each count), or lost by another of the
+    /// session's tasks (a reset, a refusal) or replaced by a newer connection.
+    async fn connection_lost(&self, connection: u64) {
+        loop {
+            let (gone, deadline) = {
+                let s = self.session.borrow();
+                (
+                    s.connection != connection || !s.connected,
+                    s.last_heard + s.timeout * 2 / 3,
+                )
+            };
+            if gone {
+                return;
+            }
+            let now = self.env.mono_now();
+            if now >= deadline {
+                Self::lose_connection(&self.session);
+                return;
+            }
+            let lost = std::future::poll_fn(|cx| {
+                let mut s = self.session.borrow_mut();
+                if s.connection != connection || !s.connected {
+                    return Poll::Ready(());
+                }
+                if !s.waiting.iter().any(|w| w.will_wake(cx.waker())) {
+                    s.waiting.push(cx.waker().clone());
+                }
+                Poll::Pending
+            });
+            select(pin!(self.env.sleep(deadline - now)), pin!(lost)).await;
+        }
+    }
+
     /// After a request without an answer: two thirds of the timeout without hearing from the
     /// server, and the client gives the connection up (Disconnected) and will reconnect.
     fn judge_silence(&self) {
@@ -272,7 +326,48 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     /// Takes session `id` up again on a new connection, re-registering the watches still held.
+    /// While another task's attempt is under way, waits for its outcome instead of making one
+    /// of its own (a request queued while the Java client connects goes out on that connection,
+    /// or fails with it).
     async fn reconnect(&self, id: model::SessionId) -> Result<(), StoreError> {
+        if self.session.borrow().attempt.is_some() {
+            std::future::poll_fn(|cx| {
+                let mut s = self.session.borrow_mut();
+                match &mut s.attempt {
+                    Some(waiters) => {
+                        if !waiters.iter().any(|w| w.will_wake(cx.waker())) {
+                            waiters.push(cx.waker().clone());
+                        }
+                        Poll::Pending
+                    }
+                    None => Poll::Ready(()),
+                }
+            })
+            .await;
+            return if self.session.borrow().connected {
+                Ok(())
+            } else {
+                Err(StoreError::ConnectionLost(
+                    "the connection attempt under way failed".into(),
+                ))
+            };
+        }
+        // However the attempt ends (its outcome, or its task dropped), the waiters go on.
+        struct Attempt<'a>(&'a RefCell<Session>);
+        impl Drop for Attempt<'_> {
+            fn drop(&mut self) {
+                let waiters = self.0.borrow_mut().attempt.take();
+                for waker in waiters.into_iter().flatten() {
+                    waker.wake();
+                }
+            }
+        }
+        self.session.borrow_mut().attempt = Some(Vec::new());
+        let _attempt = Attempt(&self.session);
+        self.attempt_reconnect(id).await
+    }
+
+    async fn attempt_reconnect(&self, id: model::SessionId) -> Result<(), StoreError> {
         let (last_zxid, watches) = {
             let s = self.session.borrow();
             (s.last_zxid, s.watches.clone())
@@ -304,16 +399,17 @@ impl<E: Env + Clone + 'static> SimZk<E> {
     }
 
     async fn send(&self, request: ZkRequest) -> Result<ZkResponse, StoreError> {
-        let connection = {
+        let connecting = matches!(
+            request,
+            ZkRequest::Open { .. } | ZkRequest::Reconnect { .. }
+        );
+        let (connection, timeout, members) = {
             let mut s = self.session.borrow_mut();
-            if matches!(
-                request,
-                ZkRequest::Open { .. } | ZkRequest::Reconnect { .. }
-            ) {
+            if connecting {
                 // A connect request is the first on a new connection.
                 s.connection += 1;
             }
-            s.connection
+            (s.connection, s.timeout, s.members)
         };
         let message = ZkMessage {
             request,
@@ -321,7 +417,26 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             connection,
         };
         let server = self.servers[self.session.borrow().member];
-        match self.rpc.call(server, message, self.request_timeout).await {
+        let answer = if connecting {
+            self.connect(server, message, timeout / members as u32)
+                .await
+        } else {
+            // No timeout of its own: the answer, or the end of its connection (given up at two
+            // thirds of the session timeout without news; a pong does not overtake a pending
+            // request, as the server answers a connection's requests in order). The call's own
+            // bound is only a backstop, past the point where the connection is given up.
+            let call = pin!(self.rpc.call(server, message, timeout * 2));
+            match select(call, pin!(self.connection_lost(connection))).await {
+                Either::Left((answer, _)) => answer,
+                Either::Right(((), _)) => {
+                    return Err(StoreError::ConnectionLost(format!(
+                        "no news from the server for two thirds of the session timeout ({} ms)",
+                        (timeout * 2 / 3).as_millis()
+                    )))
+                }
+            }
+        };
+        match answer {
             Ok(ZkReply {
                 response: ZkResponse::NotServing,
                 ..
@@ -348,6 +463,36 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// A connection attempt to `server` carrying `message` (a connect request), given up after
+    /// `connect_timeout` (the Java client's `connectTimeout`: the session timeout shared among
+    /// the servers to try). While a partition that loses messages cuts the link, the attempt's
+    /// SYN is lost and the kernel sends it again 1, 2, 4… s later (Linux's initial
+    /// retransmission timeout, doubling), so a connection across a cut that heals is made at the
+    /// first retransmission after the heal, not one connect timeout later.
+    async fn connect(
+        &self,
+        server: usize,
+        message: ZkMessage,
+        connect_timeout: Duration,
+    ) -> Result<ZkReply, StoreError> {
+        let started = self.env.mono_now();
+        let mut next_syn = started;
+        let mut backoff = SYN_RETRANSMISSION;
+        loop {
+            let now = self.env.mono_now();
+            let left = connect_timeout.saturating_sub(now.saturating_sub(started));
+            if left.is_zero() {
+                return Err(StoreError::Timeout);
+            }
+            if !self.rpc.cut_off_from(server) {
+                return self.rpc.call(server, message, left).await;
+            }
+            next_syn += backoff;
+            backoff *= 2;
+            self.env.sleep(next_syn.saturating_sub(now).min(left)).await;
         }
     }
 
