@@ -102,6 +102,55 @@ fn a_wrong_expectation_exits_1_naming_the_report() {
     assert!(scratch.0.join(report).is_file(), "{report}: {all}");
 }
 
+/// A story entry: one scenario file, run once, with the verdict it must have.
+#[test]
+fn a_wrong_story_expectation_exits_1_naming_its_report_and_a_right_one_passes() {
+    let scratch = Scratch::new("stories");
+    let story = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("sim/tests/scenarios/etcd-waiter-whose-lease-ran-out.json"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(scratch.0.join("stories")).unwrap();
+    scratch.file("stories/waiter.json", &story);
+    let file = scratch.file(
+        "stories.toml",
+        r#"
+[[expect]]
+name = "etcd-3-4-said-safe"
+scenario = "stories/waiter.json"
+variant = "etcd-3.4"
+expect = "safe"
+
+[[expect]]
+name = "etcd-3-5-safe"
+scenario = "stories/waiter.json"
+variant = "etcd-3.5"
+expect = "safe"
+"#,
+    );
+    let o = lockcheck_in(
+        &scratch.0,
+        &["check", file.to_str().unwrap(), "--out", "out"],
+    );
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    let fail = all
+        .lines()
+        .find(|l| l.starts_with("FAIL") && l.contains("etcd-3-4-said-safe"))
+        .unwrap_or_else(|| panic!("no FAIL line: {all}"));
+    assert!(fail.contains("expected safe, got UNSAFE"), "{all}");
+    assert!(all.contains("two holders at once"), "{all}");
+    assert!(all
+        .lines()
+        .any(|l| l.starts_with("ok") && l.contains("etcd-3-5-safe")));
+    let report = all
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("report: "))
+        .expect("the report path is printed");
+    assert!(scratch.0.join(report).is_file(), "{report}: {all}");
+}
+
 #[test]
 fn a_malformed_expectations_file_exits_2_naming_the_line() {
     let scratch = Scratch::new("malformed");
@@ -112,9 +161,14 @@ fn a_malformed_expectations_file_exits_2_naming_the_line() {
             "paxos",
         ),
         (
-            "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\ncases = 5\nexpect = \"safe\"\n",
+            "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\ncases = 5\nexpect = \"maybe\"\n",
             6,
-            "safe",
+            "maybe",
+        ),
+        (
+            "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\ncases = 5\nexpect = \"safe\"\n",
+            1,
+            "never \"safe\"",
         ),
         (
             "# a comment\n[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nparams = { fencing = true }\nfaults = [\"pause\"]\ncases = 5\nexpect = \"unsafe\"\n",

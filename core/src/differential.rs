@@ -86,16 +86,21 @@ pub enum Class {
     SimUnsafeRealSafe,
     /// The real runs split: some broke mutual exclusion and some did not.
     Inconclusive,
+    /// The simulation's verdict turns on the servers' tick phases (their clocks' origins,
+    /// `server_clock`), which a real server's start decides: at the phases drawn for the story
+    /// it differs from the real runs', at other phases it is theirs.
+    AgreeAtAnotherPhase,
     /// Every real run gave the simulation's safety verdict.
     Agree,
 }
 
 impl Class {
     /// Every class, worst first.
-    pub const ALL: [Class; 4] = [
+    pub const ALL: [Class; 5] = [
         Class::SimSafeRealUnsafe,
         Class::SimUnsafeRealSafe,
         Class::Inconclusive,
+        Class::AgreeAtAnotherPhase,
         Class::Agree,
     ];
 
@@ -105,6 +110,7 @@ impl Class {
             Class::SimSafeRealUnsafe => "SIM SAFE, REAL UNSAFE",
             Class::SimUnsafeRealSafe => "SIM UNSAFE, REAL SAFE",
             Class::Inconclusive => "INCONCLUSIVE",
+            Class::AgreeAtAnotherPhase => "agree at another phase",
             Class::Agree => "agree",
         }
     }
@@ -125,6 +131,10 @@ impl Class {
             Class::Inconclusive => {
                 "the real runs split: the story's verdict hangs on the machine's timing"
             }
+            Class::AgreeAtAnotherPhase => {
+                "the simulation's verdict turns on the servers' tick phases, which a real \
+                 server's start decides: at other phases it is the real runs' verdict"
+            }
             Class::Agree => "both worlds give the same safety verdict",
         }
     }
@@ -135,13 +145,15 @@ impl Class {
             Class::SimSafeRealUnsafe => "sim-safe-real-unsafe",
             Class::SimUnsafeRealSafe => "sim-unsafe-real-safe",
             Class::Inconclusive => "inconclusive",
+            Class::AgreeAtAnotherPhase => "agree-at-another-phase",
             Class::Agree => "agree",
         }
     }
 
-    /// Whether it is a disagreement (anything but [`Class::Agree`]).
+    /// Whether it is a disagreement (anything but [`Class::Agree`] and
+    /// [`Class::AgreeAtAnotherPhase`]: the real runs' verdict is one the simulation gives).
     pub fn disagrees(self) -> bool {
-        self != Class::Agree
+        !matches!(self, Class::Agree | Class::AgreeAtAnotherPhase)
     }
 }
 
@@ -154,6 +166,24 @@ pub fn classify(sim: &Seen, real: &[Seen]) -> Class {
         (false, true) => Class::SimSafeRealUnsafe,
         (true, false) => Class::SimUnsafeRealSafe,
         _ => Class::Agree,
+    }
+}
+
+/// The class of a story as [`classify`] has it, with the simulation's verdicts at other tick
+/// phases of the servers, `at_phases` (the story run with each server's clock origin pinned to
+/// each of [`crate::server_clock::PHASE_SWEEP`]): a disagreement the simulation itself gives at
+/// one of those phases is [`Class::AgreeAtAnotherPhase`]. A real server's phase is whatever its
+/// start gave it, so a verdict that turns on the phase is only comparable as a set.
+pub fn classify_over_phases(sim: &Seen, at_phases: &[Seen], real: &[Seen]) -> Class {
+    let class = classify(sim, real);
+    let real_unsafe = real.first().is_some_and(Seen::is_unsafe);
+    match class {
+        Class::SimSafeRealUnsafe | Class::SimUnsafeRealSafe
+            if at_phases.iter().any(|p| p.is_unsafe() == real_unsafe) =>
+        {
+            Class::AgreeAtAnotherPhase
+        }
+        other => other,
     }
 }
 
@@ -173,7 +203,7 @@ pub fn overlap_within_margin(
     };
     let unsafe_real: Vec<&Seen> = real.iter().filter(|r| r.is_unsafe()).collect();
     match class {
-        Class::Agree => None,
+        Class::Agree | Class::AgreeAtAnotherPhase => None,
         Class::SimUnsafeRealSafe => short(&[sim]).map(|ms| {
             format!("the simulation's two holders were inside at once for only {ms} ms (margin {margin_ms} ms)")
         }),
@@ -230,6 +260,39 @@ mod tests {
         );
         assert!(runs_split(&[safe.clone(), unsafe_.clone()]));
         assert!(!runs_split(&[safe.clone(), safe]));
+    }
+
+    #[test]
+    fn a_disagreement_the_simulation_gives_up_at_another_tick_phase_is_no_disagreement() {
+        let safe = seen(&[]);
+        let unsafe_ = seen(&[ViolationKind::MutualExclusion]);
+        let real_safe = [safe.clone(), safe.clone()];
+        // UNSAFE at the drawn phase, safe at another: the real runs' safe is one of its verdicts.
+        let phases = [unsafe_.clone(), safe.clone()];
+        let class = classify_over_phases(&unsafe_, &phases, &real_safe);
+        assert_eq!(class, Class::AgreeAtAnotherPhase);
+        assert!(!class.disagrees());
+        // UNSAFE at every phase: a disagreement still.
+        let every = [unsafe_.clone(), unsafe_.clone()];
+        assert_eq!(
+            classify_over_phases(&unsafe_, &every, &real_safe),
+            Class::SimUnsafeRealSafe
+        );
+        // The first kind too: safe at every phase, real unsafe.
+        let never = [safe.clone(), safe.clone()];
+        assert_eq!(
+            classify_over_phases(&safe, &never, &[unsafe_.clone()]),
+            Class::SimSafeRealUnsafe
+        );
+        // Split real runs stay inconclusive, agreements stay agreements.
+        assert_eq!(
+            classify_over_phases(&safe, &phases, &[safe.clone(), unsafe_.clone()]),
+            Class::Inconclusive
+        );
+        assert_eq!(
+            classify_over_phases(&safe, &phases, &real_safe),
+            Class::Agree
+        );
     }
 
     #[test]

@@ -47,6 +47,26 @@ pub enum ServerClocks {
     Pinned(BTreeMap<String, u64>),
 }
 
+/// The clock origins, in ms, at which a story is run again to see whether its verdict turns on
+/// the servers' tick phases (`lockcheck differential`): every 250 ms over 2 s, a ZooKeeper tick
+/// (the default `tickTime`) in eight steps, etcd's 500 ms lessor loop four times over, Redis's
+/// 100 ms expiry cycle twenty times.
+pub const PHASE_SWEEP: [u64; 8] = [0, 250, 500, 750, 1_000, 1_250, 1_500, 1_750];
+
+/// `scenario` with every server's clock origin pinned to `origin_ms`.
+pub fn at_phase(scenario: &Scenario, origin_ms: u64) -> Scenario {
+    let topology = scenario.topology();
+    let origins = topology
+        .with_role(Role::Server)
+        .into_iter()
+        .map(|i| (topology.name(i).to_string(), origin_ms))
+        .collect();
+    Scenario {
+        server_clocks: ServerClocks::Pinned(origins),
+        ..scenario.clone()
+    }
+}
+
 /// The monotonic reading of server `node` (its name) at the start of a run of `scenario`, in ms.
 pub fn origin_ms(scenario: &Scenario, node: &str) -> u64 {
     // An ensemble's members read one clock, its first member's (see the module's documentation).
@@ -161,5 +181,17 @@ mod tests {
         assert!(check(&s).unwrap_err().contains("not a server"));
         s.server_clocks = ServerClocks::Pinned([("redis-0".to_string(), ORIGIN_SPAN_MS)].into());
         assert!(check(&s).unwrap_err().contains("below"));
+    }
+
+    #[test]
+    fn at_phase_pins_every_server_and_only_the_servers() {
+        let mut s = Scenario::new(crate::scenario::Algorithm::Redlock);
+        s.params.nodes = Some(3);
+        let pinned = at_phase(&s, 750);
+        for node in ["redis-0", "redis-1", "redis-2"] {
+            assert_eq!(origin_ms(&pinned, node), 750, "{node}");
+        }
+        assert!(check(&pinned).is_ok());
+        assert_eq!(PHASE_SWEEP.len(), 8);
     }
 }

@@ -2,9 +2,13 @@
 //! lease kept alive as the Go client's `concurrency.Session` does, the way the simulated client
 //! (`lockcheck_sim::etcd::store`) does it:
 //!
-//! - the lease is granted on first use; a task keeps it alive every third of its TTL (every
-//!   500 ms while unanswered); the session is done once no keep-alive was answered within the
-//!   TTL after the last answer, or the member answers that it no longer has the lease;
+//! - the lease is granted on first use and kept alive as the Go client's lessor times it
+//!   ([`lockcheck_algorithms::etcd::lessor`]): a send loop every 500 ms sends a keep-alive once
+//!   the last answer is a third of the TTL old (at every wake-up while none is answered), each on
+//!   a connection of its own and counted whenever its answer comes (no per-request timeout on the
+//!   keep-alive stream); a deadline loop every second ends the session once no answer came
+//!   within the TTL of the last one (5 s before the first), and an answer with TTL 0 ends it at
+//!   once;
 //! - a watch for a key's deletion is a streamed `POST /v3/watch` on a connection of its own,
 //!   registered again from the same revision when that connection breaks;
 //! - each request waits at most the store's timeout. No answer in time → [`StoreError::Timeout`]
@@ -16,6 +20,7 @@
 
 use crate::etcd_gateway::{self, b64, int, kvs, revision, Connection, HttpError};
 use crate::gate::PauseGate;
+use lockcheck_algorithms::etcd::lessor::{self, KeepAlive};
 use lockcheck_algorithms::etcd::{
     EtcdError, EtcdStore, KeyValue, LeaseId, Range, Revision, Txn, TxnResult,
 };
@@ -28,8 +33,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-/// How soon an unanswered keep-alive is sent again (the Go client's send loop runs every 500 ms).
-const RESEND: Duration = Duration::from_millis(500);
+/// How soon a watch is registered again after it could not be (the Go client's retry wait).
+const RESEND: Duration = lessor::SEND_LOOP;
 
 /// etcd's requests on one connection, each bounded by a timeout.
 pub struct EtcdClient {
@@ -168,14 +173,22 @@ pub async fn watch_deleted(addr: SocketAddr, key: &str, from: Revision) -> Resul
 #[derive(Default)]
 struct Session {
     lease: Option<LeaseId>,
-    /// When, without another answered keep-alive, it is done.
-    deadline: Option<Instant>,
+    /// Its keep-alive, on the store's clock ([`RealEtcd::clock`]), once the lease is granted.
+    keep_alive: Option<KeepAlive>,
     done: bool,
 }
 
 /// One client's connection to a real etcd member, with its session.
 pub struct RealEtcd {
     client: Rc<EtcdClient>,
+    /// Where keep-alives go: each on a connection of its own, with no timeout short of the
+    /// lease's (an answer counts whenever it comes).
+    addr: SocketAddr,
+    /// The store's clock starts here: [`KeepAlive`] reads durations since.
+    epoch: Instant,
+    /// When the client's first keep-alive started: the lessor's deadline loop wakes every
+    /// second from then, for every session.
+    lessor_started: Rc<Cell<Option<Duration>>>,
     ttl: Duration,
     gate: PauseGate,
     session: Rc<RefCell<Session>>,
@@ -191,6 +204,9 @@ impl RealEtcd {
     pub fn new(addr: SocketAddr, ttl: Duration, timeout: Duration, gate: PauseGate) -> RealEtcd {
         RealEtcd {
             client: Rc::new(EtcdClient::new(addr, timeout)),
+            addr,
+            epoch: Instant::now(),
+            lessor_started: Rc::default(),
             ttl,
             gate,
             session: Rc::default(),
@@ -215,38 +231,80 @@ impl RealEtcd {
         }
     }
 
+    /// The store's clock: time since it was made.
+    fn clock(epoch: Instant) -> Duration {
+        Instant::now().saturating_duration_since(epoch)
+    }
+
+    /// Keeps `lease` alive until it is done: the Go lessor's send loop and deadline loop
+    /// ([`lessor`]). A paused client runs neither (each passes the gate).
     fn spawn_keep_alive(&self, lease: LeaseId) {
-        let (client, gate, session) =
-            (self.client.clone(), self.gate.clone(), self.session.clone());
+        let (gate, session, epoch) = (self.gate.clone(), self.session.clone(), self.epoch);
         let (ended, ends) = (self.ended.clone(), self.ends.clone());
+        let current = move |session: &RefCell<Session>| {
+            let s = session.borrow();
+            s.lease == Some(lease) && !s.done
+        };
+        // Past this an answer cannot matter: the session is done by then whatever comes.
+        let bound = self
+            .ttl
+            .max(lessor::FIRST_KEEP_ALIVE_TIMEOUT)
+            .saturating_add(lessor::DEADLINE_LOOP)
+            .saturating_mul(2);
+        let addr = self.addr;
+        {
+            let (gate, session, ended, ends) =
+                (gate.clone(), session.clone(), ended.clone(), ends.clone());
+            tokio::task::spawn_local(async move {
+                while current(&session) {
+                    gate.pass().await;
+                    let due = session
+                        .borrow()
+                        .keep_alive
+                        .is_some_and(|k| k.due(Self::clock(epoch)));
+                    if due {
+                        let (gate, session, ended, ends) =
+                            (gate.clone(), session.clone(), ended.clone(), ends.clone());
+                        tokio::task::spawn_local(async move {
+                            let answer = EtcdClient::new(addr, bound).keep_alive(lease).await;
+                            gate.pass().await;
+                            let Ok(ttl_s) = answer else {
+                                return;
+                            };
+                            if !current(&session) {
+                                return;
+                            }
+                            let now = Self::clock(epoch);
+                            let alive = session
+                                .borrow_mut()
+                                .keep_alive
+                                .as_mut()
+                                .is_some_and(|k| k.answered(now, ttl_s));
+                            if !alive {
+                                Self::end(&session, &ended, &ends, lease);
+                            }
+                        });
+                    }
+                    tokio::time::sleep(lessor::SEND_LOOP).await;
+                }
+            });
+        }
+        let origin = self.lessor_started.get().unwrap_or_default();
         tokio::task::spawn_local(async move {
             loop {
-                let (deadline, current) = {
-                    let s = session.borrow();
-                    (s.deadline, s.lease == Some(lease) && !s.done)
-                };
-                if !current {
+                let wake = lessor::next_deadline_check(origin, Self::clock(epoch));
+                tokio::time::sleep_until(epoch + wake).await;
+                gate.pass().await;
+                if !current(&session) {
                     return;
                 }
-                if deadline.is_some_and(|d| Instant::now() >= d) {
+                let lapsed = session
+                    .borrow()
+                    .keep_alive
+                    .is_some_and(|k| k.lapsed(Self::clock(epoch)));
+                if lapsed {
                     return Self::end(&session, &ended, &ends, lease);
                 }
-                gate.pass().await;
-                let answer = client.keep_alive(lease).await;
-                gate.pass().await;
-                let next = match answer {
-                    Ok(ttl_s) if ttl_s > 0 => {
-                        let ttl = Duration::from_secs(ttl_s as u64);
-                        // The Go client counts the TTL from when the answer came.
-                        session.borrow_mut().deadline = Some(Instant::now() + ttl);
-                        ttl / 3
-                    }
-                    Ok(_) => return Self::end(&session, &ended, &ends, lease),
-                    Err(_) => RESEND,
-                };
-                let until = session.borrow().deadline;
-                let wake = until.map_or(Instant::now() + next, |d| (Instant::now() + next).min(d));
-                tokio::time::sleep_until(wake).await;
             }
         });
     }
@@ -261,11 +319,15 @@ impl EtcdStore for RealEtcd {
             }
         }
         let ttl_s = self.ttl.as_secs().max(1) as i64;
-        let asked = Instant::now();
-        let (lease, ttl_s) = self.gated(self.client.grant(ttl_s)).await?;
+        let (lease, _) = self.gated(self.client.grant(ttl_s)).await?;
+        // `NewSession` asks for keep-alive as soon as the grant is answered.
+        let now = Self::clock(self.epoch);
+        if self.lessor_started.get().is_none() {
+            self.lessor_started.set(Some(now));
+        }
         *self.session.borrow_mut() = Session {
             lease: Some(lease),
-            deadline: Some(asked + Duration::from_secs(ttl_s as u64)),
+            keep_alive: Some(KeepAlive::started(now)),
             done: false,
         };
         self.spawn_keep_alive(lease);

@@ -102,3 +102,26 @@ fn a_clock_fault_on_the_etcd_member_is_refused_with_the_reason() {
     let e = e.to_string();
     assert!(e.contains("vDSO"), "{e}");
 }
+
+/// `sim/tests/scenarios/etcd-waiter-whose-lease-ran-out.json` against a real etcd, as each
+/// version of the Go client's `Mutex.Lock` (`params.variant`): client-1 waits behind client-0
+/// and is paused past its 2 s lease, which etcd revokes with client-1's key; client-0 releases
+/// and takes the lock again. The 3.4 client's `Lock` returns on waking without reading its own
+/// key, and client-1 enters beside client-0; the 3.5 client reads it, finds it gone and waits.
+/// The same verdicts as the simulation's (every real run is checked against it).
+#[test]
+fn the_3_4_client_takes_a_lock_its_lapsed_lease_lost_the_3_5_client_does_not() {
+    if !installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let story = common::sim_scenario("etcd-waiter-whose-lease-ran-out.json");
+    let with = |variant: &str| {
+        let mut s = story.clone();
+        s.params.variant = Some(variant.to_string());
+        s.validate().unwrap();
+        run_real(&s)
+    };
+    assert_two_holders_including(&with("etcd-3.4"), "client-1");
+    assert_safe(&with("etcd-3.5"));
+}

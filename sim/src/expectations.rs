@@ -32,12 +32,29 @@
 //! `max_partition_ms`, `safety_only` (default true: only two holders or a lock freed under its
 //! holder count, not deadlocks or order), `violation` (count only this kind, e.g.
 //! `"mutual_exclusion"`, the sense of "unsafe" in the known-results table).
+//!
+//! A **story** entry pins one scenario file (`lockcheck run`'s format, relative to the
+//! expectations file) instead of a search: a story that separates two versions of a library, or
+//! a fault just short of a threshold, which a search draws too rarely to pin. A run is
+//! deterministic, so its verdict is `unsafe` or `safe` (a violation of the kind counted, or
+//! none); `variant` runs the file as that library variant (as `lockcheck run --variant`):
+//!
+//! ```toml
+//! [[expect]]
+//! name = "etcd-3-4-waiter-whose-lease-ran-out"
+//! scenario = "stories/etcd-waiter-whose-lease-ran-out.json"
+//! variant = "etcd-3.4"
+//! expect = "unsafe"                    # or "safe"
+//! ```
+//!
+//! A story counts safety violations unless `safety_only = false` (then every kind, or the one
+//! `violation` names: a liveness story pins `violation = "deadlock"`).
 
 use crate::cell::CellVerdict;
 use crate::explore::{check_options, ExploreOptions};
-use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::checker::{Violation, ViolationKind};
 use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
-use lockcheck_core::scenario::{Algorithm, Params};
+use lockcheck_core::scenario::{Algorithm, Params, Scenario};
 use lockcheck_core::verdict::VerdictKind;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -68,34 +85,69 @@ pub enum ExpectationsError {
 }
 
 /// The verdict an entry expects, in the file's words: `unsafe` (the search finds a violation
-/// within the budget) or `not-found` (it finds nothing, which is all a search can say: there is
-/// no "safe").
+/// within the budget, or the story has one) or `not-found` (the search finds nothing, which is all
+/// a search can say) or, for a story only, `safe` (its one deterministic run has no violation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum Expect {
     Unsafe,
     NotFound,
+    Safe,
 }
 
 impl From<Expect> for VerdictKind {
     fn from(expect: Expect) -> VerdictKind {
         match expect {
             Expect::Unsafe => VerdictKind::Found,
-            Expect::NotFound => VerdictKind::NotFound,
+            Expect::NotFound | Expect::Safe => VerdictKind::NotFound,
         }
     }
 }
 
-/// One entry: a search and the verdict it must reach.
+/// What an entry runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Check {
+    /// A search (with one thread and the whole case space).
+    Search(ExploreOptions),
+    /// One scenario, run once.
+    Story(Story),
+}
+
+/// A story entry's scenario and what counts as a violation in its run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Story {
+    /// The scenario file, as the entry names it (joined to the expectations file's folder).
+    pub file: PathBuf,
+    /// The scenario, with the entry's `variant` applied and validated.
+    pub scenario: Scenario,
+    /// Count only safety violations (`safety_only`, the default).
+    pub safety_only: bool,
+    /// Count only this kind (`violation`).
+    pub only: Option<ViolationKind>,
+}
+
+impl Story {
+    /// The violations of a run of the story that count.
+    pub fn counted<'a>(&self, violations: &'a [Violation]) -> Vec<&'a Violation> {
+        violations
+            .iter()
+            .filter(|v| !self.safety_only || v.kind.is_safety())
+            .filter(|v| self.only.is_none_or(|k| v.kind == k))
+            .collect()
+    }
+}
+
+/// One entry: a search or a story, and the verdict it must reach.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expectation {
     /// Its name: lowercase letters, digits and `-`; unique in the file.
     pub name: String,
     /// What the entry stands for, for people.
     pub about: Option<String>,
-    /// The search (with one thread and the whole case space).
-    pub options: ExploreOptions,
-    /// The expected verdict.
+    /// What it runs.
+    pub check: Check,
+    /// The expected verdict: `Found` (unsafe), `NotFound` (a search's "not found", a story's
+    /// "safe").
     pub expect: VerdictKind,
     /// Where the entry starts in the file, from 1.
     pub line: usize,
@@ -127,13 +179,20 @@ struct Entry {
     name: String,
     #[serde(default)]
     about: Option<String>,
-    algorithm: Algorithm,
-    faults: Vec<FaultProfile>,
     #[serde(default)]
-    params: Params,
+    scenario: Option<PathBuf>,
+    #[serde(default)]
+    variant: Option<String>,
+    #[serde(default)]
+    algorithm: Option<Algorithm>,
+    #[serde(default)]
+    faults: Option<Vec<FaultProfile>>,
+    #[serde(default)]
+    params: Option<Params>,
     #[serde(default)]
     script: Option<PathBuf>,
-    cases: u32,
+    #[serde(default)]
+    cases: Option<u32>,
     expect: Expect,
     #[serde(default)]
     seed: Option<u64>,
@@ -212,9 +271,6 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         if let Some(first) = names.insert(entry.name.clone(), line) {
             return bad(format!("name already used by the entry at line {first}"));
         }
-        if entry.faults.is_empty() {
-            return bad("faults must name at least one profile (\"none\" for none)".into());
-        }
         if let Some(kind) = entry.violation {
             // A search that counts only safety violations never counts any other kind: such an
             // entry could never be found unsafe, and an expected "not-found" could never fail.
@@ -225,10 +281,73 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
                 ));
             }
         }
-        let mut params = entry.params.clone();
+        let folder = path.parent().unwrap_or(Path::new(""));
+        if let Some(file) = &entry.scenario {
+            let search_only = [
+                ("algorithm", entry.algorithm.is_some()),
+                ("faults", entry.faults.is_some()),
+                ("params", entry.params.is_some()),
+                ("script", entry.script.is_some()),
+                ("cases", entry.cases.is_some()),
+                ("seed", entry.seed.is_some()),
+                ("max_drift", entry.max_drift.is_some()),
+                ("max_partition_ms", entry.max_partition_ms.is_some()),
+            ];
+            if let Some((key, _)) = search_only.iter().find(|(_, given)| *given) {
+                return bad(format!(
+                    "{key} belongs to a search; a story entry (scenario) runs its file as written \
+                     (give it a variant, or write another file)"
+                ));
+            }
+            if entry.expect == Expect::NotFound {
+                return bad(
+                    "a story runs once and has a verdict: expect \"unsafe\" or \"safe\", not \
+                     \"not-found\""
+                        .into(),
+                );
+            }
+            let scenario = match read_story(&folder.join(file), entry.variant.as_deref()) {
+                Ok(scenario) => scenario,
+                Err(e) => return bad(format!("scenario {}: {e}", file.display())),
+            };
+            out.push(Expectation {
+                name: entry.name,
+                about: entry.about,
+                check: Check::Story(Story {
+                    file: folder.join(file),
+                    scenario,
+                    safety_only: entry.safety_only,
+                    only: entry.violation,
+                }),
+                expect: entry.expect.into(),
+                line,
+            });
+            continue;
+        }
+        if entry.variant.is_some() {
+            return bad(
+                "variant belongs to a story entry (scenario); a search takes it in params".into(),
+            );
+        }
+        if entry.expect == Expect::Safe {
+            return bad(
+                "a search can only say \"not-found\" (within its budget), never \"safe\"".into(),
+            );
+        }
+        let (Some(algorithm), Some(faults), Some(cases)) =
+            (entry.algorithm, entry.faults.clone(), entry.cases)
+        else {
+            return bad(
+                "an entry is a search (algorithm, faults, cases) or a story (scenario)".into(),
+            );
+        };
+        if faults.is_empty() {
+            return bad("faults must name at least one profile (\"none\" for none)".into());
+        }
+        let mut params = entry.params.clone().unwrap_or_default();
         if let Some(file) = &entry.script {
             // Relative to the expectations file, as a team keeps both in its repository.
-            let file = path.parent().unwrap_or(Path::new("")).join(file);
+            let file = folder.join(file);
             match crate::script_file::load(&file) {
                 Ok(read) => read.apply_to(&mut params),
                 Err(e) => return bad(format!("script: {e}")),
@@ -240,12 +359,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
             max_partition_ms: entry.max_partition_ms,
             safety_only: entry.safety_only,
             only: entry.violation,
-            ..ExploreOptions::new(
-                entry.algorithm,
-                entry.faults.clone(),
-                entry.cases,
-                entry.seed.unwrap_or(file.seed),
-            )
+            ..ExploreOptions::new(algorithm, faults, cases, entry.seed.unwrap_or(file.seed))
         };
         if let Err(e) = check_options(&options) {
             return bad(e.to_string());
@@ -256,12 +370,25 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         out.push(Expectation {
             name: entry.name,
             about: entry.about,
-            options,
+            check: Check::Search(options),
             expect: entry.expect.into(),
             line,
         });
     }
     Ok(out)
+}
+
+/// Reads a story's scenario file, run as library variant `variant` when one is named.
+fn read_story(file: &Path, variant: Option<&str>) -> Result<Scenario, String> {
+    let text = lockcheck_core::input::read_text(file, lockcheck_core::input::MAX_SCENARIO_BYTES)
+        .map_err(|e| e.to_string())?;
+    let mut scenario = Scenario::from_json(&text).map_err(|e| e.to_string())?;
+    if let Some(variant) = variant {
+        scenario.params.variant = Some(variant.to_string());
+        scenario.validate().map_err(|e| e.to_string())?;
+    }
+    crate::script_file::rehearse(scenario.algorithm, &scenario.params)?;
+    Ok(scenario)
 }
 
 #[cfg(test)]
@@ -293,20 +420,27 @@ seed = 9
 expect = "not-found"
 "#;
 
+    fn search(e: &Expectation) -> &ExploreOptions {
+        match &e.check {
+            Check::Search(options) => options,
+            Check::Story(_) => panic!("{} is a story", e.name),
+        }
+    }
+
     #[test]
     fn a_good_file_reads_with_defaults_and_lines() {
         let e = parse_text(GOOD).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].line, 4);
-        assert_eq!(e[0].options.seed, 3);
-        assert!(e[0].options.safety_only);
-        assert_eq!(e[0].options.only, Some(ViolationKind::MutualExclusion));
-        assert_eq!(e[1].options.only, None);
-        assert_eq!(e[1].options.seed, 9);
-        assert!(e[1].options.params.fencing);
-        assert_eq!(e[1].options.params.ttl_ms, Some(5000));
+        assert_eq!(search(&e[0]).seed, 3);
+        assert!(search(&e[0]).safety_only);
+        assert_eq!(search(&e[0]).only, Some(ViolationKind::MutualExclusion));
+        assert_eq!(search(&e[1]).only, None);
+        assert_eq!(search(&e[1]).seed, 9);
+        assert!(search(&e[1]).params.fencing);
+        assert_eq!(search(&e[1]).params.ttl_ms, Some(5000));
         assert_eq!(
-            e[1].options.profiles,
+            search(&e[1]).profiles,
             vec![FaultProfile::Pause, FaultProfile::ClockJump]
         );
         assert_eq!(e[1].expect, VerdictKind::NotFound);
@@ -323,9 +457,9 @@ expect = "not-found"
             ("[[expect]\n", 1, ""),
             (
                 "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\n\
-                 cases = 1\nexpect = \"safe\"\n",
+                 cases = 1\nexpect = \"maybe\"\n",
                 6,
-                "safe",
+                "maybe",
             ),
             (
                 "\n\n[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\n\
@@ -393,5 +527,75 @@ expect = "not-found"
                 "{e}"
             );
         }
+    }
+
+    /// A scenario file beside a fresh expectations file, in a folder of its own.
+    fn story_dir(tag: &str, scenario: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "lockcheck-expectations-{tag}-{}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(dir.join("stories")).unwrap();
+        std::fs::write(dir.join("stories/s.json"), scenario).unwrap();
+        dir
+    }
+
+    const STORY: &str = r#"{"algorithm": "etcd-mutex", "clients": 2, "duration_ms": 5000}"#;
+
+    #[test]
+    fn a_story_entry_reads_its_file_relative_to_the_expectations_and_takes_a_variant() {
+        let dir = story_dir("good", STORY);
+        let text = "[[expect]]\nname = \"s\"\nscenario = \"stories/s.json\"\n\
+                    variant = \"etcd-3.4\"\nexpect = \"safe\"\n";
+        let e = parse(text, &dir.join("e.toml")).unwrap();
+        let Check::Story(story) = &e[0].check else {
+            panic!("not a story");
+        };
+        assert_eq!(story.scenario.params.variant.as_deref(), Some("etcd-3.4"));
+        assert_eq!(story.file, dir.join("stories/s.json"));
+        assert!(story.safety_only);
+        assert_eq!(e[0].expect, VerdictKind::NotFound);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_story_entry_refuses_what_belongs_to_a_search_and_a_verdict_it_cannot_have() {
+        let dir = story_dir("bad", STORY);
+        let head = "[[expect]]\nname = \"s\"\nscenario = \"stories/s.json\"\n";
+        for (rest, needle) in [
+            (
+                "cases = 3\nexpect = \"safe\"\n",
+                "cases belongs to a search",
+            ),
+            (
+                "faults = [\"pause\"]\nexpect = \"safe\"\n",
+                "faults belongs",
+            ),
+            ("expect = \"not-found\"\n", "runs once"),
+            ("variant = \"etcd-9\"\nexpect = \"safe\"\n", "etcd-9"),
+        ] {
+            let e = parse(&format!("{head}{rest}"), &dir.join("e.toml")).expect_err(rest);
+            assert!(e.to_string().contains(needle), "{rest}: {e}");
+        }
+        let missing = "[[expect]]\nname = \"s\"\nscenario = \"stories/none.json\"\n\
+                       expect = \"unsafe\"\n";
+        let e = parse(missing, &dir.join("e.toml")).unwrap_err();
+        assert!(e.to_string().contains("none.json"), "{e}");
+        // A search cannot say "safe", nor be half a search.
+        for (text, needle) in [
+            (
+                "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nfaults = [\"pause\"]\n\
+                 cases = 1\nexpect = \"safe\"\n",
+                "never \"safe\"",
+            ),
+            (
+                "[[expect]]\nname = \"a\"\nalgorithm = \"redlock\"\nexpect = \"unsafe\"\n",
+                "a search (algorithm, faults, cases) or a story",
+            ),
+        ] {
+            let e = parse_text(text).expect_err(text);
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -594,13 +594,18 @@ impl Deadlines {
         }
     }
 
-    /// The call `tag` no longer waits (answered, or given up by its caller).
+    /// The call `tag` no longer waits (answered, or given up by its caller). If no timer is
+    /// armed, the earliest call left is woken to arm it: the call woken for that may have been
+    /// this one, found past its own deadline (its node was paused when the alarm went off, and
+    /// ran only later), and without the baton passed on the calls left would wait forever.
     fn forget(&self, deadline: Instant, tag: u64) {
-        self.0
-            .lock()
-            .expect("never poisoned")
-            .pending
-            .remove(&(deadline, tag));
+        let mut inner = self.0.lock().expect("never poisoned");
+        inner.pending.remove(&(deadline, tag));
+        if inner.armed.is_none() {
+            if let Some((_, waker)) = inner.pending.first_key_value() {
+                waker.wake_by_ref();
+            }
+        }
     }
 }
 

@@ -345,11 +345,10 @@ fn a_careful_client_that_checks_its_session_before_access_survives_the_pause_a_c
 
 #[test]
 fn a_careful_client_whose_access_is_delayed_in_the_network_still_writes_late() {
-    // client-0's messages are delayed by 6.8 s for 3.9 s while it holds the lock: its
+    // client-0's messages are delayed by 11 s from 7 s (for 1.5 s) while it holds the lock: its
     // keep-alives reach the member too late and the lease expires; its session was alive when it
-    // checked `Session.Done()` and sent its last access, but that access reaches the resource
-    // 6.8 s later, inside the next holder's section (Kleppmann's delayed packet). Only fencing
-    // turns it away.
+    // checked `Session.Done()` and sent its exit, but the exit reaches the resource 11 s later,
+    // inside the next holder's section (Kleppmann's delayed packet). Only fencing turns it away.
     let s = common::scenario_file("etcd-delayed-access-careful-client.json");
     assert!(s.workload.check_before_access);
     let outcome = run(&s);
@@ -364,12 +363,13 @@ fn a_careful_client_whose_access_is_delayed_in_the_network_still_writes_late() {
 }
 
 /// `lessor.Renew`: a keep-alive that lands past its lease's TTL renews nothing, even before the
-/// lessor's next look; the lease goes at that look and the next waiter enters. `client-1` takes
-/// the lock, and a keep-alive answer is on its way when it is paused at 16 ms for 6.9 s; it reads
-/// the answer when it wakes (6.92 s) and, as the Go client does, sends its next keep-alive a
-/// third of the 10 s TTL later: at about 10.25 s, past the member's deadline (10.02 s, a TTL
-/// after the renewal) and before the lessor's look (10.5 s). The model once renewed it there
-/// (safe, and wrong: a real etcd refuses it, `real/tests/etcd_conformance.rs`).
+/// lessor's next look; the lease goes at that look and the next waiter enters. client-0 holds,
+/// its lease last renewed at about 3.5 s (the Go client's send loop, every 500 ms, sends once a
+/// third of the 10 s TTL has passed since the last answer), and is paused at 4 s for 9.6 s. On
+/// waking (13.6 s) it sends a keep-alive at once: past the member's deadline (about 13.5 s, a TTL
+/// after the renewal) and before the lessor's look (14 s, the member's clock pinned to phase 0).
+/// The model once renewed it there (safe, and wrong: a real etcd refuses it,
+/// `real/tests/etcd_conformance.rs`).
 #[test]
 fn a_keep_alive_past_the_ttl_renews_nothing_and_the_next_waiter_enters() {
     let s = common::scenario_file("etcd-keep-alive-past-the-ttl.json");
@@ -381,30 +381,38 @@ fn a_keep_alive_past_the_ttl_renews_nothing_and_the_next_waiter_enters() {
         .unwrap_or_else(|| panic!("{:?}", outcome.violations));
     assert_eq!(
         violation.clients,
-        ["client-1", "client-0"],
+        ["client-0", "client-1"],
         "{}",
         violation.story
     );
-    // The lease went at the lessor's look after its deadline: 10.5 s, not a TTL after the late
+    // The lease went at the lessor's look after its deadline (14 s), not a TTL after the late
     // keep-alive.
     let expired = expiries(&outcome.history.entries);
     assert_eq!(expired.len(), 1, "{expired:?}");
     assert!(
-        (10_000.0..=10_500.5).contains(&expired[0]),
+        (13_500.0..=14_000.5).contains(&expired[0]),
         "expired at {} ms",
         expired[0]
     );
-    // Without the pause the holder keeps its lease: the late keep-alive is what lost it.
-    let mut quiet = s.clone();
-    quiet.faults.clear();
-    assert!(run(&quiet).violations.is_empty());
+    // Woken 100 ms sooner, its keep-alive lands in time and renews the lease: the lateness is
+    // what lost it.
+    let mut sooner = s.clone();
+    for fault in &mut sooner.faults {
+        if let Fault::Pause { node, for_ms, .. } = fault {
+            if node == "client-0" {
+                *for_ms -= 100;
+            }
+        }
+    }
+    assert!(run(&sooner).violations.is_empty());
 }
 
 /// A lease ends one TTL after its last renewal, at the lessor's next check (every 500 ms of the
-/// member's clock), never later: with a 2 s lease the Go client renews every third of it, so a
-/// holder paused at 3 s was last renewed after 2.3 s, and its key goes between 4.3 s and 5.5 s.
-/// The same for every phase of the lessor's loop. (Mutation check: a lease renewed for two TTLs
-/// ends after 6.3 s and fails this.)
+/// member's clock), never later: with a 2 s lease the Go client's send loop (every 500 ms)
+/// renews once a third of it has passed since the last answer, so a holder paused at 3 s was
+/// last renewed at about 2 s, and its key goes between 4 s and 5.5 s. The same for every phase
+/// of the lessor's loop. (Mutation check: a lease renewed for two TTLs ends after 6 s and fails
+/// this.)
 #[test]
 fn a_lease_ends_one_ttl_after_its_last_renewal() {
     use lockcheck_core::scenario::ServerClocks;
@@ -433,9 +441,44 @@ fn a_lease_ends_one_ttl_after_its_last_renewal() {
         let ended = expiries(&outcome.history.entries);
         assert_eq!(ended.len(), 1, "phase {phase}: {ended:?}");
         assert!(
-            (4_300.0..=5_500.0).contains(&ended[0]),
+            (4_000.0..=5_500.0).contains(&ended[0]),
             "phase {phase}: the holder's lease ended at {} ms",
             ended[0]
         );
     }
+}
+
+/// The 3.4 Go client's `Mutex.Lock` returns once the keys created before its own are gone,
+/// without reading its own key; the 3.5 client reads it and fails with `ErrSessionExpired` when
+/// it is gone (`params.variant`). client-1 waits behind client-0 and is paused for 4.5 s, past
+/// its 2 s lease: its key goes with the lease. client-0 releases and takes the lock again (first
+/// in line now); client-1 wakes, finds client-0's first key deleted and, as the 3.4 client, takes
+/// the lock beside it. The 3.5 client waits its turn. `real/tests/etcd_servers.rs` tells the
+/// same file to a real etcd, and `expectations/known-results.toml` pins both.
+#[test]
+fn the_3_4_client_takes_a_lock_its_lapsed_lease_lost_the_3_5_client_does_not() {
+    let path = format!(
+        "{}/tests/scenarios/etcd-waiter-whose-lease-ran-out.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let story = Scenario::from_json(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let with = |variant: &str| {
+        let mut s = story.clone();
+        s.params.variant = Some(variant.to_string());
+        s.validate().unwrap();
+        run(&s)
+    };
+    let old = with("etcd-3.4");
+    let two = old
+        .violations
+        .iter()
+        .find(|v| v.kind == ViolationKind::MutualExclusion)
+        .unwrap_or_else(|| panic!("{:#?}", old.violations));
+    assert_eq!(two.clients, ["client-0", "client-1"]);
+    // client-1's key ended with its lease before it took the lock.
+    assert!(!expiries(&old.history.entries).is_empty());
+    let new = with("etcd-3.5");
+    assert!(new.violations.is_empty(), "{:#?}", new.violations);
+    // The default is the current client.
+    assert!(run(&story).violations.is_empty());
 }

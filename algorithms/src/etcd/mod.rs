@@ -7,6 +7,7 @@
 //! The lock dies with the holder's session lease, which the server expires on its monotonic
 //! clock when no keep-alive reaches it for the TTL.
 
+pub mod lessor;
 pub mod mutex;
 pub mod store;
 

@@ -6,9 +6,14 @@
 //! puts only if the key is absent (else reads it: the session already has its key) and reads the
 //! key created first under the prefix. The key with the lowest create revision holds the lock. A
 //! waiter waits for the deletion of the last key created before its own (a watch from the
-//! revision it read at), and again until no earlier key is left; then it checks that its own key
-//! still exists (its session may have expired meanwhile). Unlocking deletes the key. So the lock
-//! passes in create-revision order, and a release wakes only the next waiter.
+//! revision it read at), and again until no earlier key is left; then (from the 3.5 client on) it
+//! checks that its own key still exists (its session may have expired meanwhile). Unlocking
+//! deletes the key. So the lock passes in create-revision order, and a release wakes only the
+//! next waiter.
+//!
+//! Two versions of the client, as [`VARIANTS`]: the 3.4 client's `Lock` returns as soon as its
+//! wait is over, without that check, so a waiter whose lease ran out while it waited (paused,
+//! cut off) takes a lock its key no longer holds, beside the client that took it meanwhile.
 //!
 //! The lock lives as long as the session's lease: a holder whose keep-alives stop being answered
 //! (paused, cut off) loses it when the server expires the lease, and learns it only through the
@@ -16,7 +21,9 @@
 //! every key the server creates.
 
 use super::store::{Compare, EtcdStore, Op, OpResult, Range, Revision, Txn};
-use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
+use crate::describe::{
+    Backend, Description, Fencing, Lease, LibraryVariant, Order, Registered, Servers, Settings,
+};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::{Guard, UNBOUNDED_VALIDITY};
@@ -31,6 +38,25 @@ use std::time::Duration;
 /// The Go client's `ErrSessionExpired`.
 const SESSION_EXPIRED: &str = "mutex: session is expired";
 
+/// The versions of the Go client whose `Mutex.Lock` differs (`params.variant`), the current one
+/// first.
+pub const VARIANTS: &[LibraryVariant] = &[
+    LibraryVariant {
+        name: "etcd-3.5",
+        versions: "the etcd Go client 3.5 and later (client/v3)",
+        follows: "client/v3/concurrency/mutex.go (Lock, tryAcquire, Unlock), key.go (waitDeletes)",
+        about: "after waiting for the keys created before its own, Lock reads its own key and \
+                fails with ErrSessionExpired when it is gone",
+    },
+    LibraryVariant {
+        name: "etcd-3.4",
+        versions: "the etcd Go client 3.4 (clientv3; read in Debian's 3.4.23 source)",
+        follows: "clientv3/concurrency/mutex.go (Lock, Unlock), key.go (waitDeletes)",
+        about: "Lock returns once the keys created before its own are gone, without checking \
+                that its own key (its session's lease) still exists",
+    },
+];
+
 /// etcd's `concurrency.Mutex` over one session.
 pub struct EtcdMutex<S> {
     store: S,
@@ -40,18 +66,23 @@ pub struct EtcdMutex<S> {
     fencing: bool,
     /// How a failed `Lock` is tried again within the caller's wait.
     retry: Retry,
+    /// Whether `Lock` checks that its own key still exists after its wait (the 3.5 client;
+    /// [`VARIANTS`]).
+    checks_own_key: bool,
     /// The key of our acquisition, while held.
     held: RefCell<Option<String>>,
 }
 
 impl<S: EtcdStore> EtcdMutex<S> {
-    /// The mutex named `name` (its prefix is `/<name>/`).
-    pub fn new(store: S, name: &str, fencing: bool, retry: Retry) -> Self {
+    /// The mutex named `name` (its prefix is `/<name>/`), as the client of `VARIANTS[variant]`
+    /// has it.
+    pub fn new(store: S, name: &str, fencing: bool, retry: Retry, variant: usize) -> Self {
         EtcdMutex {
             store,
             prefix: format!("/{name}/"),
             fencing,
             retry,
+            checks_own_key: variant == 0,
             held: RefCell::new(None),
         }
     }
@@ -69,6 +100,10 @@ impl<S: EtcdStore> EtcdMutex<S> {
         if !matches!(waited, Ok(true)) {
             let _ = self.unlock(&key).await;
             return waited.map(|_| None);
+        }
+        if !self.checks_own_key {
+            // The 3.4 client: the wait is over, the lock is ours, whatever became of our key.
+            return Ok(Some(self.guard(key, rev, acquired_at)));
         }
         // Make sure the session is not expired, and our key still exists.
         let (kvs, _) = match self.store.range(Range::key(&key)).await {
@@ -214,7 +249,7 @@ pub const DESCRIPTION: Description = Description {
     readers: false,
     order: Order::Sequence,
     scripted: false,
-    variants: &[],
+    variants: VARIANTS,
 };
 
 impl<S: Stores> Registered<S> for EtcdMutex<S::Etcd> {
@@ -226,6 +261,7 @@ impl<S: Stores> Registered<S> for EtcdMutex<S::Etcd> {
             &settings.key,
             settings.fencing,
             settings.retry,
+            settings.variant_index(VARIANTS),
         )
     }
 

@@ -1,16 +1,20 @@
 //! [`EtcdStore`] for a simulated client: one connection to the simulated etcd member, and the
 //! session lease the Go client's `concurrency.Session` keeps.
 //!
-//! The session's lease is granted on first use with the scenario's TTL and kept alive by a task
-//! of the client's node, as the Go client's lease keep-alive loop does: a keep-alive once its
-//! last answer is a third of the TTL old (after an unanswered one, again every 500 ms); the
-//! session is *done* once no keep-alive was answered within the TTL of the last answer, or the
-//! member answers that it no longer has the lease (TTL 0). A done session's next use grants a
-//! new lease. A watch is re-registered, from where it left off, after its connection was lost.
+//! The session's lease is granted on first use with the scenario's TTL and kept alive by tasks
+//! of the client's node timed as the Go client's lessor
+//! ([`lockcheck_algorithms::etcd::lessor`]): a send loop every 500 ms that sends a keep-alive
+//! once the last answer is a third of the TTL old (at every wake-up while none is answered), an
+//! answer counted whenever it comes (no per-request timeout on the keep-alive stream), and a
+//! deadline loop every second that ends the session once no answer came within the TTL of the
+//! last one (5 s before the first); an answer with TTL 0 ends it at once. A done session's next
+//! use grants a new lease. A watch is re-registered, from where it left off, after its
+//! connection was lost.
 
 use super::node::{EtcdPush, EtcdRequest, EtcdResponse};
 use crate::net::RpcClient;
 use crate::signal::Signal;
+use lockcheck_algorithms::etcd::lessor::{self, KeepAlive};
 use lockcheck_algorithms::etcd::{
     EtcdError, EtcdStore, KeyValue, LeaseId, Range, Revision, Txn, TxnResult,
 };
@@ -19,15 +23,15 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// How soon an unanswered keep-alive is sent again (the Go client's send loop runs every 500 ms).
-const RESEND: Duration = Duration::from_millis(500);
+/// How soon a watch is registered again after it could not be (the Go client's retry wait).
+const RESEND: Duration = lessor::SEND_LOOP;
 
 /// The session as the client knows it.
 #[derive(Default)]
 struct Session {
     lease: Option<LeaseId>,
-    /// Client monotonic time after which, without another answered keep-alive, it is done.
-    deadline: Duration,
+    /// Its keep-alive, once the lease is granted.
+    keep_alive: Option<KeepAlive>,
     done: bool,
 }
 
@@ -55,6 +59,9 @@ pub struct Shared<E: Env> {
     unanswered: std::cell::Cell<bool>,
     /// Counts the requests that went unanswered.
     timeouts: Signal,
+    /// When the client's first keep-alive started: the lessor's deadline loop wakes every
+    /// second from then, for every session of the client.
+    lessor_started: std::cell::Cell<Option<Duration>>,
 }
 
 impl<E: Env> std::ops::Deref for SimEtcd<E> {
@@ -85,6 +92,7 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
             reconnects: Signal::default(),
             unanswered: std::cell::Cell::default(),
             timeouts: Signal::default(),
+            lessor_started: std::cell::Cell::default(),
         }))
     }
 
@@ -121,42 +129,98 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
         }
     }
 
-    /// Keeps `lease` alive until it is done, on the client's node.
+    /// Whether `lease` is the session's and not done.
+    fn current(&self, lease: LeaseId) -> bool {
+        let s = self.session.borrow();
+        s.lease == Some(lease) && !s.done
+    }
+
+    /// Keeps `lease` alive until it is done, on the client's node: the Go lessor's send loop and
+    /// deadline loop ([`lessor`]).
     fn spawn_keep_alive(&self, lease: LeaseId) {
         let this = self.clone();
         madsim::task::spawn_local(async move {
+            while this.current(lease) {
+                let now = this.env.mono_now();
+                let due = this.session.borrow().keep_alive.is_some_and(|k| k.due(now));
+                if due {
+                    this.spawn_one_keep_alive(lease);
+                }
+                this.env.sleep(lessor::SEND_LOOP).await;
+            }
+        });
+        let this = self.clone();
+        madsim::task::spawn_local(async move {
             loop {
-                let (deadline, current) = {
-                    let s = this.session.borrow();
-                    (s.deadline, s.lease == Some(lease) && !s.done)
-                };
-                if !current {
+                let origin = this.lessor_started.get().unwrap_or_default();
+                let now = this.env.mono_now();
+                let wake = lessor::next_deadline_check(origin, now);
+                this.env.sleep(wake.saturating_sub(now)).await;
+                if !this.current(lease) {
                     return;
                 }
-                let sent = this.env.mono_now();
-                if sent >= deadline {
+                let now = this.env.mono_now();
+                let lapsed = this
+                    .session
+                    .borrow()
+                    .keep_alive
+                    .is_some_and(|k| k.lapsed(now));
+                if lapsed {
                     return Self::end(&this.session, &this.ended, lease);
                 }
-                let next = match this.call(EtcdRequest::KeepAlive { lease }).await {
-                    Ok(EtcdResponse::KeptAlive { ttl_s }) if ttl_s > 0 => {
-                        let ttl_now = Duration::from_secs(ttl_s as u64);
-                        let mut s = this.session.borrow_mut();
-                        if s.lease == Some(lease) {
-                            // The Go client counts the TTL from when the answer came.
-                            s.deadline = this.env.mono_now() + ttl_now;
-                        }
-                        ttl_now / 3
-                    }
-                    Ok(EtcdResponse::KeptAlive { .. }) => {
-                        return Self::end(&this.session, &this.ended, lease);
-                    }
-                    Ok(_) | Err(_) => RESEND,
-                };
-                // Wake for the next keep-alive, or at the deadline if that comes first.
-                let now = this.env.mono_now();
-                let deadline = this.session.borrow().deadline;
-                let nap = next.min(deadline.saturating_sub(now));
-                this.env.sleep(nap).await;
+            }
+        });
+    }
+
+    /// Sends one keep-alive for `lease` and counts its answer whenever it comes. After the
+    /// request timeout without one, the connection is marked as having a request unanswered
+    /// (what TCP retransmits; see `wait_deleted`), and the answer is still awaited.
+    fn spawn_one_keep_alive(&self, lease: LeaseId) {
+        let this = self.clone();
+        madsim::task::spawn_local(async move {
+            // Past this, the session is done whatever comes: the lease's deadline cannot be
+            // further off than a TTL, or the first keep-alive's wait, and the loop's second.
+            let bound = this
+                .ttl
+                .max(lessor::FIRST_KEEP_ALIVE_TIMEOUT)
+                .saturating_add(lessor::DEADLINE_LOOP)
+                .saturating_mul(2);
+            let call =
+                std::pin::pin!(this
+                    .rpc
+                    .call(this.server, EtcdRequest::KeepAlive { lease }, bound));
+            let late = std::pin::pin!(this.env.sleep(this.request_timeout));
+            let answer = match futures_util::future::select(call, late).await {
+                futures_util::future::Either::Left((answer, _)) => answer,
+                futures_util::future::Either::Right(((), call)) => {
+                    this.unanswered.set(true);
+                    this.timeouts.notify();
+                    call.await
+                }
+            };
+            match &answer {
+                Err(StoreError::Unreachable(_) | StoreError::ConnectionLost(_)) => {
+                    this.unanswered.set(false);
+                    this.reconnects.notify();
+                }
+                Ok(_) => this.unanswered.set(false),
+                Err(_) => {}
+            }
+            let Ok(EtcdResponse::KeptAlive { ttl_s }) = answer else {
+                return;
+            };
+            if !this.current(lease) {
+                return;
+            }
+            let now = this.env.mono_now();
+            let alive = {
+                let mut s = this.session.borrow_mut();
+                s.keep_alive
+                    .as_mut()
+                    .is_some_and(|k| k.answered(now, ttl_s))
+            };
+            if !alive {
+                Self::end(&this.session, &this.ended, lease);
             }
         });
     }
@@ -171,14 +235,16 @@ impl<E: Env + Clone + 'static> EtcdStore for SimEtcd<E> {
             }
         }
         let ttl_s = self.ttl.as_secs().max(1) as i64;
-        let asked = self.env.mono_now();
         match self.call(EtcdRequest::Grant { ttl_s }).await? {
-            EtcdResponse::Granted { lease, ttl_s } => {
-                let ttl = Duration::from_secs(ttl_s as u64);
+            EtcdResponse::Granted { lease, .. } => {
+                // `NewSession` asks for keep-alive as soon as the grant is answered.
+                let now = self.env.mono_now();
+                if self.lessor_started.get().is_none() {
+                    self.lessor_started.set(Some(now));
+                }
                 *self.session.borrow_mut() = Session {
                     lease: Some(lease),
-                    // The Go client's first deadline counts from when keep-alive began.
-                    deadline: asked + ttl,
+                    keep_alive: Some(KeepAlive::started(now)),
                     done: false,
                 };
                 self.spawn_keep_alive(lease);
