@@ -219,9 +219,12 @@ fn a_partition_shorter_than_the_session_timeout_can_still_expire_it() {
             .collect()
     };
     let long = at_phases(9_700);
+    // Expired at some phases, kept at others: the reconnection at the SYN retransmission after
+    // the heal (11.7 s) comes before some deadlines. (Had the connection attempt waited out the
+    // whole connect timeout across the cut, it would come after every one.)
     assert!(
-        long.iter().any(|&e| e),
-        "the session should expire at some phase: {long:?}"
+        long.iter().any(|&e| e) && long.iter().any(|&e| !e),
+        "the session should expire at some phases only: {long:?}"
     );
     // Half the timeout is ridden out at every phase: the client reconnects in time.
     let short = at_phases(5_000);
