@@ -245,12 +245,7 @@ impl RealEtcd {
             let s = session.borrow();
             s.lease == Some(lease) && !s.done
         };
-        // Past this an answer cannot matter: the session is done by then whatever comes.
-        let bound = self
-            .ttl
-            .max(lessor::FIRST_KEEP_ALIVE_TIMEOUT)
-            .saturating_add(lessor::DEADLINE_LOOP)
-            .saturating_mul(2);
+        let bound = lessor::answer_bound(self.ttl);
         let addr = self.addr;
         {
             let (gate, session, ended, ends) =

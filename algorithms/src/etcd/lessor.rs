@@ -69,6 +69,15 @@ impl KeepAlive {
     }
 }
 
+/// How long a keep-alive's answer is worth waiting for, for a lease of `ttl`: past this the
+/// session is done whatever comes (its deadline is at most a TTL, or the first keep-alive's
+/// wait, ahead, and the deadline loop looks within a second), so a store may give the request up.
+pub fn answer_bound(ttl: Duration) -> Duration {
+    ttl.max(FIRST_KEEP_ALIVE_TIMEOUT)
+        .saturating_add(DEADLINE_LOOP)
+        .saturating_mul(2)
+}
+
 /// When the deadline loop, started at `origin`, next wakes after `now`.
 pub fn next_deadline_check(origin: Duration, now: Duration) -> Duration {
     let since = now.saturating_sub(origin).as_nanos();

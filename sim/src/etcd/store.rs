@@ -102,17 +102,29 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
             .call(self.server, request, self.request_timeout)
             .await;
         match &result {
+            Err(StoreError::Timeout) => self.mark_unanswered(),
+            other => self.note_answer(other),
+        }
+        result
+    }
+
+    /// A request on the connection has gone unanswered past the request timeout: what TCP
+    /// retransmits (see `wait_deleted`).
+    fn mark_unanswered(&self) {
+        self.unanswered.set(true);
+        self.timeouts.notify();
+    }
+
+    /// A request's outcome other than a timeout: an answer, or the connection's end.
+    fn note_answer(&self, result: &Result<EtcdResponse, StoreError>) {
+        match result {
             Err(StoreError::Unreachable(_) | StoreError::ConnectionLost(_)) => {
                 self.unanswered.set(false);
                 self.reconnects.notify();
             }
-            Err(StoreError::Timeout) => {
-                self.unanswered.set(true);
-                self.timeouts.notify();
-            }
             Ok(_) => self.unanswered.set(false),
+            Err(_) => {}
         }
-        result
     }
 
     /// An answer of the wrong kind (a bug in the simulated server, not a fault of the run).
@@ -178,13 +190,7 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
     fn spawn_one_keep_alive(&self, lease: LeaseId) {
         let this = self.clone();
         madsim::task::spawn_local(async move {
-            // Past this, the session is done whatever comes: the lease's deadline cannot be
-            // further off than a TTL, or the first keep-alive's wait, and the loop's second.
-            let bound = this
-                .ttl
-                .max(lessor::FIRST_KEEP_ALIVE_TIMEOUT)
-                .saturating_add(lessor::DEADLINE_LOOP)
-                .saturating_mul(2);
+            let bound = lessor::answer_bound(this.ttl);
             let call =
                 std::pin::pin!(this
                     .rpc
@@ -193,19 +199,11 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
             let answer = match futures_util::future::select(call, late).await {
                 futures_util::future::Either::Left((answer, _)) => answer,
                 futures_util::future::Either::Right(((), call)) => {
-                    this.unanswered.set(true);
-                    this.timeouts.notify();
+                    this.mark_unanswered();
                     call.await
                 }
             };
-            match &answer {
-                Err(StoreError::Unreachable(_) | StoreError::ConnectionLost(_)) => {
-                    this.unanswered.set(false);
-                    this.reconnects.notify();
-                }
-                Ok(_) => this.unanswered.set(false),
-                Err(_) => {}
-            }
+            this.note_answer(&answer);
             let Ok(EtcdResponse::KeptAlive { ttl_s }) = answer else {
                 return;
             };

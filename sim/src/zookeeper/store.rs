@@ -40,6 +40,12 @@ use std::time::Duration;
 /// between connection attempts, and a reconnection in time revives the session.
 const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How long a connection may stay silent before the client gives it up: two thirds of the
+/// session timeout (`ClientCnxn`'s `readTimeout`).
+fn read_timeout(session_timeout: Duration) -> Duration {
+    session_timeout * 2 / 3
+}
+
 /// When a lost SYN is first sent again: Linux's initial retransmission timeout (`TCP_TIMEOUT_INIT`),
 /// doubled at each retransmission.
 const SYN_RETRANSMISSION: Duration = Duration::from_secs(1);
@@ -288,7 +294,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                 let s = self.session.borrow();
                 (
                     s.connection != connection || !s.connected,
-                    s.last_heard + s.timeout * 2 / 3,
+                    s.last_heard + read_timeout(s.timeout),
                 )
             };
             if gone {
@@ -320,7 +326,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
             let s = self.session.borrow();
             (self.env.mono_now().saturating_sub(s.last_heard), s.timeout)
         };
-        if silent >= timeout * 2 / 3 {
+        if silent >= read_timeout(timeout) {
             Self::lose_connection(&self.session);
         }
     }
@@ -431,7 +437,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                 Either::Right(((), _)) => {
                     return Err(StoreError::ConnectionLost(format!(
                         "no news from the server for two thirds of the session timeout ({} ms)",
-                        (timeout * 2 / 3).as_millis()
+                        read_timeout(timeout).as_millis()
                     )))
                 }
             }
