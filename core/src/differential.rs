@@ -281,7 +281,7 @@ mod tests {
         // The first kind too: safe at every phase, real unsafe.
         let never = [safe.clone(), safe.clone()];
         assert_eq!(
-            classify_over_phases(&safe, &never, &[unsafe_.clone()]),
+            classify_over_phases(&safe, &never, std::slice::from_ref(&unsafe_)),
             Class::SimSafeRealUnsafe
         );
         // Split real runs stay inconclusive, agreements stay agreements.
