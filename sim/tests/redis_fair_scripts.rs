@@ -15,6 +15,7 @@ use lockcheck_algorithms::LockEvent;
 use lockcheck_algorithms::{Env, Guard, Lock, StoreError};
 use lockcheck_sim::redis::RedisModel;
 use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -432,6 +433,11 @@ struct World {
     model: RefCell<RedisModel>,
     /// Calls still to be applied and then answered with a timeout (a lost reply).
     lose_replies: Cell<u32>,
+    /// The channels some waiter subscribed to, with what was published to each and not taken
+    /// yet (one subscriber per channel: every waiter of a fair lock has its own).
+    channels: RefCell<BTreeMap<String, VecDeque<String>>>,
+    /// Every `(channel, message)` published, subscribed to or not.
+    published: RefCell<Vec<(String, String)>>,
 }
 
 impl Manual for World {
@@ -445,9 +451,16 @@ type Client = common::Client<World>;
 impl World {
     fn run(&self, command: Command) -> Reply {
         let now = EPOCH_MS + self.clock.now.get();
-        self.model
-            .borrow_mut()
-            .apply(&command, now, &mut Vec::new())
+        let mut model = self.model.borrow_mut();
+        let reply = model.apply(&command, now, &mut Vec::new());
+        for (channel, message) in model.take_published() {
+            if let Some(queue) = self.channels.borrow_mut().get_mut(&channel) {
+                queue.push_back(message.clone());
+                self.clock.moved();
+            }
+            self.published.borrow_mut().push((channel, message));
+        }
+        reply
     }
 }
 
@@ -462,6 +475,29 @@ impl RedisStore for Store {
             return Err(StoreError::Timeout);
         }
         Ok(reply)
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {
+        self.0
+            .channels
+            .borrow_mut()
+            .insert(channel.into(), VecDeque::new());
+        Ok(())
+    }
+
+    fn unsubscribe(&self, channel: &str) {
+        self.0.channels.borrow_mut().remove(channel);
+    }
+
+    async fn next_message(&self, channel: &str) -> String {
+        std::future::poll_fn(|_| {
+            let mut channels = self.0.channels.borrow_mut();
+            match channels.get_mut(channel).and_then(VecDeque::pop_front) {
+                Some(message) => std::task::Poll::Ready(message),
+                None => std::task::Poll::Pending,
+            }
+        })
+        .await
     }
 }
 
@@ -533,12 +569,15 @@ fn giving_up_leaves_the_queue() {
     let started = world.clock.now.get();
     let got = block_on(&world, waiter.acquire(&b, Duration::from_millis(200))).unwrap();
     assert_eq!(got, None);
-    assert!(world.clock.now.get() - started < 200);
+    // Redisson's wait lasts the wait given, on the waiter's wall clock, and no longer.
+    assert_eq!(world.clock.now.get() - started, 200);
     assert!(!key_exists(&world, config.queue_key()));
     assert!(!key_exists(&world, config.timeout_key()));
-    // Every poll was reported as one failed attempt on one server.
+    // Every attempt was reported as one failed attempt on one server: the first, the one at
+    // once after subscribing, and one after each wait for a message (150 ms at most, half the
+    // place-keeping deadline, then the 50 ms left).
     let events = b.events.borrow().clone();
-    assert!(events.len() >= 4, "{events:?}");
+    assert_eq!(events.len(), 3, "{events:?}");
     assert!(events.iter().all(|e| *e
         == LockEvent::Attempt {
             acquired: false,
@@ -609,6 +648,57 @@ fn polls_are_never_further_apart_than_half_the_wait_timeout() {
     );
     assert_eq!(order.into_inner(), vec!["B", "C"]);
     assert!(world.clock.now.get() >= 3_000);
+}
+
+#[test]
+fn the_release_publishes_to_the_head_waiter_which_takes_the_lock_at_once() {
+    let world = Rc::new(World::default());
+    let config = config();
+    let (a, b, c) = (
+        Client::new(&world, 1),
+        Client::new(&world, 2),
+        Client::new(&world, 3),
+    );
+    let holder = fair(&world, "A", config.clone());
+    let guard = block_on(&world, holder.acquire(&a, Duration::ZERO))
+        .unwrap()
+        .unwrap();
+    let (first, second) = (
+        fair(&world, "B", config.clone()),
+        fair(&world, "C", config.clone()),
+    );
+    let acquired = RefCell::new(Vec::new());
+    run_all(
+        &world,
+        vec![
+            Box::pin(async {
+                let guard = first.acquire(&b, Duration::from_secs(10)).await.unwrap();
+                acquired.borrow_mut().push(("B", world.clock.now.get()));
+                assert!(first.release(&b, &guard.unwrap()).await.unwrap());
+            }),
+            Box::pin(async {
+                c.sleep(Duration::from_millis(1)).await;
+                let guard = second.acquire(&c, Duration::from_secs(10)).await.unwrap();
+                acquired.borrow_mut().push(("C", world.clock.now.get()));
+                assert!(second.release(&c, &guard.unwrap()).await.unwrap());
+            }),
+            Box::pin(async {
+                // Released between two of the waiters' own attempts (every 150 ms).
+                a.sleep(Duration::from_millis(220)).await;
+                assert!(holder.release(&a, &guard).await.unwrap());
+            }),
+        ],
+    );
+    // Each release woke the waiter then at the head, on its own channel, in the same instant.
+    assert_eq!(acquired.into_inner(), [("B", 220), ("C", 220)]);
+    let published = world.published.borrow().clone();
+    assert_eq!(
+        published,
+        [
+            (config.channel_of("B"), "0".to_string()),
+            (config.channel_of("C"), "0".to_string())
+        ]
+    );
 }
 
 #[test]

@@ -65,6 +65,43 @@ fn the_release_wakes_the_waiter_within_a_few_message_latencies() {
     }
 }
 
+/// Story: the same for Redisson's fair lock (`redis-fair`): each waiter waits on its own channel
+/// (`redisson_lock__channel:{lock}:{owner}`), and the release publishes to the waiter at the
+/// head of the queue, which attempts again as soon as the message arrives. Without the message
+/// it would attempt again only when half its place-keeping deadline had passed (2.5 s).
+#[test]
+fn the_release_wakes_the_fair_locks_waiter_at_the_head_within_a_few_message_latencies() {
+    let mut s = scenario_file("redisson-wake-up.json");
+    s.algorithm = lockcheck_core::Algorithm::RedisFair;
+    let outcome = run(&s);
+    let (released, acquired) = hand_over(&outcome.history.entries);
+    assert!(
+        released < acquired && acquired < released + 50,
+        "released at {released} ms, the waiter acquired at {acquired} ms"
+    );
+    assert_eq!(outcome.violations, vec![]);
+}
+
+/// Story: the fair lock's wake-up lost in the same silent machine restart. Its waiter does not
+/// sit out the lock's PTTL as a reentrant lock's does: it attempts again at least twice per
+/// place-keeping deadline (5 s) to keep its place, so the lost message costs it at most 2.5 s.
+#[test]
+fn a_fair_waiter_whose_wake_up_is_lost_attempts_again_within_half_its_queue_timeout() {
+    let mut s = scenario_file("redisson-wake-up-lost-in-a-machine-restart.json");
+    s.algorithm = lockcheck_core::Algorithm::RedisFair;
+    let outcome = run(&s);
+    let (released, acquired) = hand_over(&outcome.history.entries);
+    assert!(
+        (11_000..14_000).contains(&released),
+        "released at {released} ms"
+    );
+    assert!(
+        released + 50 < acquired && acquired <= released + 2_500,
+        "the waiter acquired at {acquired} ms, released at {released} ms"
+    );
+    assert_eq!(outcome.violations, vec![]);
+}
+
 /// Story: the server's machine restarts at 1 s (the lock survives: `appendfsync always`).
 /// A machine that dies says nothing to its clients: client-1's subscription, made before,
 /// is gone from the new process without client-1 knowing. client-0 releases at about 12 s

@@ -109,9 +109,11 @@ fn expiries_after_a_zookeeper_restart_are_recorded_and_no_false_order_violation_
 /// that is gone holds nobody.
 ///
 /// The story as a scenario file: client-0 holds, client-1 queues before client-2; the server's
-/// process is killed at 1 s and restarted empty at 1.5 s. client-2 happens to ask first after
-/// the restart and takes the lock (while client-0 is still inside: UNSAFE, the lost lock), ahead
-/// of client-1, whose place went with the queue: no ORDER.
+/// process is killed at 1 s and restarted empty at 1.5 s. client-1 is paused from 2 s to 3.5 s,
+/// over the attempt it would make first (each waiter attempts again at least every 2.5 s, half
+/// its place-keeping deadline), so client-2 asks first after the restart and takes the lock
+/// (while client-0 is still inside: UNSAFE, the lost lock), ahead of client-1, whose place went
+/// with the queue: no ORDER.
 #[test]
 fn a_redis_restart_that_loses_the_fair_queue_is_no_order_violation() {
     let s = scenario_file("redis-fair-restart-loses-the-queue.json");

@@ -8,11 +8,17 @@
 //!
 //! (Redisson's names; the `{key}` hash tag puts all three in the lock key's cluster slot.)
 //!
-//! A waiter that cannot take the lock joins the tail of the queue and polls again. The lock goes
-//! only to the waiter at the head (or to anyone while the queue is empty), so the others cannot
-//! overtake it. A waiter that stops polling (it crashed, or gave up without being able to say so)
-//! would block the queue forever, so each waiter has a deadline in the sorted set, pushed back at
-//! every poll; every script first drops the waiters at the head whose deadline has passed.
+//! A waiter that cannot take the lock joins the tail of the queue and waits, as Redisson's does,
+//! on its own pub/sub channel (`redisson_lock__channel:{key}:{owner}`): the release that frees
+//! the lock publishes to the waiter then at the head, which attempts again at once
+//! ([`super::redisson_wait`]). The lock goes only to the waiter at the head (or to anyone while
+//! the queue is empty), so the others cannot overtake it. A waiter that stops attempting (it
+//! crashed, or gave up without being able to say so) would block the queue forever, so each
+//! waiter has a deadline in the sorted set, pushed back at every attempt; every script first
+//! drops the waiters at the head whose deadline has passed. A waiter therefore attempts again
+//! at least twice per deadline even when no message comes (none does for a lock that expires,
+//! for a waiter that reached the head by another's giving up, or while its subscription is
+//! gone), and at the latest when the lock's PTTL it last read runs out.
 //!
 //! "Passed" is judged by the clock of whichever CLIENT runs the script: the scripts cannot read
 //! the server's clock (Redisson passes `System.currentTimeMillis()`, the seed its own timestamp,
@@ -35,13 +41,14 @@
 
 use super::command::{Command, Reply, Script};
 use super::owner_hash::{OwnerHash, Watchdog};
+use super::redisson_wait::{self, Attempt};
 use super::store::RedisStore;
 use crate::describe::{Backend, Description, Fencing, Lease, Order, Registered, Servers, Settings};
 use crate::env::Env;
 use crate::error::LockError;
 use crate::guard::Guard;
 use crate::lock::Lock;
-use crate::retry::{acquire_with_retries, Retry, Tried};
+use crate::retry::Retry;
 use crate::stores::Stores;
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
@@ -186,7 +193,7 @@ pub const LEAVE_QUEUE_LUA: &str = r#"redis.call('zrem', KEYS[2], ARGV[1]);
 return redis.call('lrem', KEYS[1], 0, ARGV[1]);"#;
 
 /// The message published to a waiter's channel when the lock is freed (Redisson's
-/// `LockPubSub.UNLOCK_MESSAGE`). Nobody subscribes here: waiters poll instead.
+/// `LockPubSub.UNLOCK_MESSAGE`); the waiter subscribed to that channel attempts again.
 const UNLOCK_MESSAGE: &str = "0";
 
 /// Settings of a [`RedisFair`] lock.
@@ -198,9 +205,9 @@ pub struct FairConfig {
     pub ttl: Duration,
     /// Validity deducted for drift, as a fraction of the lease (plus 2 ms).
     pub drift_factor: f64,
-    /// Base delay between polls of a blocking acquire, jittered in `[d/2, d]` and capped at
-    /// `wait_timeout / 2` so a waiter polls before its place expires (Redisson waits on its
-    /// channel instead; polling is the model of that wait with no message lost).
+    /// Base delay before attempting again after an attempt that got no reply, jittered in
+    /// `[d/2, d]` and doubled per silent attempt up to `max_retry_delay`. An attempt the server
+    /// refused is followed by a wait on the waiter's channel instead.
     pub retry_delay: Duration,
     /// Attempts per blocking acquire; `None`: until the wait runs out.
     pub retry_count: Option<u32>,
@@ -227,6 +234,12 @@ impl FairConfig {
     /// The prefix of the waiters' unlock channels (`{prefix}:{owner}`).
     pub fn channel_prefix(&self) -> String {
         format!("redisson_lock__channel:{{{}}}", self.key)
+    }
+
+    /// The channel `owner` waits on (`RedissonFairLock.subscribe`: the lock's channel, a colon,
+    /// the owner's lock name).
+    pub fn channel_of(&self, owner: &str) -> String {
+        format!("{}:{owner}", self.channel_prefix())
     }
 }
 
@@ -292,6 +305,7 @@ impl<S: RedisStore> RedisFair<S> {
         Ok(self
             .attempt(env, &self.try_acquire, args)
             .await?
+            .0
             .into_guard())
     }
 
@@ -299,11 +313,12 @@ impl<S: RedisStore> RedisFair<S> {
     /// keeps (or takes) its place in the queue, which lasts `wait_timeout` unless it polls again.
     /// A caller that stops polling should [`leave_queue`](Self::leave_queue).
     pub async fn acquire_or_wait<E: Env>(&self, env: &E) -> Result<Option<Guard>, LockError> {
-        Ok(self.poll_queue(env).await?.into_guard())
+        Ok(self.poll_queue(env).await?.0.into_guard())
     }
 
-    /// [`RedisFair::acquire_or_wait`] as the retry loop needs it: held, refused, or unanswered.
-    async fn poll_queue<E: Env>(&self, env: &E) -> Result<Tried, LockError> {
+    /// [`RedisFair::acquire_or_wait`] as the wait needs it: held, refused, or unanswered, with
+    /// the lock's PTTL when refused (-2 when it is free but another waiter is first).
+    async fn poll_queue<E: Env>(&self, env: &E) -> Result<Attempt, LockError> {
         let args = vec![
             self.hash.lease_ms(),
             self.hash.owner.clone(),
@@ -318,7 +333,7 @@ impl<S: RedisStore> RedisFair<S> {
         env: &E,
         script: &Script,
         args: Vec<String>,
-    ) -> Result<Tried, LockError> {
+    ) -> Result<Attempt, LockError> {
         let started = env.mono_now();
         let reply = self
             .store
@@ -328,11 +343,17 @@ impl<S: RedisStore> RedisFair<S> {
                 args,
             })
             .await;
-        self.hash
+        let ttl = match reply {
+            Ok(Reply::Int(ttl)) => Some(ttl),
+            _ => None,
+        };
+        let tried = self
+            .hash
             .settle(env, started, reply, || async {
                 let _ = self.release_once(env).await;
             })
-            .await
+            .await?;
+        Ok((tried, ttl))
     }
 
     /// Leaves the wait queue; `Ok(true)` when the caller was in it.
@@ -410,20 +431,29 @@ fn wall_ms<E: Env>(env: &E) -> String {
 }
 
 impl<S: RedisStore> Lock for RedisFair<S> {
-    /// Polls [`RedisFair::acquire_or_wait`] until held; when the wait or the attempts run out, or
-    /// the server answers an error, leaves the queue (best effort: if that request is lost too,
-    /// the place expires after `wait_timeout`).
+    /// Attempts ([`RedisFair::acquire_or_wait`]) and waits on the owner's channel between
+    /// attempts, as Redisson's `tryLock` does ([`redisson_wait::acquire`]), until held; when the
+    /// wait or the attempts run out, or the server answers an error, leaves the queue (best
+    /// effort: if that request is lost too, the place expires after `wait_timeout`).
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
-        // Poll at least twice per place-keeping deadline, or the waiter loses its place.
+        // Attempt at least twice per place-keeping deadline, or the waiter loses its place.
+        let keep_place = self.config.wait_timeout / 2;
         let retry = Retry {
-            delay: self.config.retry_delay.min(self.config.wait_timeout / 2),
+            delay: self.config.retry_delay.min(keep_place),
             count: self.config.retry_count,
-            max_delay: self
-                .config
-                .max_retry_delay
-                .min(self.config.wait_timeout / 2),
+            max_delay: self.config.max_retry_delay.min(keep_place),
         };
-        let result = acquire_with_retries(env, wait, retry, || self.poll_queue(env)).await;
+        let channel = self.config.channel_of(&self.hash.owner);
+        let result = redisson_wait::acquire(
+            env,
+            &self.store,
+            &channel,
+            wait,
+            retry,
+            Some(keep_place),
+            || self.poll_queue(env),
+        )
+        .await;
         if !matches!(result, Ok(Some(_))) {
             // Giving up (or failing) must not leave a place in the queue that blocks others
             // until its deadline.

@@ -40,12 +40,17 @@ pub type Attempt = (Tried, Option<i64>);
 /// The wait is measured on the client's wall clock, as Redisson measures it
 /// (`System.currentTimeMillis()`): a clock stepped back lengthens it, one stepped forward
 /// shortens it.
+///
+/// `longest_sleep`, when given, bounds each wait for a message besides the PTTL: a fair lock's
+/// waiter must attempt again before its place in the queue lapses, even when no message comes
+/// (see [`super::fair`]).
 pub async fn acquire<E, S, F, Fut>(
     env: &E,
     store: &S,
     channel: &str,
     wait: Duration,
     retry: Retry,
+    longest_sleep: Option<Duration>,
     mut attempt: F,
 ) -> Result<Option<Guard>, LockError>
 where
@@ -101,6 +106,7 @@ where
                     Some(ttl) if (0..time).contains(&ttl) => ttl,
                     _ => time,
                 };
+                let bound = longest_sleep.map_or(bound, |cap| bound.min(ms(cap)));
                 let message = pin!(store.next_message(channel));
                 let timer = pin!(env.sleep(Duration::from_millis(bound.unsigned_abs())));
                 // Woken by the message or by the timer, it attempts again either way.
@@ -201,6 +207,17 @@ mod tests {
         replies: Vec<Attempt>,
         wait_ms: u64,
     ) -> (Option<Guard>, usize) {
+        acquire_sleeping_at_most(clock, store, replies, wait_ms, None)
+    }
+
+    /// [`acquire_with`] with a bound on each wait for a message.
+    fn acquire_sleeping_at_most(
+        clock: &Clock,
+        store: &Channel,
+        replies: Vec<Attempt>,
+        wait_ms: u64,
+        longest_sleep: Option<Duration>,
+    ) -> (Option<Guard>, usize) {
         let replies = RefCell::new(VecDeque::from(replies));
         let made = Cell::new(0);
         let guard = Guard {
@@ -210,7 +227,7 @@ mod tests {
             fence: None,
         };
         let wait = Duration::from_millis(wait_ms);
-        let future = acquire(clock, store, "ch", wait, RETRY, || {
+        let future = acquire(clock, store, "ch", wait, RETRY, longest_sleep, || {
             made.set(made.get() + 1);
             let next = replies.borrow_mut().pop_front();
             let reply = next.unwrap_or((Tried::Acquired(guard.clone()), None));
@@ -249,6 +266,20 @@ mod tests {
         assert_eq!(attempts, 3);
         assert_eq!(*clock.slept.borrow(), [2_000]);
         assert_eq!(store.asked.borrow().len(), 2, "unsubscribed on giving up");
+    }
+
+    #[test]
+    fn a_fair_waiter_attempts_again_before_its_place_lapses_whatever_the_pttl() {
+        let (clock, store) = (Clock::default(), Channel::default());
+        let refused = |ttl| (Tried::Refused, Some(ttl));
+        // A long PTTL, then "free but another waiter is first" (-2): each sleep stops at the
+        // bound, where without it the first would last the PTTL and the second the wait left.
+        let replies = vec![refused(30_000), refused(30_000), refused(-2)];
+        let bound = Some(Duration::from_millis(2_500));
+        let (held, attempts) = acquire_sleeping_at_most(&clock, &store, replies, 60_000, bound);
+        assert!(held.is_some());
+        assert_eq!(attempts, 4);
+        assert_eq!(*clock.slept.borrow(), [2_500, 2_500]);
     }
 
     #[test]

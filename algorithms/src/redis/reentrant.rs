@@ -379,9 +379,15 @@ impl<S: RedisStore> Lock for RedisReentrant<S> {
     /// ([`redisson_wait`]).
     async fn acquire<E: Env>(&self, env: &E, wait: Duration) -> Result<Option<Guard>, LockError> {
         let channel = self.channel();
-        redisson_wait::acquire(env, &self.store, &channel, wait, self.config.retry, || {
-            self.attempt_reading_ttl(env)
-        })
+        redisson_wait::acquire(
+            env,
+            &self.store,
+            &channel,
+            wait,
+            self.config.retry,
+            None,
+            || self.attempt_reading_ttl(env),
+        )
         .await
     }
 
