@@ -7,9 +7,13 @@
 //!   `server.N` line. A partition that separates `a` from `b` cuts both directions' proxies
 //!   ([`PeerLink`]), so a member cut off from the others really is: its follower stops hearing
 //!   its leader (and gives up after `syncLimit` ticks), its election messages go nowhere.
-//!   (ZooKeeper's election answers a connection from a lower id by connecting back to the address
-//!   that member advertises, its own; such a connection can only start across a link that
-//!   passes, so a partition, which cuts both ways, still isolates.)
+//!   ZooKeeper's election also dials an address that is in no configuration: it answers an
+//!   election connection from a lower id by connecting back to the address that member
+//!   advertises, its own listening port. That connection once went around the proxies and
+//!   outlived every cut, so a member cut off from the others still took part in their elections
+//!   (and was elected, with proposals they never had). Each member now runs with the peer-link
+//!   library ([`crate::peerlink`]), which sends a connection to a peer's own port through the
+//!   member's proxy to that peer.
 //! - **The leader.** ZooKeeper elects, among members with the same history, the one with the
 //!   highest `myid`; so the highest-numbered member is started first with enough others to make
 //!   a quorum (the `n/2 + 1` highest), and they elect it; the rest join it. The run then checks
@@ -27,6 +31,12 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::rc::Rc;
+
+/// How long a member's proxy to a peer tries a refused connection again: a ZooKeeper
+/// follower's own retries of its connection to a new leader (`Learner.connectToLeader`: five
+/// tries, `leaderConnectDelayDuringRetryMs` = 100 ms apart), which a proxy's accepted
+/// connection would otherwise cut short ([`Proxy::start_patient`]).
+const LEARNER_CONNECT_PATIENCE: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The links from one member to another: its proxies to that member's quorum and election
 /// ports (in server order: `zk-0` is 0).
@@ -100,7 +110,7 @@ pub async fn launch(
                 let upstream = SocketAddr::from(([127, 0, 0, 1], port));
                 let seed =
                     scenario.seed ^ 0x5a5a_0000_0000 ^ ((from * members + to) * 2 + k) as u64;
-                let proxy = Proxy::start(upstream, seed)
+                let proxy = Proxy::start_patient(upstream, seed, LEARNER_CONNECT_PATIENCE)
                     .await
                     .map_err(|source| RealError::Proxy { upstream, source })?;
                 pair.push(proxy);
@@ -118,7 +128,20 @@ pub async fn launch(
         }
     }
     let session_timeout_ms = scenario.params.zookeeper.session_timeout_ms();
+    let peerlink = crate::peerlink::library()?;
     for (i, (name, view)) in names.iter().zip(views).enumerate() {
+        // A connection to a peer's own port goes through this member's proxy to it, as those
+        // to the addresses its configuration names do.
+        let rewrites: Vec<(u16, u16)> = (0..members)
+            .filter(|&to| to != i)
+            .flat_map(|to| {
+                [
+                    (own[to].quorum, view[to].quorum),
+                    (own[to].election, view[to].election),
+                ]
+            })
+            .collect();
+        let env = crate::peerlink::env(peerlink.clone(), &rewrites);
         let kind = ZooKeeperMember {
             server: ZooKeeper {
                 session_timeout_ms,
@@ -127,9 +150,7 @@ pub async fn launch(
             myid: i as u32 + 1,
             view,
         };
-        let index = launcher
-            .borrow_mut()
-            .register(name, Box::new(kind), Vec::new())?;
+        let index = launcher.borrow_mut().register(name, Box::new(kind), env)?;
         debug_assert_eq!(index, i, "members are registered in server order");
     }
     // The quorum that elects the leader first, then the others, which join it.

@@ -96,6 +96,10 @@ pub enum RealError {
     /// The time-shift library (for clock faults) could not be built.
     #[error("clock faults: {0}")]
     TimeShift(String),
+    /// The peer-link library (which keeps an ensemble's member-to-member connections on their
+    /// proxies, so that partitions of the members are real) could not be built.
+    #[error("ensemble links: {0}")]
+    PeerLink(String),
     /// A client process (`lockcheck real --client`) did not keep to the protocol: it exited,
     /// printed a line that is not the protocol's, or stayed silent past its timeout. An error of
     /// the run, never a verdict about the lock.

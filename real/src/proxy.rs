@@ -170,6 +170,9 @@ struct Upstream {
     addr: SocketAddr,
     tls: Option<Tls>,
     refusal: Refusal,
+    /// How long a refused upstream connection is tried again before the client is reset
+    /// ([`Proxy::start_patient`]).
+    patience: Duration,
 }
 
 impl Proxy {
@@ -182,6 +185,32 @@ impl Proxy {
 
     /// As [`Proxy::start`], speaking `tls` (when given) to `upstream`.
     pub async fn start_tls(upstream: SocketAddr, seed: u64, tls: Option<Tls>) -> io::Result<Proxy> {
+        Proxy::open(upstream, seed, tls, Duration::ZERO).await
+    }
+
+    /// As [`Proxy::start`], but an upstream that refuses a connection is tried again every
+    /// 20 ms for `patience` before the client is reset.
+    ///
+    /// For a peer that retries refused connections itself, quickly: its connect completes at
+    /// the proxy whatever the upstream does, so a refusal can only reach it as a reset of an
+    /// open connection, which it may treat as something else. A ZooKeeper follower does: it
+    /// retries a refused connection to its new leader (whose port opens a moment after the
+    /// election) five times, 100 ms apart, but gives the leader up on a reset, and the
+    /// ensemble stayed without a quorum for `initLimit` ticks on a race no real link has.
+    pub async fn start_patient(
+        upstream: SocketAddr,
+        seed: u64,
+        patience: Duration,
+    ) -> io::Result<Proxy> {
+        Proxy::open(upstream, seed, None, patience).await
+    }
+
+    async fn open(
+        upstream: SocketAddr,
+        seed: u64,
+        tls: Option<Tls>,
+        patience: Duration,
+    ) -> io::Result<Proxy> {
         let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
         let addr = listener.local_addr()?;
         let (control, watcher) = watch::channel(Control {
@@ -195,6 +224,7 @@ impl Proxy {
             addr: upstream,
             tls,
             refusal: refusal.clone(),
+            patience,
         };
         let accept = tokio::spawn(accept_loop(listener, to, watcher, seed));
         Ok(Proxy {
@@ -305,11 +335,20 @@ async fn relay(
         tracing::debug!(%upstream, "proxy: a connection given up while held is dropped");
         return;
     }
-    let mut server = match TcpStream::connect(upstream).await {
-        Ok(server) => server,
-        Err(e) => {
-            tracing::debug!(%upstream, "proxy: upstream refused: {e}");
-            return reset(&client);
+    let patient_until = tokio::time::Instant::now() + to.patience;
+    let mut server = loop {
+        match TcpStream::connect(upstream).await {
+            Ok(server) => break server,
+            Err(e)
+                if e.kind() == io::ErrorKind::ConnectionRefused
+                    && tokio::time::Instant::now() < patient_until =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => {
+                tracing::debug!(%upstream, "proxy: upstream refused: {e}");
+                return reset(&client);
+            }
         }
     };
     // The relay adds no batching of its own: small requests (pings, commands) go out at once.

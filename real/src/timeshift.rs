@@ -11,9 +11,8 @@
 //! translated too: a JVM or mariadbd takes its deadline on the moved clock and the kernel waits
 //! on the real one, which would wait a moved clock's offset too long, or not at all.
 //!
-//! The library is compiled once per process, with the system C compiler (`cc`, which building
-//! lockcheck needs anyway), into the temp dir under a name that carries the source's hash, so a
-//! changed source is never mistaken for an old build.
+//! The library is compiled once per source ([`crate::preload::build`]), with the system C
+//! compiler (`cc`, which building lockcheck needs anyway), into the user's private directory.
 //!
 //! The shift lives in a file, not in the server's memory, so it outlives a crash: a restarted
 //! server still runs on the wrong clock, as it would on a real machine whose clock is wrong.
@@ -22,17 +21,13 @@ use crate::error::RealError;
 use lockcheck_core::clock::NodeClock;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 /// The library's source.
 pub const SOURCE: &str = include_str!("../timeshift/timeshift.c");
-/// The C compiler that builds it.
-const COMPILER: &str = "cc";
 /// The variable that names the shift file to the library.
 pub const FILE_VAR: &str = "LOCKCHECK_TIMESHIFT";
 
@@ -46,38 +41,7 @@ pub fn library() -> Result<PathBuf, RealError> {
 }
 
 fn compile() -> Result<PathBuf, String> {
-    // A stable hash of the source: the same build for the same source, across processes.
-    let mut hasher = DefaultHasher::new();
-    SOURCE.hash(&mut hasher);
-    let dir = std::env::temp_dir();
-    let lib = dir.join(format!("lockcheck-timeshift-{:016x}.so", hasher.finish()));
-    if lib.exists() {
-        return Ok(lib);
-    }
-    let pid = std::process::id();
-    let source = dir.join(format!("lockcheck-timeshift-{pid}.c"));
-    let partial = dir.join(format!("lockcheck-timeshift-{pid}.so.partial"));
-    std::fs::write(&source, SOURCE).map_err(|e| format!("{}: {e}", source.display()))?;
-    let output = Command::new(COMPILER)
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-o"])
-        .arg(&partial)
-        .arg(&source)
-        .output();
-    let _ = std::fs::remove_file(&source);
-    let output = output.map_err(|e| {
-        format!("cannot run the C compiler `{COMPILER}` to build the time-shift library: {e}")
-    })?;
-    if !output.status.success() {
-        let _ = std::fs::remove_file(&partial);
-        return Err(format!(
-            "`{COMPILER}` failed to build the time-shift library ({}):\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        ));
-    }
-    // Another process may have built it meanwhile: a rename over it is atomic and harmless.
-    std::fs::rename(&partial, &lib).map_err(|e| format!("{}: {e}", lib.display()))?;
-    Ok(lib)
+    crate::preload::build("timeshift", SOURCE)
 }
 
 /// The shift file's layout, shared with `struct shift` in the C source.
@@ -275,6 +239,8 @@ fn real_ns(clock: libc::clockid_t) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preload::COMPILER;
+    use std::process::Command;
 
     /// A small C program that prints its wall and monotonic clocks in ns, run with the library.
     fn probe(dir: &Path, file: &ClockFile) -> (i64, i64) {

@@ -681,30 +681,35 @@ fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
 }
 
 /// A leader cut off from both followers cannot commit: the holder's session, past its deadline
-/// on the leader's clock, is closing but not closed, so the client on the leader's side never
-/// enters beside the holder; the leader steps down after `syncLimit`, the followers elect
-/// another that gives every session a full timeout, and everyone works in turn. Healed before
-/// `syncLimit`, the leader still leads and its held close commits with the quorum back: the
-/// session ends then, and the next waiter enters beside the holder.
+/// on the leader's clock, is closing but not closed, so no client enters beside the holder while
+/// the cut lasts (to the end of the run, 1 s before the followers would give the leader up).
+/// Healed before `syncLimit` with the holder still inside, the leader still leads and its held
+/// close commits with the quorum back: the session ends then, and the next waiter enters beside
+/// the holder.
+///
+/// The story stops before `syncLimit` on purpose: after it, real ensembles and the simulation part
+/// (README, "What the simulation does not model": a deposed leader serves on for a moment and
+/// tells a client moving to it that its session expired).
 #[test]
 fn a_leader_left_in_a_minority_closes_no_session_until_its_quorum_is_back() {
     let s = story("zk-ensemble-leader-in-a-minority.json");
     let outcome = run(&s);
     assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
     let history = &outcome.history.entries;
-    assert!(expiries(history).is_empty(), "{history:#?}");
-    assert!(!release_found_it_gone(history, "client-0"));
-    assert!(noted(history, "zk-2", "stopped serving"));
-    assert!(noted(history, "zk-1", "elected leader"));
-    for client in ["client-0", "client-1", "client-2"] {
-        assert_eq!(accepted(history, client, Phase::Enter), 1, "{client}");
+    let at = expiries(history);
+    assert!(
+        at.iter().all(|&t| t >= 10_000.0),
+        "nothing closes before the heal at the run's end (10 s): {at:?}"
+    );
+    assert!(!noted(history, "zk-2", "stopped serving"));
+    assert_eq!(accepted(history, "client-0", Phase::Enter), 1);
+    for client in ["client-1", "client-2"] {
+        assert_eq!(accepted(history, client, Phase::Enter), 0, "{client}");
     }
 
     let mut healed_early = s.clone();
-    if let Fault::Partition { for_ms, .. } = &mut healed_early.faults[2] {
-        *for_ms = 9_000; // 1 s before the followers give up (syncLimit: 5 ticks of 2 s)
-    }
-    healed_early.workload.hold_ms = 12_000; // the holder still inside at the heal
+    healed_early.duration_ms = 40_000;
+    healed_early.workload.hold_ms = 12_000; // the holder still inside at the heal (10 s)
     let outcome = run(&healed_early);
     let history = &outcome.history.entries;
     let at = expiries(history);

@@ -124,18 +124,10 @@ pub struct Launcher {
 }
 
 impl Launcher {
-    /// A launcher with a fresh temp dir for its servers.
+    /// A launcher with a fresh private directory for its servers ([`crate::private_dir`]): the
+    /// servers load their configuration from it.
     pub fn new() -> Result<Launcher, RealError> {
-        static RUNS: AtomicU64 = AtomicU64::new(0);
-        let root = std::env::temp_dir().join(format!(
-            "lockcheck-real-{}-{}",
-            std::process::id(),
-            RUNS.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&root).map_err(|source| RealError::Io {
-            path: root.clone(),
-            source,
-        })?;
+        let root = crate::private_dir::fresh("real")?;
         Ok(Launcher {
             root,
             servers: Vec::new(),

@@ -8,10 +8,9 @@
 //!   that never gets its quorum back steps down with its proposals lost, so its clients'
 //!   requests end with their connections. Since any quorum overlaps every other, the committed
 //!   tree ([`State::tree`]) is the one every future leader starts from. (A real minority
-//!   leader's proposals are truncated by a leader elected without it, but committed if it is
-//!   elected again first, its log having the highest zxid: real runs did that when a cut healed
-//!   before the others had finished electing. Elections take no time here, and that case is in
-//!   the README's "What the simulation does not model".)
+//!   leader's proposals are truncated by a leader elected without it, and would be committed if
+//!   it were elected again first, its log having the highest zxid; elections take no time here,
+//!   and real ones across a cut about 0.2–0.4 s, so that window is not modelled.)
 //! - **Each member its own replica.** A follower applies commits when its leader reaches it;
 //!   one cut off from the leader falls behind ([`State::replicas`]). It answers its clients'
 //!   pings from what it has (the real `LearnerSessionTracker.touchSession` answers them
@@ -33,7 +32,9 @@
 //! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (or whose
 //!   leader's process died: TCP reset) gives up; a leader that has not heard a quorum of
 //!   followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper counts ticks
-//!   the leader lived through, so its own pause does not count). A member that gives up stops
+//!   the leader lived through, so its own pause does not count). Not modelled: a real leader counts
+//!   whole ticks and so steps down up to a tick after its followers gave it up, serving its
+//!   clients meanwhile (README, "What the simulation does not model"). A member that gives up stops
 //!   serving: it closes its clients' connections and refuses new ones, so they move on.
 //! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
 //!   follows it if they reach each other (catching up from it first); otherwise, when it
