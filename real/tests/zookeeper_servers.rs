@@ -774,9 +774,10 @@ fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
 /// session expired (zk-2 holds it closing) although the new leader keeps it; the client opens a
 /// new session, finds its old node still listed and takes it as its own, and the new leader
 /// expires the old session a timeout later, letting the next waiter in: two holders, in 2 of 5
-/// real runs of the same cut held to 39 s. The simulation's leader steps down with its followers
-/// (README, "What the simulation does not model"). Those runs, and the ones before them, were
-/// made with member-to-member links that really are cut ([`lockcheck_real::peerlink`]): before,
+/// real runs of the same cut held to 39 s, and in the simulation of that story
+/// (`zk-ensemble-deposed-leader.json`, `sim/tests/zookeeper.rs`) at some seeds. Those runs, and
+/// the ones before them, were made with member-to-member links that really are cut
+/// ([`lockcheck_real::peerlink`]): before,
 /// ZooKeeper's election connections went around the proxies, and a cut-off member took part in
 /// elections it could not have heard.
 #[test]

@@ -32,10 +32,19 @@
 //! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (or whose
 //!   leader's process died: TCP reset) gives up; a leader that has not heard a quorum of
 //!   followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper counts ticks
-//!   the leader lived through, so its own pause does not count). Not modelled: a real leader counts
-//!   whole ticks and so steps down up to a tick after its followers gave it up, serving its
-//!   clients meanwhile (README, "What the simulation does not model"). A member that gives up stops
-//!   serving: it closes its clients' connections and refuses new ones, so they move on.
+//!   the leader lived through, so its own pause does not count). The leader counts whole ticks
+//!   and looks once a tick (`Leader.lead`: a learner is synced while the tick is at most the
+//!   tick of its last packet plus `syncLimit`), so it steps down up to a tick after its
+//!   followers gave it up. A member that gives up stops serving: it closes its clients'
+//!   connections and refuses new ones, so they move on.
+//! - **Deposed.** Meanwhile the followers may have elected another leader. The old one, cut off
+//!   from them, does not know: it serves its clients on from its own view ([`Deposed`]) until
+//!   its own check steps it down. It answers their pings and a session's reconnection from its
+//!   own session tracker, so a client that moves to it is told that a session it holds closing
+//!   (past its deadline, the close never committed) expired, although the new leader keeps
+//!   that session; nothing else it can carry out (a write needs a quorum; its reads wait here,
+//!   as every read goes through the current leader). A leader the voters reach hears of the
+//!   election and stops at once.
 //! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
 //!   follows it if they reach each other (catching up from it first); otherwise, when it
 //!   reaches a quorum of members that serve no one either, the highest of them becomes the
@@ -91,6 +100,24 @@ pub struct State {
     pub pushers: Vec<Option<SocketAddr>>,
     /// Each session's ephemeral nodes, so their deletion by expiry shows in the history.
     pub ephemerals: BTreeMap<SessionId, BTreeSet<String>>,
+    /// A leader replaced by an election it did not take part in, still serving until its own
+    /// check steps it down.
+    pub deposed: Option<Deposed>,
+}
+
+/// A leader whose followers elected another while it could not hear them (see the module's
+/// documentation): what it still believes.
+#[derive(Clone, Debug)]
+pub struct Deposed {
+    /// The member (server order).
+    pub member: usize,
+    /// Its tree and session tracker as of the election that replaced it: the sessions' deadlines
+    /// on its clock, those past them closing.
+    pub tree: ZkModel,
+    /// Half-ticks it has lived through as leader.
+    pub ticks: u64,
+    /// Per member: its half-tick count when it last heard that member.
+    pub acked: Vec<u64>,
 }
 
 /// What a member's replica has applied: enough to answer a ping and to say how far it is.
@@ -126,6 +153,7 @@ impl Ensemble {
             clients: BTreeMap::new(),
             pushers: vec![None; n],
             ephemerals: BTreeMap::new(),
+            deposed: None,
             members,
         }))
     }
@@ -207,6 +235,35 @@ impl State {
             changes.stopped.push(member);
         }
         self.touched[member].clear();
+        if self.deposed.as_ref().is_some_and(|d| d.member == member) {
+            self.deposed = None;
+        }
+    }
+
+    /// Whether `member` is a deposed leader still serving (see [`Deposed`]).
+    pub fn is_deposed(&self, member: usize) -> bool {
+        self.deposed.as_ref().is_some_and(|d| d.member == member) && self.serving[member]
+    }
+
+    /// A leader's look at its followers, once a whole tick (on even half-ticks, as
+    /// `Leader.lead` skips every other one): whether a quorum counting itself is still synced,
+    /// a follower being synced while the whole tick is at most that of its last packet plus
+    /// `syncLimit`. `None` on the half-ticks it does not look.
+    fn quorum_synced(
+        &self,
+        me: usize,
+        ticks: u64,
+        acked: &[u64],
+        followers: &[usize],
+    ) -> Option<bool> {
+        if ticks % 2 != 0 {
+            return None;
+        }
+        let synced = 1 + followers
+            .iter()
+            .filter(|&&f| f != me && ticks / 2 <= acked[f] / 2 + SYNC_LIMIT_TICKS)
+            .count();
+        Some(synced >= self.quorum())
     }
 
     /// The leader's expirer at its monotonic `now_ms`: each session past its deadline is closed
@@ -236,6 +293,17 @@ impl State {
     ) {
         let tick = self.tree.tick_time_ms();
         let n = self.members.len();
+        if self.is_deposed(me) {
+            // It hears no follower (they follow another): it steps down at its own check.
+            let deposed = self.deposed.as_mut().expect("deposed");
+            deposed.ticks += 1;
+            let (ticks, acked) = (deposed.ticks, deposed.acked.clone());
+            let all: Vec<usize> = (0..n).collect();
+            if self.quorum_synced(me, ticks, &acked, &all) == Some(false) {
+                self.stop(me, changes);
+            }
+            return;
+        }
         match self.leader {
             Some(leader) if leader == me && self.serving[me] => {
                 self.leader_ticks += 1;
@@ -251,12 +319,9 @@ impl State {
                         }
                     }
                 }
-                let synced = 1
-                    + (0..n)
-                        .filter(|&f| f != me && self.serving[f])
-                        .filter(|&f| self.leader_ticks - self.acked[f] <= 2 * SYNC_LIMIT_TICKS)
-                        .count();
-                if synced < self.quorum() {
+                let followers: Vec<usize> = (0..n).filter(|&f| self.serving[f]).collect();
+                let synced = self.quorum_synced(me, self.leader_ticks, &self.acked, &followers);
+                if synced == Some(false) {
                     // "Not sufficient followers synced": back to an election, and so are they.
                     // What it proposed without a quorum is lost with it.
                     self.leader = None;
@@ -299,8 +364,21 @@ impl State {
         }
         let elected = *voters.iter().max().expect("a quorum is not empty");
         if let Some(old) = self.leader {
-            // Its followers elected another: it leads no one.
-            self.stop(old, changes);
+            // Its followers elected another. Reached, it hears of it and leads no one; cut off,
+            // it serves on from its own view until its own check (see [`Deposed`]).
+            if let Some(earlier) = self.deposed.as_ref().map(|d| d.member) {
+                self.stop(earlier, changes);
+            }
+            if self.serving[old] && !voters.iter().any(|&v| self.reaches(world, v, old)) {
+                self.deposed = Some(Deposed {
+                    member: old,
+                    tree: self.tree.clone(),
+                    ticks: self.leader_ticks,
+                    acked: self.acked.clone(),
+                });
+            } else {
+                self.stop(old, changes);
+            }
         }
         self.leader = Some(elected);
         self.epoch += 1;

@@ -89,6 +89,9 @@ impl Server for ZkMember {
                 if state.leader == Some(me) {
                     state.leader = None;
                 }
+                if state.deposed.as_ref().is_some_and(|d| d.member == me) {
+                    state.deposed = None;
+                }
             }
             me
         };
@@ -141,7 +144,7 @@ impl Server for ZkMember {
                     Some(reply)
                 }
                 _ if !queued && self.ready(&state, &request) => {
-                    return Handled::now(self.at_leader(&mut state, at, connection, request));
+                    return Handled::now(self.carry_out(&mut state, at, connection, request));
                 }
                 _ => None,
             }
@@ -176,7 +179,7 @@ impl Server for ZkMember {
                         };
                     }
                     if member.ready(&state, &request) {
-                        break member.at_leader(&mut state, at, connection, request.clone());
+                        break member.carry_out(&mut state, at, connection, request.clone());
                     }
                 }
                 crate::timer::sleep(RETRY).await;
@@ -261,6 +264,15 @@ impl ZkMember {
     /// it*; one the session left for another member stays open, and a ping on it renews the
     /// session as any other (a ping is not checked against the session's owner).
     fn ping(&self, state: &mut State, session: u64, connection: u64) -> ZkResponse {
+        if state.is_deposed(self.me) {
+            // Its own session tracker, as when it led: a closing session is refused.
+            let mono = self.node.mono_ms();
+            let deposed = state.deposed.as_mut().expect("deposed");
+            return match deposed.tree.touch(session, mono) {
+                Ok(()) => ZkResponse::Pong,
+                Err(_) => ZkResponse::Expired,
+            };
+        }
         let reconnected_here = state
             .clients
             .get(&session)
@@ -285,6 +297,11 @@ impl ZkMember {
     /// and, for a transaction (opening a session, a create, delete or setData), has a quorum to
     /// commit it.
     fn ready(&self, state: &State, request: &ZkRequest) -> bool {
+        if state.is_deposed(self.me) {
+            // Only what its own session tracker answers: a session's reconnection. A write
+            // needs a quorum it no longer has, and reads go through the leader here.
+            return matches!(request, ZkRequest::Reconnect { .. });
+        }
         let Some(leader) = state.leader else {
             return false;
         };
@@ -306,6 +323,56 @@ impl ZkMember {
         let world = &self.node.world;
         let wall = (world.wall_ns(leader).max(0) / 1_000_000) as u64;
         (leader, world.mono_ns(leader) / 1_000_000, wall)
+    }
+
+    /// Carries `request` of the client `at` out where it is decided: at a deposed leader itself
+    /// ([`ZkMember::at_deposed`]), else at the leader.
+    fn carry_out(
+        &self,
+        state: &mut State,
+        at: Attachment,
+        connection: u64,
+        request: ZkRequest,
+    ) -> ZkReply {
+        if state.is_deposed(self.me) {
+            return self.at_deposed(state, at, connection, request);
+        }
+        self.at_leader(state, at, connection, request)
+    }
+
+    /// A session's reconnection at a deposed leader, answered from its own view: `Expired` for a
+    /// session it holds closing (or does not know), however alive the new leader keeps it. (The
+    /// watch events its stale tree would fire for the session's watches are not delivered.)
+    fn at_deposed(
+        &self,
+        state: &mut State,
+        at: Attachment,
+        connection: u64,
+        request: ZkRequest,
+    ) -> ZkReply {
+        let world = &self.node.world;
+        let mono = self.node.mono_ms();
+        let wall = (world.wall_ns(self.node.me).max(0) / 1_000_000) as u64;
+        let deposed = state.deposed.as_mut().expect("deposed");
+        let mut unsent = Vec::new();
+        // A reconnection creates no node.
+        let mut no_ephemerals = BTreeMap::new();
+        let answer = serve::answer(
+            &mut deposed.tree,
+            &mut no_ephemerals,
+            connection,
+            request,
+            mono,
+            wall,
+            &mut unsent,
+        );
+        if let Some(session) = answer.attach {
+            state.clients.insert(session, at);
+        }
+        ZkReply {
+            response: answer.response,
+            zxid: state.replicas[self.me].zxid,
+        }
     }
 
     /// Applies `request` of the client `at` at the leader: the reply its member gives.

@@ -12,8 +12,10 @@
 //!   applied), as `ClientCnxn.cleanup` fails them.
 //! - **Disconnected** as soon as the connection is reset (the server's process died, or a
 //!   restarted server refused the old connection), or given up as above.
-//! - **Reconnection**: while disconnected, the client tries the server again every
-//!   `RECONNECT_INTERVAL` with its session id; the server takes the session up again if it has
+//! - **Reconnection**: while disconnected, the client tries the next server with its session id
+//!   after a random pause of up to `RECONNECT_INTERVAL` (the Java client's `startConnect` sleeps
+//!   `nextInt(1000)` ms before every attempt but the first; the Rust client real mode runs
+//!   tries at once, the bottom of that range); the server takes the session up again if it has
 //!   not expired, and the client re-registers the watches it still holds (`SetWatches`, with the
 //!   last zxid it saw: a watched node deleted meanwhile fires at once). Then **Connected**.
 //! - **Expired** when the server says so; a fresh session is opened on the next request.
@@ -36,8 +38,9 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-/// How soon a disconnected client tries the server again: the Java client sleeps up to a second
-/// between connection attempts, and a reconnection in time revives the session.
+/// The longest a disconnected client waits before trying a server again: the Java client sleeps
+/// a random time below a second before each connection attempt, and a reconnection in time
+/// revives the session.
 const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How long a connection may stay silent before the client gives it up: two thirds of the
@@ -243,7 +246,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
                     (s.timeout, s.state, s.connected)
                 };
                 let interval = if state == SessionState::Disconnected || !connected {
-                    RECONNECT_INTERVAL.min(timeout / 3)
+                    this.reconnect_pause(timeout)
                 } else {
                     timeout / 3
                 };
@@ -266,8 +269,15 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         });
     }
 
+    /// The pause before a connection attempt: random, below [`RECONNECT_INTERVAL`] (and a third
+    /// of the session timeout).
+    fn reconnect_pause(&self, timeout: Duration) -> Duration {
+        self.env
+            .random_between(Duration::ZERO, RECONNECT_INTERVAL.min(timeout / 3))
+    }
+
     /// Sleeps `interval`, or less if the connection is lost meanwhile (then the first reconnect
-    /// attempt comes [`RECONNECT_INTERVAL`] after the loss, not at the next ping).
+    /// attempt comes a [`Self::reconnect_pause`] after the loss, not at the next ping).
     async fn nap(&self, interval: Duration) {
         let kicked = std::future::poll_fn(|cx| {
             let mut s = self.session.borrow_mut();
@@ -280,7 +290,7 @@ impl<E: Env + Clone + 'static> SimZk<E> {
         });
         if let Either::Right(((), _)) = select(pin!(self.env.sleep(interval)), pin!(kicked)).await {
             let timeout = self.session.borrow().timeout;
-            self.env.sleep(RECONNECT_INTERVAL.min(timeout / 3)).await;
+            self.env.sleep(self.reconnect_pause(timeout)).await;
         }
     }
 
