@@ -84,7 +84,9 @@ fn an_old_primary_that_comes_back_is_demoted_and_the_story_is_the_same() {
     let _serial = one_at_a_time();
     let mut s = failover_story(0);
     s.workload.acquisitions_per_client = 2;
-    s.workload.hold_ms = 3_000;
+    // Long enough that Sentinel's failover (its own detection and election: 3.6 s once, on a
+    // loaded machine) comes while client-0 is still inside, as the simulation's at 200 ms does.
+    s.workload.hold_ms = 6_000;
     s.faults.push(lockcheck_core::scenario::Fault::Restart {
         at_ms: 2_500,
         node: "redis-0".into(),

@@ -748,6 +748,40 @@ fn a_deposed_leader_tells_a_moving_client_its_session_expired_and_two_hold() {
     assert!(!expiries(history).is_empty());
 }
 
+/// A leader paused past `syncLimit` is deposed as one cut off is: its followers elect another
+/// while it sleeps. But once it runs again it reaches them, and they have closed their
+/// connections to it: it steps down at its next whole-tick check (at most a tick after it
+/// resumes), where one behind a cut serves on until its followers' deadlines pass.
+#[test]
+fn a_leader_paused_past_sync_limit_steps_down_within_a_tick_of_resuming() {
+    let mut s = story("zk-ensemble-deposed-leader.json");
+    s.faults = vec![Fault::Pause {
+        at_ms: 1_000,
+        node: "zk-2".into(),
+        for_ms: 14_000,
+    }];
+    let outcome = run(&s);
+    let history = &outcome.history.entries;
+    let at = |member: &str, text: &str| {
+        history
+            .iter()
+            .find(|e| {
+                e.node == member && matches!(&e.op, Op::Note { text: t } if t.starts_with(text))
+            })
+            .map(|e| e.true_ns / 1_000_000)
+    };
+    let elected = at("zk-1", "elected leader").expect("the followers elect zk-1");
+    assert!(
+        elected < 15_000,
+        "elected at {elected} ms, while zk-2 sleeps"
+    );
+    let stopped = at("zk-2", "stopped serving").expect("zk-2 steps down");
+    assert!(
+        (15_000..=17_000).contains(&stopped),
+        "zk-2 resumed at 15 s and stepped down at {stopped} ms"
+    );
+}
+
 /// A leader cut off from both followers cannot commit: the holder's session, past its deadline
 /// on the leader's clock, is closing but not closed, so no client enters beside the holder while
 /// the cut lasts (to the end of the run, 1 s before the followers would give the leader up).

@@ -106,7 +106,9 @@ pub struct State {
 }
 
 /// A leader whose followers elected another while it could not hear them (see the module's
-/// documentation): what it still believes.
+/// documentation): what it still believes. A paused leader is deposed too; once it runs again,
+/// the followers it reaches have closed their connections to it, and it steps down at its next
+/// whole-tick check.
 #[derive(Clone, Debug)]
 pub struct Deposed {
     /// The member (server order).
@@ -294,12 +296,17 @@ impl State {
         let tick = self.tree.tick_time_ms();
         let n = self.members.len();
         if self.is_deposed(me) {
-            // It hears no follower (they follow another): it steps down at its own check.
+            // It hears no follower (they follow another): it steps down at its own check. One it
+            // reaches closed its connection when it left, which the old leader sees (its learner
+            // handler ends): that one is not synced however recent its last packet. One behind a
+            // cut still counts until its deadline, as nothing tells the leader it left.
             let deposed = self.deposed.as_mut().expect("deposed");
             deposed.ticks += 1;
             let (ticks, acked) = (deposed.ticks, deposed.acked.clone());
-            let all: Vec<usize> = (0..n).collect();
-            if self.quorum_synced(me, ticks, &acked, &all) == Some(false) {
+            let unheard: Vec<usize> = (0..n)
+                .filter(|&f| f != me && !self.reaches(world, me, f))
+                .collect();
+            if self.quorum_synced(me, ticks, &acked, &unheard) == Some(false) {
                 self.stop(me, changes);
             }
             return;
