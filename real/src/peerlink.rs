@@ -46,7 +46,7 @@ pub fn env(library: PathBuf, rewrites: &[(u16, u16)]) -> Vec<(OsString, OsString
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::{Read, Write};
+    use std::io::Read;
     use std::net::TcpListener;
     use std::process::Command;
 
@@ -81,6 +81,5 @@ mod tests {
             assert_eq!(text.trim(), says);
             assert!(child.wait().unwrap().success());
         }
-        let _ = std::io::stdout().flush();
     }
 }

@@ -210,7 +210,7 @@ fn a_partition_shorter_than_the_session_timeout_can_still_expire_it() {
         .filter(|&seed| {
             let mut s = server_cut_off(5_000, 20_000);
             s.seed = seed;
-            first_holder(&run(&s).history.entries) == Some("client-0")
+            common::first_holder(&run(&s).history.entries) == Some("client-0")
         })
         .take(4)
         .collect();
@@ -245,17 +245,6 @@ fn a_partition_shorter_than_the_session_timeout_can_still_expire_it() {
     // Half the timeout is ridden out whatever the pause and phase: the client reconnects in time.
     let short = expired_at(5_000);
     assert!(short.iter().all(|&e| !e), "{short:?}");
-}
-
-/// Who took the lock first.
-fn first_holder(history: &[lockcheck_core::history::Entry]) -> Option<&str> {
-    history
-        .iter()
-        .find(|e| {
-            e.kind == lockcheck_core::history::Kind::Ok
-                && matches!(e.op, lockcheck_core::history::Op::Acquire { .. })
-        })
-        .map(|e| e.node.as_str())
 }
 
 #[test]
@@ -607,9 +596,15 @@ fn a_member_cut_off_from_the_quorum_stops_serving_and_its_clients_move() {
 
 /// Whether `node` noted `text` in the history (an ensemble member's role changes).
 fn noted(history: &[Entry], node: &str, text: &str) -> bool {
+    noted_at(history, node, text).is_some()
+}
+
+/// When (true ms) `node` first noted something containing `text`.
+fn noted_at(history: &[Entry], node: &str, text: &str) -> Option<u64> {
     history
         .iter()
-        .any(|e| e.node == node && matches!(&e.op, Op::Note { text: t } if t.contains(text)))
+        .find(|e| e.node == node && matches!(&e.op, Op::Note { text: t } if t.contains(text)))
+        .map(|e| e.true_ns / 1_000_000)
 }
 
 /// The leader crashes: the followers elect the highest of them, which gives every session a
@@ -724,14 +719,7 @@ fn a_deposed_leader_tells_a_moving_client_its_session_expired_and_two_hold() {
     let v = outcome.violations.first().expect("two holders");
     assert_eq!(v.kind, ViolationKind::MutualExclusion);
     assert_eq!(v.clients, ["client-1", "client-2"], "{v:?}");
-    let at = |member: &str, text: &str| {
-        history
-            .iter()
-            .find(|e| {
-                e.node == member && matches!(&e.op, Op::Note { text: t } if t.starts_with(text))
-            })
-            .map(|e| e.true_ns / 1_000_000)
-    };
+    let at = |member: &str, text: &str| noted_at(history, member, text);
     let (given_up, elected, deposed_stopped) = (
         at("zk-1", "stopped serving"),
         at("zk-1", "elected leader"),
@@ -762,14 +750,7 @@ fn a_leader_paused_past_sync_limit_steps_down_within_a_tick_of_resuming() {
     }];
     let outcome = run(&s);
     let history = &outcome.history.entries;
-    let at = |member: &str, text: &str| {
-        history
-            .iter()
-            .find(|e| {
-                e.node == member && matches!(&e.op, Op::Note { text: t } if t.starts_with(text))
-            })
-            .map(|e| e.true_ns / 1_000_000)
-    };
+    let at = |member: &str, text: &str| noted_at(history, member, text);
     let elected = at("zk-1", "elected leader").expect("the followers elect zk-1");
     assert!(
         elected < 15_000,

@@ -242,29 +242,31 @@ impl State {
         }
     }
 
-    /// Whether `member` is a deposed leader still serving (see [`Deposed`]).
+    /// Whether `member` is a deposed leader still serving (see [`Deposed`]; stopping it, or
+    /// its crash, ends that).
     pub fn is_deposed(&self, member: usize) -> bool {
-        self.deposed.as_ref().is_some_and(|d| d.member == member) && self.serving[member]
+        self.deposed.as_ref().is_some_and(|d| d.member == member)
     }
 
     /// A leader's look at its followers, once a whole tick (on even half-ticks, as
     /// `Leader.lead` skips every other one): whether a quorum counting itself is still synced,
-    /// a follower being synced while the whole tick is at most that of its last packet plus
-    /// `syncLimit`. `None` on the half-ticks it does not look.
+    /// a follower (a member other than `me` that `follows`) being synced while the whole tick
+    /// is at most that of its last packet plus `syncLimit`. `None` on the half-ticks it does
+    /// not look.
     fn quorum_synced(
         &self,
         me: usize,
         ticks: u64,
         acked: &[u64],
-        followers: &[usize],
+        follows: impl Fn(usize) -> bool,
     ) -> Option<bool> {
         if ticks % 2 != 0 {
             return None;
         }
-        let synced = 1 + followers
-            .iter()
-            .filter(|&&f| f != me && ticks / 2 <= acked[f] / 2 + SYNC_LIMIT_TICKS)
-            .count();
+        let synced = 1
+            + (0..self.members.len())
+                .filter(|&f| f != me && follows(f) && ticks / 2 <= acked[f] / 2 + SYNC_LIMIT_TICKS)
+                .count();
         Some(synced >= self.quorum())
     }
 
@@ -300,13 +302,10 @@ impl State {
             // reaches closed its connection when it left, which the old leader sees (its learner
             // handler ends): that one is not synced however recent its last packet. One behind a
             // cut still counts until its deadline, as nothing tells the leader it left.
-            let deposed = self.deposed.as_mut().expect("deposed");
-            deposed.ticks += 1;
-            let (ticks, acked) = (deposed.ticks, deposed.acked.clone());
-            let unheard: Vec<usize> = (0..n)
-                .filter(|&f| f != me && !self.reaches(world, me, f))
-                .collect();
-            if self.quorum_synced(me, ticks, &acked, &unheard) == Some(false) {
+            self.deposed.as_mut().expect("deposed").ticks += 1;
+            let deposed = self.deposed.as_ref().expect("deposed");
+            let unheard = |f| !self.reaches(world, me, f);
+            if self.quorum_synced(me, deposed.ticks, &deposed.acked, unheard) == Some(false) {
                 self.stop(me, changes);
             }
             return;
@@ -326,8 +325,8 @@ impl State {
                         }
                     }
                 }
-                let followers: Vec<usize> = (0..n).filter(|&f| self.serving[f]).collect();
-                let synced = self.quorum_synced(me, self.leader_ticks, &self.acked, &followers);
+                let serving = |f| self.serving[f];
+                let synced = self.quorum_synced(me, self.leader_ticks, &self.acked, serving);
                 if synced == Some(false) {
                     // "Not sufficient followers synced": back to an election, and so are they.
                     // What it proposed without a quorum is lost with it.

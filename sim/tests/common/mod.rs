@@ -24,20 +24,22 @@ pub fn scenario_file(name: &str) -> lockcheck_core::Scenario {
 /// change of schedules (which client asks first is the seed's draw) does not quietly retell the
 /// story with another holder.
 pub fn seed_where_first_holder_is(s: &lockcheck_core::Scenario, client: &str) -> u64 {
-    use lockcheck_core::history::{Kind, Op};
     (0..100)
         .find(|&seed| {
             let mut s = s.clone();
             s.seed = seed;
-            let outcome = lockcheck_sim::run(&s);
-            let first = outcome
-                .history
-                .entries
-                .iter()
-                .find(|e| e.kind == Kind::Ok && matches!(e.op, Op::Acquire { .. }));
-            first.is_some_and(|e| e.node == client)
+            first_holder(&lockcheck_sim::run(&s).history.entries) == Some(client)
         })
         .unwrap_or_else(|| panic!("no seed in 0..100 in which {client} acquires first"))
+}
+
+/// The client that took the lock first in `history`.
+pub fn first_holder(history: &[lockcheck_core::history::Entry]) -> Option<&str> {
+    use lockcheck_core::history::{Kind, Op};
+    history
+        .iter()
+        .find(|e| e.kind == Kind::Ok && matches!(e.op, Op::Acquire { .. }))
+        .map(|e| e.node.as_str())
 }
 
 use lockcheck_algorithms::{Env, LockEvent};
