@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// Redis runs active expiry `hz` = 10 times a second.
-const ACTIVE_EXPIRE_EVERY: Duration = Duration::from_millis(100);
+/// Redis runs `serverCron`, and in it the active expiry cycle, `hz` = 10 times a second.
+const ACTIVE_EXPIRE_EVERY_MS: u64 = 100;
 /// `appendfsync everysec`.
 const FSYNC_EVERY: Duration = Duration::from_secs(1);
 
@@ -163,6 +163,15 @@ fn recorded_keys(history: &History, node: &str) -> BTreeMap<String, Option<Strin
     keys
 }
 
+/// The first `serverCron` run at or after monotonic ms `earliest`, for a process whose first
+/// run was at `from`.
+fn next_cycle(from: u64, earliest: u64) -> u64 {
+    if earliest <= from {
+        return from;
+    }
+    from + (earliest - from).div_ceil(ACTIVE_EXPIRE_EVERY_MS) * ACTIVE_EXPIRE_EVERY_MS
+}
+
 /// One Redis server process, shared by the tasks of its node.
 pub struct RedisServer {
     node: Node<RedisServer>,
@@ -175,6 +184,9 @@ pub struct RedisServer {
     written: Signal,
     /// The port its pushes leave from.
     pusher: Port,
+    /// Its monotonic ms when its `serverCron` first ran: the cycles' phase (see
+    /// [`RedisServer::next_due`]).
+    cron_from_ms: u64,
 }
 
 impl Server for RedisServer {
@@ -199,6 +211,14 @@ impl Server for RedisServer {
             record_losses(&node, &model);
         }
         let pusher = crate::net::bind_pusher(node.world.clone(), node.me);
+        // `initServer` arms `serverCron` 1 ms after the process starts, and each run arms the
+        // next `1000 / hz` ms later on the monotonic clock. A first start happened before the
+        // run, at the origin of the server's clock (`core::server_clock`, drawn from the seed):
+        // the phase of its cycles within the run is that origin's.
+        let cron_from_ms = match node.crashed {
+            None => 0,
+            Some(_) => node.mono_ms() + 1,
+        };
         RedisServer {
             node,
             model: RefCell::new(model),
@@ -206,6 +226,7 @@ impl Server for RedisServer {
             acked: RefCell::new(BTreeMap::new()),
             written: Signal::default(),
             pusher,
+            cron_from_ms,
         }
     }
 
@@ -250,26 +271,27 @@ impl Server for RedisServer {
         self.model.borrow_mut().connection_closed(from.addr);
     }
 
-    /// The active expiry cycle runs every 100 ms of the server's clock (as the primary; replicas
-    /// take deletions from it). It sleeps through the cycles that would find nothing: until the
-    /// first one after the earliest deadline, or until a command sets an earlier one, the
-    /// server's clock is moved or the primary changes.
+    /// The active expiry cycle runs in `serverCron`, every 100 ms of the server's monotonic
+    /// clock counted from its process's start (`hz` 10; `dynamic-hz` raises it only past 200
+    /// clients a tick), as the primary (replicas take deletions from it). A key past its
+    /// deadline on the wall clock is removed by the first cycle after it: so when an expiry
+    /// shows (and reaches the replicas) depends on the process's phase, drawn with its clock's
+    /// origin. It sleeps through the cycles that would find nothing: until the first one after
+    /// the earliest deadline, or until a command sets an earlier one, the server's clock is
+    /// moved or the primary changes.
     fn next_due(&self) -> Option<(u64, Duration)> {
-        let every_ms = ACTIVE_EXPIRE_EVERY.as_millis() as u64;
         // Replicas do not expire keys themselves: they take deletions from the primary.
         let target = if self.is_primary() {
             self.model.borrow().next_expiry_ms()
         } else {
             None
         };
-        // A key is expired one millisecond after its deadline; the cycle runs on 100 ms steps.
         target.map(|deadline| {
-            let left_ms = (deadline + 1).saturating_sub(self.node.wall_ms());
-            let cycles = left_ms.div_ceil(every_ms).max(1);
-            (
-                deadline,
-                Duration::from_millis(cycles.saturating_mul(every_ms)),
-            )
+            let now_mono = self.node.mono_ms();
+            // A key is expired one millisecond after its deadline on the wall clock.
+            let left_ms = (deadline + 1).saturating_sub(self.node.wall_ms()).max(1);
+            let cycle = next_cycle(self.cron_from_ms, now_mono + left_ms);
+            (deadline, Duration::from_millis(cycle - now_mono))
         })
     }
 
@@ -425,3 +447,21 @@ impl RedisServer {
 
 /// How often a blocked `WAIT` looks at the replicas' acknowledgements.
 const WAIT_POLL: Duration = Duration::from_millis(1);
+
+#[cfg(test)]
+mod tests {
+    use super::next_cycle;
+
+    #[test]
+    fn a_cycle_runs_every_100_ms_from_the_process_first_one() {
+        // A first start before the run: cycles at multiples of 100 of the monotonic clock.
+        assert_eq!(next_cycle(0, 1), 100);
+        assert_eq!(next_cycle(0, 100), 100);
+        assert_eq!(next_cycle(0, 101), 200);
+        // A restart at 5_037: its first cycle 1 ms later, and every 100 ms from there.
+        assert_eq!(next_cycle(5_038, 5_000), 5_038);
+        assert_eq!(next_cycle(5_038, 5_038), 5_038);
+        assert_eq!(next_cycle(5_038, 5_039), 5_138);
+        assert_eq!(next_cycle(5_038, 15_100), 15_138);
+    }
+}

@@ -9,8 +9,7 @@
 //!   requests end with their connections. Since any quorum overlaps every other, the committed
 //!   tree ([`State::tree`]) is the one every future leader starts from. (A real minority
 //!   leader's proposals are truncated by a leader elected without it, and would be committed if
-//!   it were elected again first, its log having the highest zxid; elections take no time here,
-//!   and real ones across a cut about 0.2–0.4 s, so that window is not modelled.)
+//!   it were elected again first, its log having the highest zxid; that race is not modelled.)
 //! - **Each member its own replica.** A follower applies commits when its leader reaches it;
 //!   one cut off from the leader falls behind ([`State::replicas`]). It answers its clients'
 //!   pings from what it has (the real `LearnerSessionTracker.touchSession` answers them
@@ -29,8 +28,9 @@
 //!   it closing (no ping renews it any more) and commits it when the quorum is back, or never.
 //!   A new leader gives every session a full timeout from its election, as ZooKeeper's new
 //!   leader does when it loads its session tracker.
-//! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (or whose
-//!   leader's process died: TCP reset) gives up; a leader that has not heard a quorum of
+//! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (its socket's
+//!   read timeout, `tickTime × syncLimit` after the leader's last packet, so at that moment and
+//!   not at a look), or whose leader's process died (TCP reset), gives up; a leader that has not heard a quorum of
 //!   followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper counts ticks
 //!   the leader lived through, so its own pause does not count). The leader counts whole ticks
 //!   and looks once a tick (`Leader.lead`: a learner is synced while the tick is at most the
@@ -47,8 +47,13 @@
 //!   election and stops at once.
 //! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
 //!   follows it if they reach each other (catching up from it first); otherwise, when it
-//!   reaches a quorum of members that serve no one either, the highest of them becomes the
-//!   leader (ZooKeeper's vote among members with the same history) and they follow it. A member
+//!   reaches a quorum of members that serve no one either, an election begins (a member that
+//!   gives up looks at once, so it begins when the quorum's last member gives up). It takes
+//!   `finalizeWait` (200 ms, the wait for a better vote once a quorum agrees) and the new
+//!   leader's sync with its followers, drawn below 200 ms from the seed and the epoch: 0.2–0.4 s,
+//!   as real elections across a cut took. When it ends, if its members still make a quorum, the
+//!   highest of them becomes the leader (ZooKeeper's vote among members with the same history)
+//!   and they follow it; until then none of them serves. A member
 //!   reaches another when neither is crashed or paused and no partition cuts the link between
 //!   them.
 
@@ -103,6 +108,35 @@ pub struct State {
     /// A leader replaced by an election it did not take part in, still serving until its own
     /// check steps it down.
     pub deposed: Option<Deposed>,
+    /// An election under way: a quorum of looking members reach each other, and their vote is
+    /// decided when it ends.
+    pub election: Option<Election>,
+}
+
+/// An election under way (see the module's documentation).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Election {
+    /// The members that were looking together when it began (server order).
+    pub voters: Vec<usize>,
+    /// When it ends, in the world's true ns.
+    pub ends_ns: u64,
+}
+
+/// `FastLeaderElection.finalizeWait`: once a quorum agrees, a member waits this long for a
+/// better vote before it decides.
+const FINALIZE_WAIT_MS: u64 = 200;
+/// The longest the new leader and its followers take, after the vote, to exchange epochs and
+/// sync before they serve (`Leader.lead`'s `NEWLEADER` and `UPTODATE`): real elections across
+/// a cut on loopback took 0.2–0.4 s in all (FIDELITY.md), so the sync is drawn below this.
+const SYNC_AFTER_VOTE_MS: u64 = 200;
+
+/// How long election number `epoch` of a run with `seed` takes: the vote's finalize wait and
+/// a sync drawn from the seed and the epoch (not from the simulator's stream, so an election
+/// moves no other draw).
+fn election_ms(seed: u64, epoch: u64) -> u64 {
+    use lockcheck_core::randomness::mix;
+    const ELECTIONS: u64 = 0x0E1E_C710_0000_0001;
+    FINALIZE_WAIT_MS + mix(mix(seed ^ ELECTIONS) ^ epoch) % SYNC_AFTER_VOTE_MS
 }
 
 /// A leader whose followers elected another while it could not hear them (see the module's
@@ -143,7 +177,7 @@ impl Ensemble {
         let n = members.len();
         debug_assert_eq!(started_ms.len(), n);
         Ensemble(Mutex::new(State {
-            tree: ZkModel::new(),
+            tree: ZkModel::new().quorum_expires(),
             replicas: vec![Replica::default(); n],
             leader: Some(n - 1),
             epoch: 1,
@@ -156,6 +190,7 @@ impl Ensemble {
             pushers: vec![None; n],
             ephemerals: BTreeMap::new(),
             deposed: None,
+            election: None,
             members,
         }))
     }
@@ -295,7 +330,6 @@ impl State {
         mono_of: impl Fn(usize) -> u64,
         changes: &mut Changes,
     ) {
-        let tick = self.tree.tick_time_ms();
         let n = self.members.len();
         if self.is_deposed(me) {
             // It hears no follower (they follow another): it steps down at its own check. One it
@@ -310,42 +344,85 @@ impl State {
             }
             return;
         }
-        match self.leader {
-            Some(leader) if leader == me && self.serving[me] => {
-                self.leader_ticks += 1;
-                // The expirer first: a follower's report answers a ping, a round trip later.
-                self.expire(world, now_ms, changes);
-                for f in (0..n).filter(|&f| f != me) {
-                    if self.serving[f] && self.reaches(world, me, f) {
-                        self.acked[f] = self.leader_ticks;
-                        self.heard_leader_ms[f] = mono_of(f);
-                        for session in std::mem::take(&mut self.touched[f]) {
-                            // A session already ended stays ended.
-                            let _ = self.tree.touch(session, now_ms);
-                        }
+        if self.leader == Some(me) && self.serving[me] {
+            self.leader_ticks += 1;
+            // The expirer first: a follower's report answers a ping, a round trip later.
+            self.expire(world, now_ms, changes);
+            for f in (0..n).filter(|&f| f != me) {
+                if self.serving[f] && self.reaches(world, me, f) {
+                    self.acked[f] = self.leader_ticks;
+                    self.heard_leader_ms[f] = mono_of(f);
+                    for session in std::mem::take(&mut self.touched[f]) {
+                        // A session already ended stays ended.
+                        let _ = self.tree.touch(session, now_ms);
                     }
-                }
-                let serving = |f| self.serving[f];
-                let synced = self.quorum_synced(me, self.leader_ticks, &self.acked, serving);
-                if synced == Some(false) {
-                    // "Not sufficient followers synced": back to an election, and so are they.
-                    // What it proposed without a quorum is lost with it.
-                    self.leader = None;
-                    for m in 0..n {
-                        self.stop(m, changes);
-                    }
-                } else {
-                    self.sync(world);
                 }
             }
-            Some(leader) if self.serving[me] => {
+            let serving = |f| self.serving[f];
+            let synced = self.quorum_synced(me, self.leader_ticks, &self.acked, serving);
+            if synced == Some(false) {
+                // "Not sufficient followers synced": back to an election, and so are they.
+                // What it proposed without a quorum is lost with it.
+                self.leader = None;
+                for m in 0..n {
+                    self.stop(m, changes);
+                }
+            } else {
+                self.sync(world);
+            }
+        }
+        self.look(world, me, now_ms, mono_of, changes);
+    }
+
+    /// When member `me` (not leading) next has something to do on its monotonic clock, apart
+    /// from its half-tick look: give its leader up (`syncLimit` ticks after it last heard it,
+    /// the real follower's socket read timeout) or end an election it votes in.
+    pub fn next_for_member(&self, world: &World, me: usize, now_ms: u64) -> Option<u64> {
+        if self.is_deposed(me) {
+            return None;
+        }
+        match self.leader {
+            Some(leader) if leader != me && self.serving[me] => {
+                Some(self.heard_leader_ms[me] + SYNC_LIMIT_TICKS * self.tree.tick_time_ms() + 1)
+            }
+            _ if self.serving[me] => None,
+            _ => {
+                let election = self.election.as_ref()?;
+                if !election.voters.contains(&me) {
+                    return None;
+                }
+                let left_ns = election.ends_ns.saturating_sub(world.true_ns());
+                Some(now_ms + left_ns.div_ceil(1_000_000))
+            }
+        }
+    }
+
+    /// Member `me`'s look as a follower or a looking member, at its monotonic `now_ms`: a
+    /// follower gives its leader up once it has not heard it for `syncLimit` ticks; a looking
+    /// member follows the leader if it reaches it, or, with a quorum of looking members it
+    /// reaches, begins an election, or ends one whose time has come (see the module's
+    /// documentation).
+    pub fn look(
+        &mut self,
+        world: &World,
+        me: usize,
+        now_ms: u64,
+        mono_of: impl Fn(usize) -> u64,
+        changes: &mut Changes,
+    ) {
+        if self.is_deposed(me) {
+            return;
+        }
+        let tick = self.tree.tick_time_ms();
+        let n = self.members.len();
+        if let Some(leader) = self.leader {
+            if leader != me && self.serving[me] {
                 let silent = now_ms.saturating_sub(self.heard_leader_ms[me]);
                 let reset = world.power(self.members[leader]).refuses();
                 if silent > SYNC_LIMIT_TICKS * tick || reset {
                     self.stop(me, changes);
                 }
             }
-            _ => {}
         }
         if self.serving[me] {
             return;
@@ -365,8 +442,32 @@ impl State {
         let voters: Vec<usize> = (0..n)
             .filter(|&m| m == me || (!self.serving[m] && self.reaches(world, me, m)))
             .collect();
+        let now_ns = world.true_ns();
         if voters.len() < self.quorum() {
+            // An election it began with others ends without a leader if, when its time comes,
+            // they no longer make a quorum; it is begun again when they do.
+            if self
+                .election
+                .as_ref()
+                .is_some_and(|e| e.voters.contains(&me) && now_ns >= e.ends_ns)
+            {
+                self.election = None;
+            }
             return;
+        }
+        match &self.election {
+            None => {
+                // The vote and the new leader's sync take time; until they are done, no member
+                // of the quorum serves.
+                let ms = election_ms(world.scenario.seed, self.epoch);
+                self.election = Some(Election {
+                    voters: voters.clone(),
+                    ends_ns: now_ns + ms * 1_000_000,
+                });
+                return;
+            }
+            Some(e) if now_ns < e.ends_ns => return,
+            Some(_) => self.election = None,
         }
         let elected = *voters.iter().max().expect("a quorum is not empty");
         if let Some(old) = self.leader {
@@ -398,7 +499,7 @@ impl State {
         // The new leader's session tracker: every session gets a full timeout from now on its
         // clock. (Watches are the connections' and go with them: every client reconnects and
         // sets its watches again.)
-        self.tree = ZkModel::restore(self.tree.snapshot(), mono_of(elected));
+        self.tree = ZkModel::restore(self.tree.snapshot(), mono_of(elected)).quorum_expires();
         self.sync(world);
         changes.elected = Some(elected);
         tracing::debug!(

@@ -210,7 +210,9 @@ impl Server for ZkMember {
         }
     }
 
-    /// The next look at the ensemble, or, on the leader, a session's deadline if sooner.
+    /// The next look at the ensemble; on the leader, a session's deadline if sooner; on a
+    /// follower, the moment it gives its leader up; on a member looking, the end of the
+    /// election it votes in.
     fn next_due(&self) -> Option<(u64, Duration)> {
         let mono = self.node.mono_ms();
         let state = self.ensemble.lock();
@@ -221,6 +223,9 @@ impl Server for ZkMember {
                 due = due.min(deadline);
             }
         }
+        if let Some(at) = state.next_for_member(&self.node.world, self.me, mono) {
+            due = due.min(at);
+        }
         Some((due, Duration::from_millis(due.saturating_sub(mono))))
     }
 
@@ -229,18 +234,15 @@ impl Server for ZkMember {
         let mono = self.node.mono_ms();
         let mut changes = Changes::default();
         let mut state = self.ensemble.lock();
+        let members = state.members.clone();
+        let mono_of = |m: usize| world.mono_ns(members[m]) / 1_000_000;
         if mono >= self.next_step_ms.get() {
             self.next_step_ms.set(mono + half_tick(&state));
-            let members = state.members.clone();
-            state.step(
-                world,
-                self.me,
-                mono,
-                |m| world.mono_ns(members[m]) / 1_000_000,
-                &mut changes,
-            );
+            state.step(world, self.me, mono, mono_of, &mut changes);
         } else if state.leader == Some(self.me) && state.serving[self.me] {
             state.expire(world, mono, &mut changes);
+        } else {
+            state.look(world, self.me, mono, mono_of, &mut changes);
         }
         self.settle(&mut state, changes);
     }

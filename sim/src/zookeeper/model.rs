@@ -285,6 +285,10 @@ pub struct ZkModel {
     /// and persisted, so a restarted server never hands out an id it gave before.
     next_session: SessionId,
     tick_time_ms: u64,
+    /// Whether a request first ends the sessions past their deadline (a standalone server,
+    /// whose expirer needs no one's agreement). An ensemble's tree leaves that to the leader's
+    /// expirer, which ends them only with a quorum ([`ZkModel::quorum_expires`]).
+    expires_inline: bool,
 }
 
 impl Default for ZkModel {
@@ -316,7 +320,17 @@ impl ZkModel {
             zxid: 0,
             next_session: 1,
             tick_time_ms,
+            expires_inline: true,
         }
+    }
+
+    /// This tree as an ensemble's: a request no longer ends the sessions past their deadline on
+    /// its way, since a session's close is a proposal that commits only with a quorum (the
+    /// leader's expirer, `ensemble::State::expire`, does it then). A session past its deadline
+    /// meanwhile is closing: no ping or request renews it, and its nodes stay.
+    pub fn quorum_expires(mut self) -> Self {
+        self.expires_inline = false;
+        self
     }
 
     /// A server restarted from its data directory at `now_mono_ms` (its monotonic clock). Every
@@ -331,6 +345,7 @@ impl ZkModel {
             zxid: snapshot.zxid,
             next_session: snapshot.next_session,
             tick_time_ms: snapshot.tick_time_ms,
+            expires_inline: true,
         };
         for (id, timeout_ms) in snapshot.sessions {
             let deadline_ms = model.deadline(now_mono_ms, timeout_ms);
@@ -471,7 +486,9 @@ impl ZkModel {
         now_mono_ms: u64,
         events: &mut Vec<WatchEvent>,
     ) -> Result<(), ZkError> {
-        self.expire_due(now_mono_ms, events);
+        if self.expires_inline {
+            self.expire_due(now_mono_ms, events);
+        }
         self.touch(session, now_mono_ms)?;
         self.drop_watches(session);
         let mut fired = |path: &str, kind| {
@@ -542,7 +559,9 @@ impl ZkModel {
         if !valid_path(op.path(), sequential) {
             return OpResult::Error(ZkError::BadArguments);
         }
-        self.expire_due(now_mono_ms, events);
+        if self.expires_inline {
+            self.expire_due(now_mono_ms, events);
+        }
         if let Err(err) = self.touch(session, now_mono_ms) {
             return OpResult::Error(err);
         }
@@ -612,7 +631,9 @@ impl ZkModel {
         now_mono_ms: u64,
         events: &mut Vec<WatchEvent>,
     ) -> Result<(), ZkError> {
-        self.expire_due(now_mono_ms, events);
+        if self.expires_inline {
+            self.expire_due(now_mono_ms, events);
+        }
         if !self.sessions.contains_key(&session) {
             return Err(ZkError::SessionExpired);
         }
