@@ -760,6 +760,40 @@ fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
     assert!(entered(&real).contains(&"client-1"));
 }
 
+/// `sim/tests/scenarios/zk-ensemble-follower-catches-up.json`: client-2 holds the lock through
+/// the leader zk-2 for 2.5 s; client-0 waits on zk-0, a follower, its watch on client-2's node.
+/// From 1 s to 7 s zk-0 is cut off from the other members (not from its clients), less than
+/// `syncLimit`, so it keeps following and serving. client-2's release commits on the other two
+/// and zk-0 lags; when the cut heals zk-0 applies what it missed and the watch fires from it:
+/// client-0 enters after the heal, and every client enters once. Safe in both worlds (the
+/// simulation's followers once dropped such an event at the commit, and the waiter never
+/// entered).
+#[test]
+fn a_waiter_on_a_follower_cut_off_from_its_leader_enters_once_the_follower_catches_up() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let s = sim_scenario("zk-ensemble-follower-catches-up.json");
+    let real = common::run_real(&s, "QuorumPeerMain");
+    assert_eq!(real.server_pids.len(), 3, "three members, none restarted");
+    assert!(real.outcome.violations.is_empty());
+    let mut who = entered(&real);
+    who.sort_unstable();
+    assert_eq!(who, ["client-0", "client-1", "client-2"]);
+    let heal_ns = 7_000_000_000;
+    let waiter = real.outcome.history.entries.iter().find(|e| {
+        matches!(&e.op, Op::Resource { client, phase: Phase::Enter, accepted: true, .. }
+            if client == "client-0")
+    });
+    let waiter = waiter.expect("client-0 entered");
+    assert!(
+        waiter.true_ns >= heal_ns,
+        "client-0 entered at {} ms, before its follower could hear of the release",
+        waiter.true_ns / 1_000_000
+    );
+}
+
 /// `sim/tests/scenarios/zk-ensemble-leader-in-a-minority.json`: client-0 holds the lock through
 /// zk-0 for 8 s; from 1 s to the run's end at 10 s the leader zk-2 is cut off from both followers
 /// (its own clients still reach it). Its session tracker finds client-0's session past its

@@ -703,8 +703,8 @@ fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
 }
 
 /// The same cut held past `syncLimit` (`zk-ensemble-deposed-leader.json`, to 39 s): the
-/// followers give zk-2 up at 10 s and elect zk-1 0.2 s later; zk-2, which counts `syncLimit` in whole ticks
-/// of its own, serves on until 12 s. client-1, whose member zk-1 dropped it at the election,
+/// followers give zk-2 up at 10 s and elect zk-1 0.2 s later; zk-2, which counts `syncLimit`
+/// in whole ticks of its own, serves on until 12 s. client-1, whose member zk-1 dropped it at the election,
 /// moves to zk-2 meanwhile, and zk-2, holding its session closing, says it expired (the new
 /// leader keeps it). client-1 opens a new session, finds its old node still listed, takes it as
 /// its own and enters; the new leader expires the old session a timeout after its election,
@@ -975,4 +975,47 @@ fn a_leader_without_a_quorum_ends_no_session_on_a_reconnection_or_a_read() {
             .find(|v| v.kind == ViolationKind::FifoOrder);
         assert!(order.is_none(), "seed {seed}: {order:?}");
     }
+}
+
+/// A follower cut off from its leader for less than `syncLimit` keeps serving, and lags: the
+/// waiter connected to it (client-0 on zk-0, its watch on the holder's node) hears nothing of
+/// the holder's release (client-2, at 2.5 s), which commits on the others. When the cut heals
+/// (7 s) the follower catches up and applies the delete, and the watch fires from it then, as
+/// a real follower's does: client-0 enters within a tick of the heal. (Before followers kept
+/// their own lagging tree, the event was dropped at the commit and the waiter never entered.)
+/// While it lags, the follower answers reads from the tree it has.
+#[test]
+fn a_waiter_on_a_lagging_follower_hears_of_the_release_when_its_follower_catches_up() {
+    let s = story("zk-ensemble-follower-catches-up.json");
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    let history = &outcome.history.entries;
+    let entered = |client: &str| {
+        history.iter().find_map(|e| match &e.op {
+            Op::Resource {
+                client: c,
+                phase: Phase::Enter,
+                accepted: true,
+                ..
+            } if c == client => Some(e.true_ns / 1_000_000),
+            _ => None,
+        })
+    };
+    let holder = entered("client-2").expect("client-2 enters first");
+    assert!(holder < 1_000, "client-2 entered at {holder} ms");
+    let told = history.iter().find_map(|e| match &e.op {
+        Op::Watch { event, to, .. }
+            if e.node == "zk-0" && to == "client-0" && event == "node_deleted" =>
+        {
+            Some(e.true_ns / 1_000_000)
+        }
+        _ => None,
+    });
+    let told = told.expect("zk-0 tells client-0 of the deletion");
+    assert!(
+        (7_000..=9_000).contains(&told),
+        "told at {told} ms; the cut heals at 7 s"
+    );
+    let waiter = entered("client-0").expect("client-0 enters");
+    assert!((7_000..=9_100).contains(&waiter), "entered at {waiter} ms");
 }

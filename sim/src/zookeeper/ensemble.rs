@@ -16,8 +16,10 @@
 //!   without asking anyone; a ping waits only behind its own connection's pending requests,
 //!   `super::member`), so a client whose session the leader has closed keeps hearing
 //!   from a cut-off follower until that follower gives up — the story where a careful client
-//!   that checks its session before each access is not safe. (Reads still go to the leader;
-//!   see the README's "What the simulation does not model".)
+//!   that checks its session before each access is not safe. It answers their reads from its
+//!   replica too, stale while it lags ([`Replica::stale`], kept from the first commit it
+//!   misses): a read there shows nodes the leader has since deleted, and the watch it leaves
+//!   fires when the follower catches up and applies what it missed, as a real follower's does.
 //! - **Sessions are the leader's.** Deadlines are on the leader's monotonic clock, in its
 //!   session tracker (`SessionTrackerImpl`); a client's pings to a follower are answered by the
 //!   follower, which notes the session as touched (`LearnerSessionTracker`) and reports it in its
@@ -42,9 +44,9 @@
 //!   its own check steps it down. It answers their pings and a session's reconnection from its
 //!   own session tracker, so a client that moves to it is told that a session it holds closing
 //!   (past its deadline, the close never committed) expired, although the new leader keeps
-//!   that session; nothing else it can carry out (a write needs a quorum; its reads wait here,
-//!   as every read goes through the current leader). A leader the voters reach hears of the
-//!   election and stops at once.
+//!   that session. It answers reads from its own tree too, and a reconnection's watches fire
+//!   there for what that tree saw change; a write needs a quorum it no longer has. A leader the
+//!   voters reach hears of the election and stops at once.
 //! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
 //!   follows it if they reach each other (catching up from it first); otherwise, when it
 //!   reaches a quorum of members that serve no one either, an election begins (a member that
@@ -111,6 +113,8 @@ pub struct State {
     /// An election under way: a quorum of looking members reach each other, and their vote is
     /// decided when it ends.
     pub election: Option<Election>,
+    /// Watch events that members catching up fired for their clients, to deliver.
+    pub caught_up: Vec<WatchEvent>,
 }
 
 /// An election under way (see the module's documentation).
@@ -156,13 +160,17 @@ pub struct Deposed {
     pub acked: Vec<u64>,
 }
 
-/// What a member's replica has applied: enough to answer a ping and to say how far it is.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// What a member's replica has applied: enough to answer a ping and a read, and to say how far
+/// it is.
+#[derive(Clone, Debug, Default)]
 pub struct Replica {
     /// The last committed transaction it applied.
     pub zxid: Zxid,
     /// The sessions open as of that transaction.
     pub sessions: BTreeSet<SessionId>,
+    /// While it lags, its own tree: the committed tree as of `zxid`, with the watches its
+    /// clients left on it since (`None`: it has every commit, and reads the committed tree).
+    pub stale: Option<ZkModel>,
 }
 
 /// An ensemble's shared state, kept in the [`World`] (`World::ensemble`).
@@ -191,6 +199,7 @@ impl Ensemble {
             ephemerals: BTreeMap::new(),
             deposed: None,
             election: None,
+            caught_up: Vec::new(),
             members,
         }))
     }
@@ -249,6 +258,8 @@ impl State {
 
     /// Brings every serving member the leader reaches up to the committed tree: the leader
     /// sends each commit to its followers, and one that lagged catches up on reaching it again.
+    /// One that catches up applies what it missed, so the watches its clients left on its
+    /// stale tree fire for what changed since (into [`State::caught_up`]) or stay set.
     pub fn sync(&mut self, world: &World) {
         let Some(leader) = self.leader else {
             return;
@@ -258,11 +269,44 @@ impl State {
         }
         let zxid = self.tree.last_zxid();
         for m in 0..self.members.len() {
-            if self.serving[m] && self.reaches(world, leader, m) && self.replicas[m].zxid != zxid {
-                self.replicas[m] = Replica {
-                    zxid,
-                    sessions: self.tree.session_ids().collect(),
-                };
+            let behind_or_stale = self.replicas[m].zxid != zxid || self.replicas[m].stale.is_some();
+            if self.serving[m] && self.reaches(world, leader, m) && behind_or_stale {
+                let behind = std::mem::replace(
+                    &mut self.replicas[m],
+                    Replica {
+                        zxid,
+                        sessions: self.tree.session_ids().collect(),
+                        stale: None,
+                    },
+                );
+                if let Some(mut stale) = behind.stale {
+                    let here: Vec<SessionId> = self
+                        .clients
+                        .iter()
+                        .filter(|(_, a)| a.member == m)
+                        .map(|(s, _)| *s)
+                        .collect();
+                    for session in here {
+                        let watches = stale.take_watches(session);
+                        self.tree
+                            .rewatch(session, behind.zxid, &watches, &mut self.caught_up);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Before a commit: every serving follower the leader does not reach keeps the tree it has
+    /// ([`Replica::stale`]), which it answers reads from until it catches up.
+    pub fn freeze_lagging(&mut self, world: &World) {
+        let Some(leader) = self.leader else {
+            return;
+        };
+        let zxid = self.tree.last_zxid();
+        for m in 0..self.members.len() {
+            let lags = m != leader && self.serving[m] && !self.reaches(world, leader, m);
+            if lags && self.replicas[m].stale.is_none() && self.replicas[m].zxid == zxid {
+                self.replicas[m].stale = Some(self.tree.clone());
             }
         }
     }
@@ -272,6 +316,8 @@ impl State {
             changes.stopped.push(member);
         }
         self.touched[member].clear();
+        // Its clients' connections close, and their watches with them.
+        self.replicas[member].stale = None;
         if self.deposed.as_ref().is_some_and(|d| d.member == member) {
             self.deposed = None;
         }
@@ -310,9 +356,10 @@ impl State {
     /// stay closing (past their deadline, so no ping renews them: `touchSession` refuses a
     /// closing session) until the quorum is back or the leader steps down.
     pub fn expire(&mut self, world: &World, now_ms: u64, changes: &mut Changes) {
-        if !self.commits(world) {
+        if !self.commits(world) || self.tree.next_expiry_ms().is_none_or(|d| d > now_ms) {
             return;
         }
+        self.freeze_lagging(world);
         let expired = self.tree.expire_due(now_ms, &mut changes.events);
         if !expired.is_empty() {
             changes.expired.extend(expired);

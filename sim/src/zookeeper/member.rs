@@ -13,7 +13,9 @@
 //!   the session when it arrives (`ZooKeeperServer.submitRequest` touches before queueing), but
 //!   its answer comes after its predecessors' — so a client whose write waits for a quorum
 //!   hears nothing, and gives its connection up, as the real client does.
-//! - Everything else (opening and re-attaching a session, reads and writes) goes to the leader,
+//! - A read is answered by the member from its own replica (stale while it lags its leader),
+//!   with the session looked up and touched as a ping does.
+//! - Everything else (opening and re-attaching a session, writes) goes to the leader,
 //!   is applied there on the leader's clocks, and answered by the member once the leader has
 //!   it: while the leader cannot be reached (paused, cut off) the request waits, as it waits in
 //!   a real follower's queue, until the leader answers or the member gives up on it. A
@@ -248,6 +250,16 @@ impl Server for ZkMember {
     }
 }
 
+/// Whether `request` is a transaction the leader proposes (opening a session, a create,
+/// delete or setData): it commits only with a quorum.
+fn is_proposal(request: &ZkRequest) -> bool {
+    match request {
+        ZkRequest::Open { .. } => true,
+        ZkRequest::Op { op, .. } => op.is_write(),
+        ZkRequest::Reconnect { .. } | ZkRequest::Ping { .. } => false,
+    }
+}
+
 /// Half a tick: how often members look at the ensemble (the leader pings its followers).
 fn half_tick(state: &State) -> u64 {
     (state.tree.tick_time_ms() / 2).max(1)
@@ -299,24 +311,24 @@ impl ZkMember {
     /// and, for a transaction (opening a session, a create, delete or setData), has a quorum to
     /// commit it.
     fn ready(&self, state: &State, request: &ZkRequest) -> bool {
+        let read = matches!(request, ZkRequest::Op { op, .. } if !op.is_write());
         if state.is_deposed(self.me) {
-            // Only what its own session tracker answers: a session's reconnection. A write
-            // needs a quorum it no longer has, and reads go through the leader here.
-            return matches!(request, ZkRequest::Reconnect { .. });
+            // What it answers from its own view: a session's reconnection and a read. A write
+            // needs a quorum it no longer has.
+            return read || matches!(request, ZkRequest::Reconnect { .. });
         }
         let Some(leader) = state.leader else {
             return false;
         };
+        if read && leader != self.me {
+            // A follower reads its own replica, however far behind.
+            return true;
+        }
         let world = &self.node.world;
         if !state.reaches(world, self.me, leader) {
             return false;
         }
-        let proposal = match request {
-            ZkRequest::Open { .. } => true,
-            ZkRequest::Op { op, .. } => op.is_write(),
-            ZkRequest::Reconnect { .. } | ZkRequest::Ping { .. } => false,
-        };
-        !proposal || state.commits(world)
+        !is_proposal(request) || state.commits(world)
     }
 
     /// What the leader's clocks read now.
@@ -339,12 +351,47 @@ impl ZkMember {
         if state.is_deposed(self.me) {
             return self.at_deposed(state, at, connection, request);
         }
-        self.at_leader(state, at, connection, request)
+        match request {
+            ZkRequest::Op { session, op } if !op.is_write() && state.leader != Some(self.me) => {
+                self.at_follower(state, at, connection, session, &op)
+            }
+            request => self.at_leader(state, at, connection, request),
+        }
     }
 
-    /// A session's reconnection at a deposed leader, answered from its own view: `Expired` for a
-    /// session it holds closing (or does not know), however alive the new leader keeps it. (The
-    /// watch events its stale tree would fire for the session's watches are not delivered.)
+    /// A read at a follower, answered from its own replica as the real `FollowerZooKeeperServer`
+    /// answers it (no round trip to the leader): the tree it has, stale while it lags
+    /// ([`super::ensemble::Replica::stale`]), the watch left there. The session is looked up
+    /// and touched as a ping does it ([`ZkMember::ping`]).
+    fn at_follower(
+        &self,
+        state: &mut State,
+        at: Attachment,
+        connection: u64,
+        session: u64,
+        op: &super::model::Op,
+    ) -> ZkReply {
+        let zxid = state.replicas[self.me].zxid;
+        let response = match self.ping(state, session, connection) {
+            ZkResponse::Pong => {
+                state.clients.insert(session, at);
+                let me = self.me;
+                let tree = match &mut state.replicas[me].stale {
+                    Some(stale) => stale,
+                    None => &mut state.tree,
+                };
+                ZkResponse::Result(tree.read(session, op), None)
+            }
+            refused => refused,
+        };
+        ZkReply { response, zxid }
+    }
+
+    /// A session's reconnection or a read at a deposed leader, answered from its own view:
+    /// `Expired` for a session it holds closing (or does not know), however alive the new leader
+    /// keeps it; a read from its tree as of the election that replaced it, the watch left there
+    /// (it fires nothing more: the deposed leader commits nothing). A reconnection's watches fire
+    /// for what that tree saw change since the client's last zxid.
     fn at_deposed(
         &self,
         state: &mut State,
@@ -371,10 +418,31 @@ impl ZkMember {
         if let Some(session) = answer.attach {
             state.clients.insert(session, at);
         }
+        // A reconnection's watches are set again on its tree; those whose nodes it has seen
+        // change fire, from here.
+        for event in unsent {
+            self.push_from_here(at, event);
+        }
         ZkReply {
             response: answer.response,
             zxid: state.replicas[self.me].zxid,
         }
+    }
+
+    /// Pushes `event` to the client `at`, connected here, and records it.
+    fn push_from_here(&self, at: Attachment, event: WatchEvent) {
+        let world = &self.node.world;
+        world.record(
+            self.node.me,
+            Kind::Observe,
+            HistoryOp::Watch {
+                path: event.path.clone(),
+                event: serve::event_name(event.kind).to_string(),
+                to: world.topology.name(at.client).to_string(),
+            },
+        );
+        let push = Box::new(ZkPush(event));
+        crate::net::push(world, &self.pusher, self.node.me, at.push_to, push);
     }
 
     /// Applies `request` of the client `at` at the leader: the reply its member gives.
@@ -388,6 +456,9 @@ impl ZkMember {
         let (leader, mono, wall) = self.leader_now(state);
         let mut changes = Changes::default();
         state.expire(&self.node.world, mono, &mut changes);
+        if is_proposal(&request) {
+            state.freeze_lagging(&self.node.world);
+        }
         let fired_by_expiry = changes.events.len();
         let mut events = Vec::new();
         let answer = serve::answer(
@@ -451,7 +522,11 @@ impl ZkMember {
             }
             state.clients.remove(session);
         }
-        for event in changes.events {
+        for event in changes
+            .events
+            .into_iter()
+            .chain(std::mem::take(&mut state.caught_up))
+        {
             self.deliver(state, event);
         }
         for member in changes.stopped {

@@ -491,6 +491,21 @@ impl ZkModel {
         }
         self.touch(session, now_mono_ms)?;
         self.drop_watches(session);
+        self.rewatch(session, relative_zxid, watches, events);
+        Ok(())
+    }
+
+    /// Sets `session`'s `watches` again on this tree, as a member does with a reconnecting
+    /// client's `SetWatches` or with its own clients' watches when it catches up: a watch whose
+    /// node changed since `relative_zxid` fires at once (appended to `events`), the others are
+    /// left.
+    pub fn rewatch(
+        &mut self,
+        session: SessionId,
+        relative_zxid: Zxid,
+        watches: &SetWatches,
+        events: &mut Vec<WatchEvent>,
+    ) {
         let mut fired = |path: &str, kind| {
             events.push(WatchEvent {
                 session,
@@ -520,7 +535,6 @@ impl ZkModel {
                 Some(_) => add_watch(&mut self.child_watches, path, session),
             }
         }
-        Ok(())
     }
 
     /// Removes every watch `session` left: its connection closed, and the server removes a
@@ -578,6 +592,23 @@ impl ZkModel {
                 data,
                 version,
             } => self.set_data(path, data, *version, now_wall_ms, events),
+            Op::Exists { .. } | Op::GetData { .. } | Op::GetChildren { .. } => {
+                return self.read(session, op);
+            }
+        };
+        result.unwrap_or_else(OpResult::Error)
+    }
+
+    /// Answers the read `op` (`exists`, `getData`, `getChildren`) of `session` from this tree as
+    /// it stands, leaving its watch: what a member does with a read from its own replica (a
+    /// follower does not ask the leader, and its replica may lag). Sessions are not looked at:
+    /// the member that answers does that from its own view. A write is refused as
+    /// `BadArguments` (it is a proposal, never answered from a replica).
+    pub fn read(&mut self, session: SessionId, op: &Op) -> OpResult {
+        if !valid_path(op.path(), false) {
+            return OpResult::Error(ZkError::BadArguments);
+        }
+        let result = match op {
             Op::Exists { path, watch } => {
                 if *watch {
                     add_watch(&mut self.data_watches, path, session);
@@ -600,8 +631,34 @@ impl ZkModel {
                     reply
                 })
             }
+            Op::Create { .. } | Op::Delete { .. } | Op::SetData { .. } => {
+                Err(ZkError::BadArguments)
+            }
         };
         result.unwrap_or_else(OpResult::Error)
+    }
+
+    /// Takes `session`'s watches out of this tree, as the client would list them when it sets
+    /// them again (`SetWatches`): a data watch on a node that exists is a data watch, one on a
+    /// node that does not is an exist watch.
+    pub fn take_watches(&mut self, session: SessionId) -> SetWatches {
+        let mut watches = SetWatches::default();
+        for (path, sessions) in &self.data_watches {
+            if sessions.contains(&session) {
+                if self.nodes.contains_key(path) {
+                    watches.data.insert(path.clone());
+                } else {
+                    watches.exist.insert(path.clone());
+                }
+            }
+        }
+        for (path, sessions) in &self.child_watches {
+            if sessions.contains(&session) {
+                watches.child.insert(path.clone());
+            }
+        }
+        self.drop_watches(session);
+        watches
     }
 
     /// The session expirer: ends every session whose deadline is at or before `now_mono_ms`,
@@ -1509,6 +1566,74 @@ mod tests {
             events,
             vec![event(all[2], &nodes[1], EventType::NodeDeleted)]
         );
+    }
+
+    /// A lagging replica (a copy of the tree from before a delete) answers reads as it stands,
+    /// and keeps the watch left there; when the member catches up, the watch is set again on the
+    /// current tree and fires for what changed since the replica's zxid.
+    #[test]
+    fn a_stale_replica_answers_reads_and_its_watches_fire_on_catching_up() {
+        let mut m = ZkModel::new().quorum_expires();
+        let holder = session(&mut m);
+        let waiter = session(&mut m);
+        ok(&mut m, holder, &create("/held", CreateMode::Ephemeral));
+        let mut stale = m.clone();
+        let behind = stale.last_zxid();
+        let (_, events) = run(&mut m, holder, &delete("/held", -1), 0);
+        assert!(events.is_empty(), "nobody watched it on the current tree");
+        // The lagging member still shows the node, and leaves the watch on its own tree.
+        assert!(matches!(
+            stale.read(waiter, &exists("/held", true)),
+            OpResult::Stat(Some(_))
+        ));
+        assert!(matches!(
+            m.read(waiter, &exists("/held", false)),
+            OpResult::Stat(None)
+        ));
+        assert!(matches!(
+            stale.read(waiter, &create("/x", CreateMode::Ephemeral)),
+            OpResult::Error(ZkError::BadArguments)
+        ));
+        let watches = stale.take_watches(waiter);
+        assert_eq!(watches.data, BTreeSet::from(["/held".to_string()]));
+        assert!(watches.exist.is_empty() && watches.child.is_empty());
+        let mut events = Vec::new();
+        m.rewatch(waiter, behind, &watches, &mut events);
+        assert_eq!(events, vec![event(waiter, "/held", EventType::NodeDeleted)]);
+        // A watch on a node that did not change is left set, and fires on the next change.
+        ok(&mut m, holder, &create("/still", CreateMode::Ephemeral));
+        let mut stale = m.clone();
+        assert!(matches!(
+            stale.read(waiter, &exists("/still", true)),
+            OpResult::Stat(Some(_))
+        ));
+        let watches = stale.take_watches(waiter);
+        let mut events = Vec::new();
+        m.rewatch(waiter, m.last_zxid(), &watches, &mut events);
+        assert!(events.is_empty());
+        let (_, events) = run(&mut m, holder, &delete("/still", -1), 0);
+        assert_eq!(
+            events,
+            vec![event(waiter, "/still", EventType::NodeDeleted)]
+        );
+    }
+
+    /// An ensemble's tree ends no session on a request's way: only its leader's expirer does,
+    /// with a quorum. A session past its deadline is refused (closing), its nodes stay.
+    #[test]
+    fn an_ensembles_tree_leaves_expiry_to_the_leader() {
+        let mut m = ZkModel::new().quorum_expires();
+        let holder = session(&mut m);
+        let other = session(&mut m);
+        ok(&mut m, holder, &create("/held", CreateMode::Ephemeral));
+        let late = 3_600_000;
+        let mut events = Vec::new();
+        let reconnect = m.reconnect(other, 0, &SetWatches::default(), late, &mut events);
+        assert_eq!(reconnect, Err(ZkError::SessionExpired));
+        assert!(m.stat("/held").is_some(), "no inline expiry");
+        assert!(events.is_empty());
+        assert_eq!(m.expire_due(late, &mut events), vec![holder, other]);
+        assert!(m.stat("/held").is_none());
     }
 
     #[test]
