@@ -36,7 +36,7 @@ use lockcheck_algorithms::etcd::{
 };
 use lockcheck_real::etcd_store::{watch_deleted, EtcdClient};
 use lockcheck_real::launcher::{Etcd, Launcher};
-use lockcheck_sim::etcd::model::EtcdModel;
+use lockcheck_sim::etcd::model::{EtcdModel, Now};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use std::cell::{Cell, RefCell};
@@ -281,7 +281,7 @@ async fn check_sequence(
             let mut effects = Vec::new();
             match request {
                 Request::Grant(ttl) => {
-                    let (id, granted) = m.grant(*ttl, now);
+                    let (id, granted) = m.grant(*ttl, Now::steady(now));
                     let (real_id, real_granted) = client.grant(*ttl).await.map_err(fail)?;
                     leases.model.push(id);
                     leases.real.push(real_id);
@@ -294,7 +294,7 @@ async fn check_sequence(
                 Request::KeepAlive(k) => match leases.nth(*k) {
                     None => continue,
                     Some((ml, rl)) => {
-                        let s = m.keep_alive(ml, now);
+                        let s = m.keep_alive(ml, Now::steady(now));
                         let r = client.keep_alive(rl).await.map_err(fail)?;
                         let kind = if r > 0 {
                             "kept alive"
@@ -599,7 +599,7 @@ fn a_lease_runs_out_on_time_its_keys_go_and_a_restart_renews_it() {
     local.block_on(&rt, async {
         // A TTL below the minimum is raised to it, in both worlds.
         let mut model = EtcdModel::new();
-        let (_, modelled) = model.grant(1, 0);
+        let (_, modelled) = model.grant(1, Now::steady(0));
         let (lease, granted) = client.grant(1).await.unwrap();
         assert_eq!(granted, modelled);
         assert_eq!(granted, 2);
@@ -680,7 +680,7 @@ fn a_keep_alive_just_past_the_ttl_renews_nothing() {
     local.block_on(&rt, async {
         for past_ms in [50u64, 150, 300] {
             let mut model = EtcdModel::new();
-            let (model_lease, _) = model.grant(2, 0);
+            let (model_lease, _) = model.grant(2, Now::steady(0));
             let (lease, ttl) = client.grant(2).await.unwrap();
             assert_eq!(ttl, 2);
             let granted = Instant::now();
@@ -703,13 +703,80 @@ fn a_keep_alive_just_past_the_ttl_renews_nothing() {
                 "a keep-alive {sent_after} ms after the grant renewed it"
             );
             assert_eq!(
-                model.keep_alive(model_lease, sent_after),
+                model.keep_alive(model_lease, Now::steady(sent_after)),
                 0,
                 "the model renews a lease {sent_after} ms after its 2 s grant"
             );
             let (kvs, _) = client.range(&Range::key(&key)).await.unwrap();
             assert!(kvs.is_empty(), "{key} outlived its lease");
         }
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(launcher);
+    for pid in &pids {
+        assert!(!common::alive(*pid, "etcd"), "etcd {pid} left running");
+    }
+}
+
+/// `lessor.Promote(electionTimeout)`: a restarted member, leader again, gives every lease its
+/// TTL *and* the election timeout (1 s) from the moment it applies its term's first entry, just
+/// before it reports healthy. A 2 s lease granted before the restart is therefore still there
+/// 2.6 s after the member is back, and gone within a few seconds more, as the model's restore
+/// says (`EtcdModel::restore`: TTL + `PROMOTE_EXTEND_MS`, found at the lessor's next look).
+/// Without the extension it would be gone by 2.5 s (its 2 s, and the lessor's 500 ms loop).
+/// The key is polled every 50 ms, so a late poll can only make it look longer-lived.
+#[test]
+fn a_restart_extends_every_lease_by_the_election_timeout() {
+    if !common::installed(&Etcd) {
+        return;
+    }
+    let _serial = common::one_at_a_time();
+    let (rt, local) = runtime();
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let server = start(&launcher, &local, &rt);
+    let addr = launcher.borrow().addr(server);
+    local.block_on(&rt, async {
+        let client = EtcdClient::new(addr, Duration::from_secs(10));
+        let (lease, ttl) = client.grant(2).await.unwrap();
+        assert_eq!(ttl, 2);
+        let txn = Txn {
+            compare: vec![],
+            success: vec![Op::Put {
+                key: "/promote".into(),
+                value: String::new(),
+                lease,
+            }],
+            failure: vec![],
+        };
+        client.txn(&txn).await.unwrap().unwrap();
+        launcher.borrow_mut().crash(server).unwrap();
+        launcher.borrow_mut().respawn(server).unwrap();
+        Launcher::until_ready(&launcher, server).await.unwrap();
+        let restarted = Instant::now();
+        let client = EtcdClient::new(addr, Duration::from_secs(10));
+        let mut model = EtcdModel::new();
+        let (_, _) = model.grant(2, Now::steady(0));
+        let model = EtcdModel::restore(model.snapshot(), Now::steady(0));
+        let modelled = model.next_expiry_ms(Now::steady(0)).expect("a lease");
+        assert!(
+            (3_000..3_500).contains(&modelled),
+            "the model revokes it {modelled} ms after the restart"
+        );
+        let gone = loop {
+            let (kvs, _) = client.range(&Range::key("/promote")).await.unwrap();
+            if kvs.is_empty() {
+                break restarted.elapsed();
+            }
+            assert!(
+                restarted.elapsed() < Duration::from_secs(8),
+                "the lease never ran out after the restart"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(
+            gone >= Duration::from_millis(2_600),
+            "gone {gone:?} after the restart: no election-timeout extension"
+        );
     });
     let pids = launcher.borrow().started_pids();
     drop(launcher);

@@ -482,3 +482,53 @@ fn the_3_4_client_takes_a_lock_its_lapsed_lease_lost_the_3_5_client_does_not() {
     // The default is the current client.
     assert!(run(&story).violations.is_empty());
 }
+
+/// etcd 3.4's lessor finds candidates in a heap keyed by the wall clock (`expiry.UnixNano()`):
+/// a dead holder's lease, whose TTL runs out on the monotonic clock, is revoked only once the
+/// member's wall clock reaches the heap time too. The member's wall clock stepped back 20 s
+/// after the holder died delays the revocation, and so the next waiter, by those 20 s; a step
+/// forward revokes nothing early. A liveness story, not a safety one.
+#[test]
+fn a_wall_clock_stepped_back_on_the_member_delays_a_dead_holders_revocation() {
+    let mut s = Scenario::new(Algorithm::EtcdMutex);
+    s.clients = 2;
+    s.workload.acquisitions_per_client = 1;
+    s.workload.hold_ms = 5_000;
+    s.duration_ms = 60_000;
+    // client-0 takes the lock first (client-1 starts 300 ms late) and dies holding it.
+    s.faults = vec![
+        Fault::Pause {
+            at_ms: 0,
+            node: "client-1".into(),
+            for_ms: 300,
+        },
+        Fault::Crash {
+            at_ms: 1_000,
+            node: "client-0".into(),
+            scope: Default::default(),
+        },
+    ];
+    let plain = run(&s);
+    assert!(!plain.violated(), "{:?}", plain.violations);
+    let revoked = expiries(&plain.history.entries);
+    assert_eq!(revoked.len(), 1, "the dead holder's lease is revoked once");
+    for (by_ms, later) in [(-20_000, 20_000.0), (20_000, 0.0)] {
+        let mut stepped = s.clone();
+        stepped.faults.push(Fault::ClockJump {
+            at_ms: 2_000,
+            node: "etcd-0".into(),
+            by_ms,
+        });
+        let outcome = run(&stepped);
+        assert!(!outcome.violated(), "{:?}", outcome.violations);
+        let at = expiries(&outcome.history.entries);
+        assert_eq!(at.len(), 1, "stepped {by_ms} ms: {at:?}");
+        let delay = at[0] - revoked[0];
+        // A step forward may cost up to the lessor's 3 s retry, never revoke before the TTL.
+        let slack = if by_ms > 0 { 3_000.0 } else { 500.0 };
+        assert!(
+            delay >= later - 500.0 && delay <= later + slack,
+            "stepped {by_ms} ms: revoked {delay} ms after the unstepped run's revocation"
+        );
+    }
+}

@@ -13,14 +13,23 @@
 //! - A transaction's reads see its own earlier writes (etcd's `storeTxnWrite.Range`).
 //! - A put attached to a lease the server does not have fails the whole transaction
 //!   (`requested lease not found`).
-//! - A lease is granted for at least [`MIN_TTL_S`] seconds, expires once a keep-alive has not
-//!   renewed it for its TTL on the monotonic clock (a wall-clock jump does nothing), and is
-//!   checked every [`EXPIRY_CHECK_MS`] (the lessor's loop); its keys go with it. A keep-alive
-//!   that comes once the lease is past its TTL renews nothing, even before the lessor has
-//!   looked: etcd's `lessor.Renew` finds it expired and waits for its revocation, then answers
-//!   that the lease is gone (TTL 0) ([`EtcdModel::renew`]).
+//! - A lease is granted for at least [`MIN_TTL_S`] seconds and expires once a keep-alive has not
+//!   renewed it for its TTL on the monotonic clock (`Lease.Remaining` is `time.Until` of a
+//!   monotonic reading). The lessor looks every [`EXPIRY_CHECK_MS`] (its loop), but finds
+//!   candidates in a heap keyed by the expiry's *wall-clock* nanoseconds (`LeaseWithTime.time`,
+//!   `expiry.UnixNano()`, etcd 3.4, which real mode runs): a lease is revoked at the first look
+//!   at which the wall clock has passed its heap time and its TTL has run out on the monotonic
+//!   clock. A look that finds the wall clock past the heap time of a lease not yet expired puts
+//!   it back [`EXPIRED_RETRY_MS`] later (`expireExists`). So a wall clock stepped back on the
+//!   server delays a dead holder's revocation by the step, and one stepped forward by up to 3 s;
+//!   neither revokes a lease early. Its keys go with it. A keep-alive that comes once the lease
+//!   is past its TTL renews nothing, even before the lessor has looked: etcd's `lessor.Renew`
+//!   finds it expired and waits for its revocation, then answers that the lease is gone (TTL 0)
+//!   ([`EtcdModel::renew`]).
 //! - A restart keeps everything acknowledged (etcd fsyncs its WAL before answering) and renews
-//!   every lease to its full TTL from the restart (`lessor.Promote`).
+//!   every lease to its full TTL plus the election timeout from the restart (`lessor.Promote`
+//!   with `electionTimeout()`, when the restarted member, leader again, applies its term's first
+//!   entry).
 
 use lockcheck_algorithms::etcd::{
     Compare, CompareOp, CompareTarget, EtcdError, KeyValue, LeaseId, Op, OpResult, Range, Revision,
@@ -48,12 +57,44 @@ pub const MIN_TTL_S: i64 = 2;
 /// How often the lessor looks for expired leases (its `runLoop` sleeps 500 ms).
 pub const EXPIRY_CHECK_MS: u64 = 500;
 
+/// How far a look puts back a lease it found due by the wall clock but not expired
+/// (`defaultExpiredleaseRetryInterval`).
+pub const EXPIRED_RETRY_MS: u64 = 3_000;
+
+/// What `lessor.Promote` extends every lease by when a member becomes leader: the election
+/// timeout (`--election-timeout`, 1000 ms by default, as real mode runs it).
+pub const PROMOTE_EXTEND_MS: u64 = 1_000;
+
+/// A moment on the server's two clocks, in ms: leases run out on the monotonic one, the
+/// lessor's heap is keyed by the wall one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// The monotonic clock.
+    pub mono_ms: u64,
+    /// The wall clock.
+    pub wall_ms: u64,
+}
+
+impl Now {
+    /// `ms` on both clocks: a server whose wall clock was never stepped, for tests that drive
+    /// the model by elapsed time.
+    pub fn steady(ms: u64) -> Now {
+        Now {
+            mono_ms: ms,
+            wall_ms: ms,
+        }
+    }
+}
+
 /// A lease on the server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Lease {
     ttl_s: i64,
     /// Monotonic ms at which it expires unless renewed.
     deadline_ms: u64,
+    /// Its place in the lessor's heap: wall ms, set with the deadline and put back by a look
+    /// that found it due by the wall clock only.
+    heap_wall_ms: u64,
     /// The keys attached to it.
     keys: BTreeSet<String>,
 }
@@ -130,8 +171,9 @@ impl EtcdModel {
         }
     }
 
-    /// A member restarted from `snapshot` at monotonic `now_ms`: every lease gets its full TTL.
-    pub fn restore(snapshot: Snapshot, now_ms: u64) -> Self {
+    /// A member restarted from `snapshot` at `now`: every lease gets its full TTL and the
+    /// election timeout (`lessor.Promote`).
+    pub fn restore(snapshot: Snapshot, now: Now) -> Self {
         EtcdModel {
             revision: snapshot.revision,
             keys: snapshot.keys,
@@ -139,12 +181,13 @@ impl EtcdModel {
                 .leases
                 .into_iter()
                 .map(|(id, (ttl_s, keys))| {
-                    let deadline_ms = now_ms + ttl_s as u64 * 1000;
+                    let left = ttl_s as u64 * 1000 + PROMOTE_EXTEND_MS;
                     (
                         id,
                         Lease {
                             ttl_s,
-                            deadline_ms,
+                            deadline_ms: now.mono_ms + left,
+                            heap_wall_ms: now.wall_ms + left,
                             keys,
                         },
                     )
@@ -168,7 +211,7 @@ impl EtcdModel {
     }
 
     /// `LeaseGrant`: a new lease of `ttl_s` seconds (at least [`MIN_TTL_S`]): its id and TTL.
-    pub fn grant(&mut self, ttl_s: i64, now_ms: u64) -> (LeaseId, i64) {
+    pub fn grant(&mut self, ttl_s: i64, now: Now) -> (LeaseId, i64) {
         let ttl_s = ttl_s.max(MIN_TTL_S);
         let id = self.next_lease;
         self.next_lease += 1;
@@ -177,7 +220,8 @@ impl EtcdModel {
             id,
             Lease {
                 ttl_s,
-                deadline_ms: now_ms + ttl_s as u64 * 1000,
+                deadline_ms: now.mono_ms + ttl_s as u64 * 1000,
+                heap_wall_ms: now.wall_ms + ttl_s as u64 * 1000,
                 keys: BTreeSet::new(),
             },
         );
@@ -188,21 +232,22 @@ impl EtcdModel {
     /// full TTL; one past its TTL is not (`l.expired()`): the keep-alive waits until the lessor
     /// revokes it, and is then told the lease is gone, as it is for a lease the server does not
     /// have.
-    pub fn renew(&mut self, lease: LeaseId, now_ms: u64) -> Renewal {
+    pub fn renew(&mut self, lease: LeaseId, now: Now) -> Renewal {
         match self.leases.get_mut(&lease) {
-            Some(l) if l.deadline_ms <= now_ms => Renewal::Expiring,
+            Some(l) if l.deadline_ms <= now.mono_ms => Renewal::Expiring,
             Some(l) => {
-                l.deadline_ms = now_ms + l.ttl_s as u64 * 1000;
+                l.deadline_ms = now.mono_ms + l.ttl_s as u64 * 1000;
+                l.heap_wall_ms = now.wall_ms + l.ttl_s as u64 * 1000;
                 Renewal::Renewed(l.ttl_s)
             }
             None => Renewal::Gone,
         }
     }
 
-    /// The TTL a `LeaseKeepAlive` at `now_ms` is answered with ([`EtcdModel::renew`]): the lease's
+    /// The TTL a `LeaseKeepAlive` at `now` is answered with ([`EtcdModel::renew`]): the lease's
     /// TTL when it was renewed, 0 when it is gone or past its TTL (answered once revoked).
-    pub fn keep_alive(&mut self, lease: LeaseId, now_ms: u64) -> i64 {
-        match self.renew(lease, now_ms) {
+    pub fn keep_alive(&mut self, lease: LeaseId, now: Now) -> i64 {
+        match self.renew(lease, now) {
             Renewal::Renewed(ttl_s) => ttl_s,
             Renewal::Expiring | Renewal::Gone => 0,
         }
@@ -227,23 +272,34 @@ impl EtcdModel {
         Ok(())
     }
 
-    /// When the lessor next finds a lease expired: the first check after the earliest deadline.
-    pub fn next_expiry_ms(&self) -> Option<u64> {
+    /// When (monotonic ms) the lessor next has something to do, seen from `now`: its first look
+    /// at which the wall clock has reached a lease's heap time. Looks fall on the monotonic
+    /// clock's multiples of [`EXPIRY_CHECK_MS`] (the loop's phase is the clock's origin).
+    pub fn next_expiry_ms(&self, now: Now) -> Option<u64> {
         self.leases
             .values()
-            .map(|l| l.deadline_ms.div_ceil(EXPIRY_CHECK_MS) * EXPIRY_CHECK_MS)
+            .map(|l| {
+                let at = now.mono_ms + l.heap_wall_ms.saturating_sub(now.wall_ms);
+                at.div_ceil(EXPIRY_CHECK_MS) * EXPIRY_CHECK_MS
+            })
             .min()
     }
 
-    /// The lessor's check at `now_ms`: every lease past its deadline is revoked, its keys
-    /// deleted (each lease's at a revision of its own).
-    pub fn expire_due(&mut self, now_ms: u64, effects: &mut Vec<KeyEffect>) {
-        let due: Vec<LeaseId> = self
-            .leases
-            .iter()
-            .filter(|(_, l)| l.deadline_ms <= now_ms)
-            .map(|(id, _)| *id)
-            .collect();
+    /// The lessor's look at `now`: every lease whose heap time the wall clock has reached is
+    /// revoked if its TTL has run out on the monotonic clock, its keys deleted (each lease's at a
+    /// revision of its own), and put back [`EXPIRED_RETRY_MS`] later otherwise.
+    pub fn expire_due(&mut self, now: Now, effects: &mut Vec<KeyEffect>) {
+        let mut due = Vec::new();
+        for (id, l) in &mut self.leases {
+            if l.heap_wall_ms > now.wall_ms {
+                continue;
+            }
+            if l.deadline_ms <= now.mono_ms {
+                due.push(*id);
+            } else {
+                l.heap_wall_ms = now.wall_ms + EXPIRED_RETRY_MS;
+            }
+        }
         for id in due {
             let lease = self.leases.remove(&id).expect("listed above");
             self.lease_changes += 1;
@@ -558,21 +614,21 @@ mod tests {
     #[test]
     fn a_lease_expires_on_the_monotonic_clock_at_the_lessors_next_check() {
         let mut m = EtcdModel::new();
-        let (lease, ttl) = m.grant(1, 0);
+        let (lease, ttl) = m.grant(1, Now::steady(0));
         assert_eq!(ttl, MIN_TTL_S, "a TTL below the minimum is raised");
         create(&mut m, "/l/a", lease);
-        assert_eq!(m.next_expiry_ms(), Some(2_000));
+        assert_eq!(m.next_expiry_ms(Now::steady(0)), Some(2_000));
         // Renewed at 1.2 s: due at 3.2 s, found at the 3.5 s check.
-        assert_eq!(m.keep_alive(lease, 1_200), 2);
-        assert_eq!(m.next_expiry_ms(), Some(3_500));
+        assert_eq!(m.keep_alive(lease, Now::steady(1_200)), 2);
+        assert_eq!(m.next_expiry_ms(Now::steady(1_200)), Some(3_500));
         let mut effects = Vec::new();
-        m.expire_due(3_100, &mut effects);
+        m.expire_due(Now::steady(3_100), &mut effects);
         assert!(effects.is_empty());
-        m.expire_due(3_500, &mut effects);
+        m.expire_due(Now::steady(3_500), &mut effects);
         assert_eq!(effects, [KeyEffect::Expired("/l/a".into())]);
         assert_eq!(m.deleted_since("/l/a", 0), Some(3));
         assert_eq!(
-            m.keep_alive(lease, 3_600),
+            m.keep_alive(lease, Now::steady(3_600)),
             0,
             "gone: a keep-alive gets TTL 0"
         );
@@ -581,48 +637,105 @@ mod tests {
     #[test]
     fn a_keep_alive_past_the_ttl_renews_nothing_even_before_the_lessor_looks() {
         let mut m = EtcdModel::new();
-        let (lease, _) = m.grant(2, 0);
+        let (lease, _) = m.grant(2, Now::steady(0));
         create(&mut m, "/l/a", lease);
         // Due at 2 s, found at the 2 s check; a keep-alive at 1.999 s still renews it.
-        assert_eq!(m.renew(lease, 1_999), Renewal::Renewed(2));
+        assert_eq!(m.renew(lease, Now::steady(1_999)), Renewal::Renewed(2));
         assert_eq!(
-            m.next_expiry_ms(),
+            m.next_expiry_ms(Now::steady(1_999)),
             Some(4_000),
             "due at 3.999 s, found at the 4 s check"
         );
         // At 3.999 s it is past its TTL: the keep-alive waits for the revocation at 4 s.
-        assert_eq!(m.renew(lease, 3_999), Renewal::Expiring);
-        assert_eq!(m.keep_alive(lease, 3_999), 0);
+        assert_eq!(m.renew(lease, Now::steady(3_999)), Renewal::Expiring);
+        assert_eq!(m.keep_alive(lease, Now::steady(3_999)), 0);
         assert!(m.has_lease(lease), "not revoked before the lessor looks");
-        assert_eq!(m.next_expiry_ms(), Some(4_000), "and not renewed either");
+        assert_eq!(
+            m.next_expiry_ms(Now::steady(3_999)),
+            Some(4_000),
+            "and not renewed either"
+        );
         let mut effects = Vec::new();
-        m.expire_due(4_000, &mut effects);
+        m.expire_due(Now::steady(4_000), &mut effects);
         assert_eq!(effects, [KeyEffect::Expired("/l/a".into())]);
         assert!(!m.has_lease(lease));
-        assert_eq!(m.renew(lease, 4_001), Renewal::Gone);
+        assert_eq!(m.renew(lease, Now::steady(4_001)), Renewal::Gone);
     }
 
     #[test]
     fn a_restart_keeps_the_keyspace_and_renews_every_lease() {
         let mut m = EtcdModel::new();
-        let (lease, _) = m.grant(10, 0);
+        let (lease, _) = m.grant(10, Now::steady(0));
         create(&mut m, "/l/a", lease);
         let snapshot = m.snapshot();
-        // Restarted at 9 s: the lease runs 10 s from then, not from its last renewal.
-        let mut r = EtcdModel::restore(snapshot, 9_000);
+        // Restarted at 9 s: the lease runs 10 s and the election timeout from then, not from its
+        // last renewal.
+        let mut r = EtcdModel::restore(snapshot, Now::steady(9_000));
         assert_eq!(r.revision(), m.revision());
         assert_eq!(r.range(&Range::key("/l/a")), m.range(&Range::key("/l/a")));
         let mut effects = Vec::new();
-        r.expire_due(12_000, &mut effects);
+        r.expire_due(Now::steady(12_000), &mut effects);
         assert!(effects.is_empty());
-        r.expire_due(19_000, &mut effects);
+        r.expire_due(Now::steady(19_500), &mut effects);
+        assert!(
+            effects.is_empty(),
+            "Promote extends it by the election timeout"
+        );
+        r.expire_due(Now::steady(20_000), &mut effects);
         assert_eq!(effects.len(), 1);
+    }
+
+    /// The lessor's heap is keyed by the wall clock (etcd 3.4): a wall clock stepped back on the
+    /// server delays a dead holder's revocation by the step; one stepped forward finds the lease
+    /// due early by the wall clock, puts it back 3 s, and revokes it at that look, not before
+    /// its TTL has run out on the monotonic clock.
+    #[test]
+    fn the_lessors_heap_follows_the_wall_clock_and_never_revokes_early() {
+        let at = |mono_ms, wall_ms| Now { mono_ms, wall_ms };
+        let mut effects = Vec::new();
+        // Stepped back 5 s at 1 s: the lease's heap time (2 s) is reached at 7 s.
+        let mut m = EtcdModel::new();
+        let (lease, _) = m.grant(2, at(0, 0));
+        create(&mut m, "/l/a", lease);
+        let back = |mono: u64| at(mono, mono - 5_000);
+        assert_eq!(m.next_expiry_ms(back(6_000)), Some(7_000));
+        m.expire_due(back(6_500), &mut effects);
+        assert!(
+            effects.is_empty(),
+            "the TTL ran out at 2 s, the heap says 7 s"
+        );
+        m.expire_due(back(7_000), &mut effects);
+        assert_eq!(effects, [KeyEffect::Expired("/l/a".into())]);
+
+        // Stepped forward 60 s at 1 s: the 1.5 s look finds it due by the wall clock, not by the
+        // monotonic one, and puts it back to 4.5 s (by the monotonic clock's count).
+        let mut effects = Vec::new();
+        let mut m = EtcdModel::new();
+        let (lease, _) = m.grant(2, at(0, 0));
+        create(&mut m, "/l/a", lease);
+        let ahead = |mono: u64| at(mono, mono + 60_000);
+        assert_eq!(m.next_expiry_ms(ahead(1_000)), Some(1_000));
+        m.expire_due(ahead(1_500), &mut effects);
+        assert!(effects.is_empty(), "not expired on the monotonic clock");
+        assert_eq!(m.next_expiry_ms(ahead(1_500)), Some(4_500));
+        m.expire_due(ahead(2_000), &mut effects);
+        assert!(
+            effects.is_empty(),
+            "expired at 2 s, but its heap time is 4.5 s"
+        );
+        assert_eq!(
+            m.keep_alive(lease, ahead(2_000)),
+            0,
+            "and it renews nothing"
+        );
+        m.expire_due(ahead(4_500), &mut effects);
+        assert_eq!(effects, [KeyEffect::Expired("/l/a".into())]);
     }
 
     #[test]
     fn a_watch_from_a_past_revision_sees_a_deletion_since() {
         let mut m = EtcdModel::new();
-        let (lease, _) = m.grant(5, 0);
+        let (lease, _) = m.grant(5, Now::steady(0));
         create(&mut m, "/l/a", lease);
         let read_at = m.revision();
         let mut effects = Vec::new();

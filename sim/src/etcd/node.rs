@@ -3,7 +3,7 @@
 //! WAL before it answers), and a watch for a key's deletion is answered by a push to the
 //! watching client, at once when the deletion already happened at or after the watch's revision.
 
-use super::model::{EtcdModel, KeyEffect, Renewal, Snapshot};
+use super::model::{EtcdModel, KeyEffect, Now, Renewal, Snapshot};
 use crate::net::{push, Handled, Peer};
 use crate::server::{KeyEvent, Node, Server};
 use crate::signal::Signal;
@@ -121,9 +121,10 @@ impl Server for EtcdServer {
         Persistence::Always
     }
 
-    /// Nothing acknowledged is lost; every lease runs its full TTL again from the restart.
+    /// Nothing acknowledged is lost; every lease runs its full TTL and the election timeout
+    /// again from the restart (`lessor.Promote`).
     fn start(node: Node<Self>, recovered: Option<Snapshot>) -> Self {
-        let now = node.mono_ms();
+        let now = clocks(&node);
         let (model, persisted) = match recovered {
             Some(snapshot) => {
                 let model = EtcdModel::restore(snapshot, now);
@@ -149,7 +150,7 @@ impl Server for EtcdServer {
 
     fn handle(self: &Rc<Self>, peer: Peer, request: EtcdRequest) -> Handled {
         let from = peer.node;
-        let now = self.node.mono_ms();
+        let now = clocks(&self.node);
         let mut effects = Vec::new();
         let response = {
             let mut model = self.model.borrow_mut();
@@ -200,7 +201,7 @@ impl Server for EtcdServer {
                 }
             }
         };
-        self.node.due.offer(self.model.borrow().next_expiry_ms());
+        self.node.due.offer(self.model.borrow().next_expiry_ms(now));
         self.settle(Some(from), effects);
         Handled::now(response)
     }
@@ -210,20 +211,29 @@ impl Server for EtcdServer {
         self.watchers.borrow_mut().retain(|w| w.addr != from.addr);
     }
 
-    /// The lessor's check: at the first check after the earliest lease deadline.
+    /// The lessor's next look that finds a lease due by the wall clock (a wall-clock step wakes
+    /// the timer to look again).
     fn next_due(&self) -> Option<(u64, Duration)> {
-        let now = self.node.mono_ms();
-        self.model.borrow().next_expiry_ms().map(|at| {
-            let left = at.saturating_sub(now).max(1);
+        let now = clocks(&self.node);
+        self.model.borrow().next_expiry_ms(now).map(|at| {
+            let left = at.saturating_sub(now.mono_ms).max(1);
             (at, Duration::from_millis(left))
         })
     }
 
     fn on_due(&self) {
         let mut effects = Vec::new();
-        let now = self.node.mono_ms();
+        let now = clocks(&self.node);
         self.model.borrow_mut().expire_due(now, &mut effects);
         self.settle(None, effects);
+    }
+}
+
+/// The server's two clocks now.
+fn clocks(node: &Node<EtcdServer>) -> Now {
+    Now {
+        mono_ms: node.mono_ms(),
+        wall_ms: node.wall_ms(),
     }
 }
 
