@@ -356,10 +356,13 @@ impl State {
     /// stay closing (past their deadline, so no ping renews them: `touchSession` refuses a
     /// closing session) until the quorum is back or the leader steps down.
     pub fn expire(&mut self, world: &World, now_ms: u64, changes: &mut Changes) {
-        if !self.commits(world) || self.tree.next_expiry_ms().is_none_or(|d| d > now_ms) {
+        if !self.commits(world) {
             return;
         }
-        self.freeze_lagging(world);
+        if self.tree.next_expiry_ms().is_some_and(|d| d <= now_ms) {
+            // A close is a commit: a follower the leader does not reach keeps what it had.
+            self.freeze_lagging(world);
+        }
         let expired = self.tree.expire_due(now_ms, &mut changes.events);
         if !expired.is_empty() {
             changes.expired.extend(expired);
