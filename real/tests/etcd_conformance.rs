@@ -773,6 +773,7 @@ fn a_restart_extends_every_lease_by_the_election_timeout() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         };
+        eprintln!("a 2 s lease's key was gone {gone:?} after the restart (model: {modelled} ms)");
         assert!(
             gone >= Duration::from_millis(2_600),
             "gone {gone:?} after the restart: no election-timeout extension"
