@@ -1019,3 +1019,48 @@ fn a_waiter_on_a_lagging_follower_hears_of_the_release_when_its_follower_catches
     let waiter = entered("client-0").expect("client-0 enters");
     assert!((7_000..=9_100).contains(&waiter), "entered at {waiter} ms");
 }
+
+/// A write held on a session's old connection is never applied once the session has moved:
+/// client-0's second create goes to zk-0 while a cut holds its link there (1 s to 9 s); client-0
+/// hears nothing, moves its session to zk-1 and creates its node again, takes the lock and
+/// releases it. At the heal the held create reaches zk-0 on the connection the session left; the
+/// leader refuses it (`SessionMovedException`), so no ghost node of client-0's blocks the next
+/// waiter (client-1, from 8 s). Pinned in the history: every node a client creates is created
+/// while that client is acquiring.
+#[test]
+fn a_create_held_on_a_moved_sessions_old_connection_is_never_applied() {
+    let s = story("zk-ensemble-held-create-after-a-move.json");
+    let outcome = run(&s);
+    assert!(outcome.violations.is_empty(), "{:#?}", outcome.violations);
+    let history = &outcome.history.entries;
+    let mut acquiring = std::collections::BTreeSet::new();
+    for e in history {
+        match (&e.kind, &e.op) {
+            (Kind::Invoke, Op::Acquire { .. }) => {
+                acquiring.insert(e.node.clone());
+            }
+            (Kind::Ok | Kind::Fail | Kind::Info, Op::Acquire { .. }) => {
+                acquiring.remove(&e.node);
+            }
+            (
+                _,
+                Op::Key {
+                    key,
+                    change: KeyChange::Set,
+                    by: Some(by),
+                    ..
+                },
+            ) if key.starts_with("/lock/") => {
+                assert!(
+                    acquiring.contains(by),
+                    "{key} created for {by} at {} ms, while {by} was not acquiring",
+                    e.true_ns / 1_000_000
+                );
+            }
+            _ => {}
+        }
+    }
+    // client-0's second acquisition went through zk-1 during the cut.
+    assert_eq!(accepted(history, "client-0", Phase::Enter), 2);
+    assert_eq!(accepted(history, "client-1", Phase::Enter), 2);
+}
