@@ -6,8 +6,9 @@
 //! (`ExpiryQueue.roundToNextInterval`); etcd's lessor looks for expired leases every 500 ms of its
 //! own; Redis's `serverCron` removes expired keys (and tells its replicas) every 100 ms from its
 //! process's start. (MariaDB has no such timer: `wait_timeout` is the read timeout of each
-//! connection's wait for its next statement, `do_command`, counted from that wait's start.) A real server was started at some moment before the run, so its tick falls anywhere
-//! within the run's milliseconds; a model whose servers all start their clocks at the run's 0
+//! connection's wait for its next statement, `do_command`, counted from that wait's start.)
+//! A real server was started at some moment before the run, so its tick falls anywhere within
+//! the run's milliseconds; a model whose servers all start their clocks at the run's 0
 //! always expires a session at the same phase, and a "not found" then says nothing of the others
 //! (a cut just past a session timeout that is not a multiple of the tick is safe at one phase
 //! and unsafe at another).

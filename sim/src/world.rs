@@ -95,8 +95,8 @@ impl World {
         let clients = scenario.clients as usize;
         let per_client = scenario.workload.acquisitions_per_client;
         // A server's monotonic clock starts where its process's start left it, so its periodic
-        // timers (a ZooKeeper tick, etcd's lessor loop, Redis's expiry cycle) have a phase of their own
-        // (`core::server_clock`); the clients' start at 0.
+        // timers (a ZooKeeper tick, etcd's lessor loop, Redis's expiry cycle) have a phase of
+        // their own (`core::server_clock`); the clients' start at 0.
         let clocks = (0..n)
             .map(|i| match topology.role(i) {
                 lockcheck_core::topology::Role::Server => NodeClock::reading(

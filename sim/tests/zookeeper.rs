@@ -702,15 +702,15 @@ fn a_careful_client_on_a_follower_cut_off_from_its_leader_is_not_safe() {
     assert!(expiries(&outcome.history.entries).is_empty());
 }
 
-/// The same cut held past `syncLimit` (`zk-ensemble-deposed-leader.json`, to 39 s): the
-/// followers give zk-2 up at 10 s and elect zk-1 0.2 s later; zk-2, which counts `syncLimit`
-/// in whole ticks of its own, serves on until 12 s. client-1, whose member zk-1 dropped it at the election,
-/// moves to zk-2 meanwhile, and zk-2, holding its session closing, says it expired (the new
-/// leader keeps it). client-1 opens a new session, finds its old node still listed, takes it as
-/// its own and enters; the new leader expires the old session a timeout after its election,
-/// the node goes, and client-2 enters beside client-1. Real ensembles did the same in 2 of 5
-/// runs (FIDELITY, "a deposed leader tells a moving client its session expired"); here 3 of the
-/// first 10 seeds, this file's among them.
+/// The same cut held past `syncLimit` (`zk-ensemble-deposed-leader.json`, to 39 s): the followers
+/// give zk-2 up at 10 s and elect zk-1 0.2 s later; zk-2, which counts `syncLimit` in whole ticks
+/// of its own, serves on until 12 s. client-1, whose member zk-1 dropped it at the election, moves
+/// to zk-2 meanwhile, and zk-2, holding its session closing, says it expired (the new leader keeps
+/// it). client-1 opens a new session, finds its old node still listed, takes it as its own and
+/// enters; the new leader expires the old session a timeout after its election, the node goes, and
+/// client-2 enters beside client-1. Real ensembles did the same in 2 of 5 runs (FIDELITY, "a
+/// deposed leader tells a moving client its session expired"); here 3 of the first 10 seeds, this
+/// file's among them.
 #[test]
 fn a_deposed_leader_tells_a_moving_client_its_session_expired_and_two_hold() {
     let s = story("zk-ensemble-deposed-leader.json");

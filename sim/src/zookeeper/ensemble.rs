@@ -31,14 +31,14 @@
 //!   A new leader gives every session a full timeout from its election, as ZooKeeper's new
 //!   leader does when it loads its session tracker.
 //! - **Following.** A follower that has not heard its leader for `syncLimit` ticks (its socket's
-//!   read timeout, `tickTime × syncLimit` after the leader's last packet, so at that moment and
-//!   not at a look), or whose leader's process died (TCP reset), gives up; a leader that has not heard a quorum of
-//!   followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper counts ticks
-//!   the leader lived through, so its own pause does not count). The leader counts whole ticks
-//!   and looks once a tick (`Leader.lead`: a learner is synced while the tick is at most the
-//!   tick of its last packet plus `syncLimit`), so it steps down up to a tick after its
-//!   followers gave it up. A member that gives up stops serving: it closes its clients'
-//!   connections and refuses new ones, so they move on.
+//!   read timeout, `tickTime × syncLimit` after the leader's last packet, so at that moment and not
+//!   at a look), or whose leader's process died (TCP reset), gives up; a leader that has not heard
+//!   a quorum of followers for `syncLimit` ticks of its own tick counter steps down (ZooKeeper
+//!   counts ticks the leader lived through, so its own pause does not count). The leader counts
+//!   whole ticks and looks once a tick (`Leader.lead`: a learner is synced while the tick is at
+//!   most the tick of its last packet plus `syncLimit`), so it steps down up to a tick after its
+//!   followers gave it up. A member that gives up stops serving: it closes its clients' connections
+//!   and refuses new ones, so they move on.
 //! - **Deposed.** Meanwhile the followers may have elected another leader. The old one, cut off
 //!   from them, does not know: it serves its clients on from its own view ([`Deposed`]) until
 //!   its own check steps it down. It answers their pings and a session's reconnection from its

@@ -421,28 +421,12 @@ impl ZkMember {
         // A reconnection's watches are set again on its tree; those whose nodes it has seen
         // change fire, from here.
         for event in unsent {
-            self.push_from_here(at, event);
+            self.push_event(state, at, event);
         }
         ZkReply {
             response: answer.response,
             zxid: state.replicas[self.me].zxid,
         }
-    }
-
-    /// Pushes `event` to the client `at`, connected here, and records it.
-    fn push_from_here(&self, at: Attachment, event: WatchEvent) {
-        let world = &self.node.world;
-        world.record(
-            self.node.me,
-            Kind::Observe,
-            HistoryOp::Watch {
-                path: event.path.clone(),
-                event: serve::event_name(event.kind).to_string(),
-                to: world.topology.name(at.client).to_string(),
-            },
-        );
-        let push = Box::new(ZkPush(event));
-        crate::net::push(world, &self.pusher, self.node.me, at.push_to, push);
     }
 
     /// Applies `request` of the client `at` at the leader: the reply its member gives.
@@ -569,10 +553,18 @@ impl ZkMember {
         if !state.serving[at.member] || !state.reaches(world, leader, at.member) {
             return;
         }
-        let Some(from) = state.pushers[at.member] else {
-            return;
-        };
+        self.push_event(state, at, event);
+    }
+
+    /// Pushes `event` to the client `at` from the member it is connected to, and records it.
+    fn push_event(&self, state: &State, at: Attachment, event: WatchEvent) {
+        let world = &self.node.world;
         let member = state.members[at.member];
+        // Another member's pusher: it is bound when that member's process starts.
+        let from = state.pushers[at.member];
+        if at.member != self.me && from.is_none() {
+            return;
+        }
         world.record(
             member,
             Kind::Observe,
@@ -585,7 +577,7 @@ impl ZkMember {
         let push = Box::new(ZkPush(event));
         if at.member == self.me {
             crate::net::push(world, &self.pusher, member, at.push_to, push);
-        } else {
+        } else if let Some(from) = from {
             crate::net::push_from(world, member, from, at.push_to, push);
         }
     }

@@ -593,7 +593,7 @@ impl ZkModel {
                 version,
             } => self.set_data(path, data, *version, now_wall_ms, events),
             Op::Exists { .. } | Op::GetData { .. } | Op::GetChildren { .. } => {
-                return self.read(session, op);
+                return self.read_checked(session, op);
             }
         };
         result.unwrap_or_else(OpResult::Error)
@@ -608,6 +608,11 @@ impl ZkModel {
         if !valid_path(op.path(), false) {
             return OpResult::Error(ZkError::BadArguments);
         }
+        self.read_checked(session, op)
+    }
+
+    /// [`ZkModel::read`] of a path already checked.
+    fn read_checked(&mut self, session: SessionId, op: &Op) -> OpResult {
         let result = match op {
             Op::Exists { path, watch } => {
                 if *watch {
