@@ -388,6 +388,15 @@ where
     F: FnOnce(std::net::SocketAddr, lockcheck_real::proxy::Link) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    with_server_at(|addr, link, _| body(addr, link))
+}
+
+/// [`with_server`], also giving `body` the server's own address (past the proxy).
+fn with_server_at<F, Fut>(body: F)
+where
+    F: FnOnce(std::net::SocketAddr, lockcheck_real::proxy::Link, std::net::SocketAddr) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -408,7 +417,7 @@ where
         let proxy = lockcheck_real::proxy::Proxy::start(upstream, 0)
             .await
             .unwrap();
-        body(proxy.addr(), proxy.link()).await;
+        body(proxy.addr(), proxy.link(), upstream).await;
     });
     let pids = launcher.borrow().started_pids();
     drop(local);
@@ -877,4 +886,152 @@ fn a_client_whose_write_waits_on_a_cut_off_follower_hears_nothing_and_moves() {
         "client-0's release was answered: {:#?}",
         real.outcome.history.entries
     );
+}
+
+/// Opens a session (or takes `session` up) on exactly `addr`, with the stories' session timeout.
+async fn raw_client(
+    addr: std::net::SocketAddr,
+    session: Option<zookeeper_client::SessionInfo>,
+) -> zookeeper_client::Client {
+    let mut connector = zookeeper_client::Client::connector()
+        .with_session_timeout(std::time::Duration::from_millis(SESSION_MS));
+    if let Some(session) = session {
+        connector = connector.with_session(session);
+    }
+    connector.connect(&addr.to_string()).await.unwrap()
+}
+
+/// Sends a create for `path` on `client` while `link` (the client's only way to its server) holds
+/// every byte, runs `meanwhile`, heals the link and answers the create's reply.
+async fn held_create(
+    client: &zookeeper_client::Client,
+    link: &lockcheck_real::proxy::Link,
+    path: &str,
+    meanwhile: impl std::future::Future<Output = ()>,
+) -> Result<(), zookeeper_client::Error> {
+    let options =
+        zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+    link.cut();
+    let create = client.create(path, b"", &options);
+    let (created, ()) = tokio::join!(create, async {
+        // The request is on its way (held in the proxy) before anything else happens.
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        meanwhile.await;
+        link.heal();
+    });
+    created.map(|_| ())
+}
+
+/// Whether `path` exists, asked on `client` after a `sync` (so a follower's answer is not stale).
+async fn exists_synced(client: &zookeeper_client::Client, path: &str) -> bool {
+    client.sync(path).await.ok();
+    client.check_stat(path).await.unwrap().is_some()
+}
+
+/// Pins `ZkModel::moved_on` for a standalone server: a create held on a session's connection
+/// while the session reconnects on another connection to the same server never runs. The server
+/// closes the session's older connection as it takes the reconnection
+/// (`ZooKeeperServer.processConnectRequest` → `closeSession`), so the held bytes reach a closed
+/// socket. The control: the same hold with no reconnection meanwhile is applied at the heal (the
+/// proxy delivers held requests; nothing else drops them).
+#[test]
+fn a_create_held_on_a_standalone_servers_old_connection_of_a_session_is_never_applied() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    with_server_at(|addr, link, upstream| async move {
+        let a = raw_client(addr, None).await;
+        let kept = held_create(&a, &link, "/kept", async {}).await;
+        assert!(
+            kept.is_ok(),
+            "a held create with no move is applied: {kept:?}"
+        );
+        let session = a.session().clone();
+        let b = std::cell::RefCell::new(None);
+        let held = held_create(&a, &link, "/held", async {
+            *b.borrow_mut() = Some(raw_client(upstream, Some(session)).await);
+        })
+        .await;
+        assert!(
+            held.is_err(),
+            "the old connection answered the create: {held:?}"
+        );
+        let check = raw_client(upstream, None).await;
+        assert!(exists_synced(&check, "/kept").await);
+        assert!(
+            !exists_synced(&check, "/held").await,
+            "a create held on the session's old connection was applied after the move"
+        );
+        drop(b);
+    });
+}
+
+/// Pins `ZkModel::moved_on` for an ensemble, as the story
+/// `zk-ensemble-held-create-after-a-move.json` has it in the simulation: a create held on the
+/// session's connection to zk-0 while the session moves to zk-1 is refused when it reaches the
+/// leader (`PrepRequestProcessor` → `checkSession` → `SessionMovedException`: zk-1's
+/// revalidation made zk-1 the session's owner), and zk-0 closes that connection
+/// (`FinalRequestProcessor`). The control: the same hold with no move is applied at the heal.
+#[test]
+fn a_create_held_on_a_moved_sessions_old_connection_to_a_member_is_refused_by_the_leader() {
+    use lockcheck_real::launcher::Launcher;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let launcher = Rc::new(RefCell::new(Launcher::new().unwrap()));
+    local.block_on(&runtime, async {
+        let (members, _ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
+            .await
+            .unwrap();
+        let proxy = lockcheck_real::proxy::Proxy::start(members[0], 0)
+            .await
+            .unwrap();
+        let link = proxy.link();
+        let a = raw_client(proxy.addr(), None).await;
+        let kept = held_create(&a, &link, "/kept", async {}).await;
+        assert!(
+            kept.is_ok(),
+            "a held create with no move is applied: {kept:?}"
+        );
+        let session = a.session().clone();
+        let b = RefCell::new(None);
+        let held = held_create(&a, &link, "/held", async {
+            *b.borrow_mut() = Some(raw_client(members[1], Some(session)).await);
+        })
+        .await;
+        assert!(held.is_err(), "zk-0 answered the create: {held:?}");
+        let check = raw_client(members[2], None).await;
+        assert!(exists_synced(&check, "/kept").await);
+        assert!(
+            !exists_synced(&check, "/held").await,
+            "a create held on the session's old connection was applied after the move"
+        );
+        drop(b);
+        // Without a hold: after the move, zk-0 still answers a read on the old connection (a
+        // follower checks no owner for what it answers itself, as `ZkMember::at_follower` does),
+        // but a write from it is refused and the connection closed.
+        let c = raw_client(proxy.addr(), None).await;
+        let moved = raw_client(members[1], Some(c.session().clone())).await;
+        assert!(c.check_stat("/zookeeper").await.unwrap().is_some());
+        let options =
+            zookeeper_client::CreateMode::Ephemeral.with_acls(zookeeper_client::Acls::anyone_all());
+        let write = c.create("/written", b"", &options).await;
+        assert!(write.is_err(), "zk-0 answered the write: {write:?}");
+        assert!(!exists_synced(&check, "/written").await);
+        drop(moved);
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(local);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }

@@ -1026,7 +1026,8 @@ fn a_waiter_on_a_lagging_follower_hears_of_the_release_when_its_follower_catches
 /// releases it. At the heal the held create reaches zk-0 on the connection the session left; the
 /// leader refuses it (`SessionMovedException`), so no ghost node of client-0's blocks the next
 /// waiter (client-1, from 8 s). Pinned in the history: every node a client creates is created
-/// while that client is acquiring.
+/// while that client is acquiring. The real servers' side, standalone and ensemble, is pinned by
+/// `real/tests/zookeeper_servers.rs` (`a_create_held_on_…`).
 #[test]
 fn a_create_held_on_a_moved_sessions_old_connection_is_never_applied() {
     let s = story("zk-ensemble-held-create-after-a-move.json");
