@@ -58,6 +58,15 @@ fn apply(world: &World, action: Action, text: String) {
     };
     let id = |n: usize| world.node_id(n);
     let kind = action.kind();
+    let moves_reach = matches!(
+        action,
+        Action::Pause(_)
+            | Action::Resume(_)
+            | Action::Crash(..)
+            | Action::Restart(_)
+            | Action::Cut(..)
+            | Action::Heal(..)
+    );
     match action {
         Action::Skipped(_) | Action::MessagesSettled(_) => {}
         Action::Failover(n) => world.set_primary(n),
@@ -98,6 +107,9 @@ fn apply(world: &World, action: Action, text: String) {
                 .set_message_fault(n, fault, Some((loss, delay)))
         }
         Action::MessagesEnd(n, fault) => world.links().set_message_fault(n, fault, None),
+    }
+    if moves_reach {
+        world.reach_changed();
     }
     world.record(
         target,

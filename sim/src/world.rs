@@ -58,6 +58,9 @@ pub struct World {
     /// What a server's timers wait for besides their own deadline: a node's clock was moved
     /// (its deadlines now fall at other true times) or another server became the primary.
     pub clocks_and_roles: Signal,
+    /// What an ensemble's members wait for besides their timers: who reaches whom changed
+    /// ([`World::reach_changed`]).
+    pub reach: Signal,
 }
 
 /// Whether a node is up, and what its crashes were: what the network and a restarting server
@@ -126,6 +129,7 @@ impl World {
             ensemble: std::sync::OnceLock::new(),
             progress: Signal::default(),
             clocks_and_roles: Signal::default(),
+            reach: Signal::default(),
         }
     }
 
@@ -220,6 +224,13 @@ impl World {
     /// The madsim id of node `node`.
     pub fn node_id(&self, node: usize) -> NodeId {
         self.node_ids.lock().unwrap()[node].expect("node not started")
+    }
+
+    /// Who reaches whom changed: a link was cut or healed, a node paused, resumed, crashed or
+    /// restarted. An ensemble's members act on it at once (a real one's election messages and
+    /// commits, held across a cut, are answered the moment it heals).
+    pub fn reach_changed(&self) {
+        self.reach.notify();
     }
 
     /// Marks node `node` crashed by `scope`: a new incarnation starts, and every connection to

@@ -594,6 +594,39 @@ fn a_member_cut_off_from_the_quorum_stops_serving_and_its_clients_move() {
     assert!(noted(&outcome.history.entries, "zk-0", "stopped serving"));
 }
 
+/// A member cut off past `syncLimit` serves again the moment the cut heals, as on real
+/// ZooKeeper (14–24 ms after the heal, FIDELITY.md; `real/tests/zookeeper_servers.rs` pins it
+/// within a tick): its election notifications, held across the cut, are answered at once with
+/// the current leader. Not at its next half-tick look, up to a second later.
+#[test]
+fn a_member_cut_off_past_sync_limit_follows_again_at_the_heal() {
+    let mut s = story("zk-ensemble-leader-pause.json");
+    s.duration_ms = 30_000;
+    s.faults = vec![Fault::Partition {
+        at_ms: 1_000,
+        isolate: vec!["zk-0".into()],
+        from: Some(vec!["zk-1".into(), "zk-2".into()]),
+        for_ms: 13_333,
+        hold: false,
+    }];
+    s.validate().unwrap();
+    for seed in 0..5 {
+        s.seed = seed;
+        let history = run(&s).history.entries;
+        let stopped = noted_at(&history, "zk-0", "stopped serving").expect("zk-0 gives up");
+        assert!(
+            (10_000..=12_000).contains(&stopped),
+            "seed {seed}: {stopped} ms"
+        );
+        let back = noted_at(&history, "zk-0", "follows zk-2 again").expect("zk-0 follows again");
+        // Within the simulated timer's resolution (a millisecond) of the heal.
+        assert!(
+            (14_333..=14_334).contains(&back),
+            "seed {seed}: back at {back} ms; the cut healed at 14,333 ms"
+        );
+    }
+}
+
 /// Whether `node` noted `text` in the history (an ensemble member's role changes).
 fn noted(history: &[Entry], node: &str, text: &str) -> bool {
     noted_at(history, node, text).is_some()

@@ -47,10 +47,12 @@
 //!   that session. It answers reads from its own tree too, and a reconnection's watches fire
 //!   there for what that tree saw change; a write needs a quorum it no longer has. A leader the
 //!   voters reach hears of the election and stops at once.
-//! - **Election.** A member that serves no one looks every tick/2 for the current leader, and
-//!   follows it if they reach each other (catching up from it first); otherwise, when it
-//!   reaches a quorum of members that serve no one either, an election begins (a member that
-//!   gives up looks at once, so it begins when the quorum's last member gives up). It takes
+//! - **Election.** A member that serves no one looks for the current leader every tick/2 and
+//!   whenever who reaches whom changes (a heal, a resume, a restart: held election messages
+//!   are answered at once), and follows it if they reach each other (catching up from it
+//!   first); otherwise, when it reaches a quorum of members that serve no one either, an
+//!   election begins (a member that gives up looks at once, so it begins when the quorum's last
+//!   member gives up). It takes
 //!   `finalizeWait` (200 ms, the wait for a better vote once a quorum agrees) and the new
 //!   leader's sync with its followers, drawn below 200 ms from the seed and the epoch: 0.2–0.4 s,
 //!   as real elections across a cut took. When it ends, if its members still make a quorum, the
@@ -222,6 +224,8 @@ pub struct Changes {
     pub events: Vec<WatchEvent>,
     /// The member (server order) elected leader, if an election ended.
     pub elected: Option<usize>,
+    /// Members (server order) that found the leader and follow it again, caught up.
+    pub followed: Vec<usize>,
 }
 
 impl State {
@@ -426,7 +430,8 @@ impl State {
 
     /// When member `me` (not leading) next has something to do on its monotonic clock, apart
     /// from its half-tick look: give its leader up (`syncLimit` ticks after it last heard it,
-    /// the real follower's socket read timeout) or end an election it votes in.
+    /// the real follower's socket read timeout), end an election it votes in, or, looking, act
+    /// now on what it reaches ([`State::acts_now`]).
     pub fn next_for_member(&self, world: &World, me: usize, now_ms: u64) -> Option<u64> {
         if self.is_deposed(me) {
             return None;
@@ -436,6 +441,7 @@ impl State {
                 Some(self.heard_leader_ms[me] + SYNC_LIMIT_TICKS * self.tree.tick_time_ms() + 1)
             }
             _ if self.serving[me] => None,
+            _ if self.acts_now(world, me) => Some(now_ms),
             _ => {
                 let election = self.election.as_ref()?;
                 if !election.voters.contains(&me) {
@@ -445,6 +451,32 @@ impl State {
                 Some(now_ms + left_ns.div_ceil(1_000_000))
             }
         }
+    }
+
+    /// Whether member `me`, looking, has something to do at once ([`State::look`] would change
+    /// something): it reaches the serving leader, or, with no election under way, a quorum of
+    /// looking members. A real looking member learns either the moment the members can talk:
+    /// its election notifications, held across a cut, reach them at the heal and they answer
+    /// at once with their vote, the current leader's if they follow one (`FastLeaderElection`'s
+    /// `WorkerReceiver`); a member that starts or resumes sends its own. A member cut off past
+    /// `syncLimit` served again 14–24 ms after the heal on real ZooKeeper (FIDELITY.md), after
+    /// cuts of 12 to 20 s: the notification interval's backoff (0.2 s doubling to 60 s) delays
+    /// only the resending, not the held notifications.
+    fn acts_now(&self, world: &World, me: usize) -> bool {
+        if let Some(leader) = self.leader {
+            if leader != me && self.serving[leader] && self.reaches(world, me, leader) {
+                return true;
+            }
+        }
+        self.election.is_none() && self.looking_reached(world, me).len() >= self.quorum()
+    }
+
+    /// The members that serve no one and that member `me` reaches, `me` included (server
+    /// order): who would vote with it now.
+    fn looking_reached(&self, world: &World, me: usize) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&m| m == me || (!self.serving[m] && self.reaches(world, me, m)))
+            .collect()
     }
 
     /// Member `me`'s look as a follower or a looking member, at its monotonic `now_ms`: a
@@ -464,7 +496,6 @@ impl State {
             return;
         }
         let tick = self.tree.tick_time_ms();
-        let n = self.members.len();
         if let Some(leader) = self.leader {
             if leader != me && self.serving[me] {
                 let silent = now_ms.saturating_sub(self.heard_leader_ms[me]);
@@ -486,12 +517,11 @@ impl State {
                 self.acked[me] = self.leader_ticks;
                 // A member that follows catches up from its leader before it serves.
                 self.sync(world);
+                changes.followed.push(me);
                 return;
             }
         }
-        let voters: Vec<usize> = (0..n)
-            .filter(|&m| m == me || (!self.serving[m] && self.reaches(world, me, m)))
-            .collect();
+        let voters = self.looking_reached(world, me);
         let now_ns = world.true_ns();
         if voters.len() < self.quorum() {
             // An election it began with others ends without a leader if, when its time comes,

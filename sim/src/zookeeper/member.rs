@@ -21,8 +21,10 @@
 //!   a real follower's queue, until the leader answers or the member gives up on it. A
 //!   transaction waits, besides, for the leader to have a quorum to commit it.
 //! - Watch events go to the client from the member its session is connected to.
-//! - Every member wakes every tick/2 to look at the ensemble (follow, give up, elect); the
-//!   leader's expirer wakes at the sessions' deadlines as a standalone server's does.
+//! - Every member wakes every tick/2 to look at the ensemble (follow, give up, elect), and at
+//!   once when who reaches whom changes (a heal, a resume, a restart), as a real member acts
+//!   at once on what a healed link delivers; the leader's expirer wakes at the sessions'
+//!   deadlines as a standalone server's does.
 
 use super::ensemble::{Attachment, Changes, Ensemble, State};
 use super::model::WatchEvent;
@@ -231,6 +233,21 @@ impl Server for ZkMember {
         Some((due, Duration::from_millis(due.saturating_sub(mono))))
     }
 
+    /// Who reaches whom changes (a heal, a resume, a restart): the member acts on it at once
+    /// ([`ZkMember::on_reach`]). A member that starts looks first at its half tick (its start),
+    /// so only the changes after that are waited for.
+    fn spawn_tasks(self: &Rc<Self>) {
+        let member = self.clone();
+        let mut seen = self.node.world.reach.changes();
+        madsim::task::spawn_local(async move {
+            loop {
+                member.node.world.reach.after(seen).await;
+                seen = member.node.world.reach.changes();
+                member.on_reach();
+            }
+        });
+    }
+
     fn on_due(&self) {
         let world = &self.node.world;
         let mono = self.node.mono_ms();
@@ -266,6 +283,30 @@ fn half_tick(state: &State) -> u64 {
 }
 
 impl ZkMember {
+    /// Acts on a change of who reaches whom, at once, as real members act on what a cut held
+    /// and a heal delivers: a leader whose quorum is back commits what waited for it (sessions'
+    /// closes) and its followers catch up; a looking member follows the leader it now reaches,
+    /// or begins an election with the looking members it now reaches ([`State::acts_now`]).
+    fn on_reach(&self) {
+        let world = &self.node.world;
+        let mono = self.node.mono_ms();
+        let mut changes = Changes::default();
+        let mut state = self.ensemble.lock();
+        let members = state.members.clone();
+        let mono_of = |m: usize| world.mono_ns(members[m]) / 1_000_000;
+        if state.leader == Some(self.me) && state.serving[self.me] {
+            state.expire(world, mono, &mut changes);
+            state.sync(world);
+        } else {
+            state.look(world, self.me, mono, mono_of, &mut changes);
+        }
+        self.settle(&mut state, changes);
+        // Following again, or voting, it has a deadline its timer may not be sleeping towards.
+        self.node
+            .due
+            .offer(state.next_for_member(world, self.me, mono));
+    }
+
     /// A client's ping, answered here: the leader renews the session itself (a closing one, past
     /// its deadline, it refuses), a follower answers from its replica and notes the session for
     /// its next report. A real follower answers every ping (`LearnerSessionTracker.touchSession`)
@@ -526,6 +567,18 @@ impl ZkMember {
                 },
             );
             crate::net::reset_connections(world, node);
+        }
+        for member in changes.followed {
+            let leader = state
+                .leader
+                .map_or("", |l| world.topology.name(state.members[l]));
+            world.record(
+                state.members[member],
+                Kind::Observe,
+                HistoryOp::Note {
+                    text: format!("follows {leader} again, caught up: serving"),
+                },
+            );
         }
         if let Some(elected) = changes.elected {
             world.record(
