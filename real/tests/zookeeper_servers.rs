@@ -1095,3 +1095,67 @@ fn a_member_cut_off_past_sync_limit_follows_again_as_soon_as_the_cut_heals() {
     drop(launcher);
     assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }
+
+/// A member restarted after missing commits catches up from its leader before it serves: the
+/// first read a client gets from it, as soon as it takes a connection and without a `sync`,
+/// already has every write made while it was down. The simulated member does the same
+/// (`State::look` syncs a member before it serves; until then it answers `NotServing`).
+#[test]
+fn a_restarted_member_serves_only_once_it_has_what_it_missed() {
+    use std::time::{Duration, Instant};
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
+    local.block_on(&runtime, async {
+        let (members, _ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
+            .await
+            .unwrap();
+        let writer = raw_client(members[1], None).await;
+        let options = zookeeper_client::CreateMode::Persistent
+            .with_acls(zookeeper_client::Acls::anyone_all());
+        writer.create("/missed", b"", &options).await.unwrap();
+        launcher.borrow_mut().crash(0).unwrap();
+        const WRITES: usize = 200;
+        for i in 0..WRITES {
+            let path = format!("/missed/n{i}");
+            writer.create(&path, b"", &options).await.unwrap();
+        }
+        launcher.borrow_mut().respawn(0).unwrap();
+        // Its first connection, taken as soon as it takes one (a member that does not serve
+        // closes it).
+        let started = Instant::now();
+        let zk0 = members[0].to_string();
+        let reader = loop {
+            let connect = zookeeper_client::Client::connector()
+                .with_session_timeout(Duration::from_millis(SESSION_MS))
+                .with_fail_eagerly()
+                .connect(&zk0);
+            if let Ok(Ok(client)) = tokio::time::timeout(Duration::from_secs(1), connect).await {
+                break client;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "zk-0 serves no client a minute after its restart"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let seen = reader.list_children("/missed").await.unwrap();
+        assert_eq!(
+            seen.len(),
+            WRITES,
+            "zk-0's first read after its restart lacks writes made while it was down"
+        );
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(local);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
+}
