@@ -806,3 +806,70 @@ fn a_real_servers_pub_sub_reaches_subscribers_of_the_moment_and_dies_with_its_pr
     assert_eq!(message, "again");
     drop(launcher);
 }
+
+/// A key nobody reads is removed by Redis's active expiry cycle, which `serverCron` runs every
+/// 100 ms (`hz` 10) on a grid set by the process's start, not at the key's deadline: twelve keys
+/// whose deadlines are 37 ms apart (so at every phase of 100 ms) are each told expired
+/// (keyspace notification `expired`) on one 100 ms grid. The simulated server expires unread
+/// keys at the same cycle (`next_cycle` in `sim/src/redis/node.rs`, from its own start).
+/// Asserted: every notification's time, modulo 100 ms, lies within half the cycle of the
+/// first's (expiring at the deadlines would spread them over the whole cycle, 85 ms for these
+/// deadlines), a margin for the machine's delays of 50 ms; the spread measured on an idle
+/// machine is printed.
+#[test]
+fn a_real_server_expires_unread_keys_on_its_cycle_not_at_their_deadlines() {
+    use futures_util::StreamExt;
+    if !servers_installed() {
+        return;
+    }
+    let (runtime, launcher, index) = started(Persistence::None);
+    let addr = launcher.borrow().addr(index);
+    const KEYS: u64 = 12;
+    let arrivals = runtime.block_on(async {
+        let client = redis::Client::open(format!("redis://{addr}")).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("notify-keyspace-events")
+            .arg("Ex")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut pubsub = client.get_async_pubsub().await.unwrap();
+        pubsub.subscribe("__keyevent@0__:expired").await.unwrap();
+        for i in 0..KEYS {
+            let _: () = redis::cmd("SET")
+                .arg(format!("k{i}"))
+                .arg("v")
+                .arg("PX")
+                .arg(300 + i * 37)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+        }
+        let mut messages = pubsub.on_message();
+        let mut arrivals = Vec::new();
+        while arrivals.len() < KEYS as usize {
+            let next = tokio::time::timeout(Duration::from_secs(5), messages.next()).await;
+            let message = next
+                .expect("an expiry is told within 5 s")
+                .expect("the subscription stays open");
+            let key: String = message.get_payload().unwrap();
+            arrivals.push((key, std::time::Instant::now()));
+        }
+        arrivals
+    });
+    let first = arrivals[0].1;
+    let phases: Vec<u64> = arrivals
+        .iter()
+        .map(|(_, at)| (at.duration_since(first).as_micros() as u64) % 100_000)
+        .collect();
+    // Circular distance from the first's phase (0), in µs.
+    let off: Vec<u64> = phases.iter().map(|&p| p.min(100_000 - p)).collect();
+    let widest = off.iter().copied().max().unwrap();
+    println!("expiry notifications' distance from one 100 ms grid: at most {widest} µs");
+    assert!(
+        widest < 50_000,
+        "the expiries are not on one 100 ms grid: {arrivals:?}, phases {phases:?} µs"
+    );
+}
