@@ -23,7 +23,8 @@
 //! default timing), expires about its TTL after its last keep-alive (the model's expiry at the
 //! lessor's 500 ms checks on the elapsed real time says when), its keys go at one revision, and a
 //! keep-alive then answers TTL 0. And a restart (`kill -9`, at once) keeps a leased key and
-//! renews its lease for a whole TTL from the restart.
+//! renews its lease for a whole TTL from the restart. And leases are revoked on the lessor's
+//! 500 ms loop, not at their deadlines.
 //!
 //! Without etcd this test prints one line saying how to install it and passes, except under CI
 //! (`CI=true`), where it fails.
@@ -779,6 +780,77 @@ fn a_restart_extends_every_lease_by_the_election_timeout() {
             "gone {gone:?} after the restart: no election-timeout extension"
         );
     });
+    let pids = launcher.borrow().started_pids();
+    drop(launcher);
+    for pid in &pids {
+        assert!(!common::alive(*pid, "etcd"), "etcd {pid} left running");
+    }
+}
+
+/// etcd's lessor revokes expired leases in its run loop, which looks every 500 ms (`runLoop`:
+/// `revokeExpiredLeases`, then `time.After(500ms)`) from the member's start, not at each lease's
+/// deadline: ten 2 s leases granted 53 ms apart (so at every phase of 500 ms), a key on each,
+/// are revoked on one 500 ms grid, as the model's lessor looks (`EXPIRY_CHECK_MS` from its own
+/// start). Asserted: every key's deletion (told by a watch), modulo 500 ms, lies within a
+/// quarter of the loop of the first's (revoking at the deadlines would spread them over 477 ms);
+/// the spread measured is printed.
+#[test]
+fn the_lessor_revokes_leases_on_its_loop_not_at_their_deadlines() {
+    if !common::installed(&Etcd) {
+        return;
+    }
+    let _serial = common::one_at_a_time();
+    let (rt, local) = runtime();
+    let launcher = RefCell::new(Launcher::new().unwrap());
+    let server = start(&launcher, &local, &rt);
+    let addr = launcher.borrow().addr(server);
+    let client = EtcdClient::new(addr, Duration::from_secs(10));
+    const LEASES: usize = 10;
+    let gone = local.block_on(&rt, async {
+        let deleted = std::rc::Rc::new(RefCell::new(Vec::new()));
+        for i in 0..LEASES {
+            let (lease, ttl) = client.grant(2).await.unwrap();
+            assert_eq!(ttl, 2);
+            let key = format!("/grid/{i}");
+            let put = Txn {
+                compare: vec![],
+                success: vec![Op::Put {
+                    key: key.clone(),
+                    value: String::new(),
+                    lease,
+                }],
+                failure: vec![],
+            };
+            let TxnResult { revision, .. } = client.txn(&put).await.unwrap().unwrap();
+            let deleted = deleted.clone();
+            tokio::task::spawn_local(async move {
+                watch_deleted(addr, &key, revision).await.unwrap();
+                deleted.borrow_mut().push(Instant::now());
+            });
+            tokio::time::sleep(Duration::from_millis(53)).await;
+        }
+        let waited = Instant::now();
+        while deleted.borrow().len() < LEASES {
+            assert!(
+                waited.elapsed() < Duration::from_secs(30),
+                "the leases never ran out"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let gone: Vec<Instant> = deleted.borrow().clone();
+        gone
+    });
+    let first = gone[0];
+    let phases: Vec<u64> = gone
+        .iter()
+        .map(|at| (at.duration_since(first).as_micros() as u64) % 500_000)
+        .collect();
+    let widest = phases.iter().map(|&p| p.min(500_000 - p)).max().unwrap();
+    println!("lease revocations' distance from one 500 ms grid: at most {widest} µs");
+    assert!(
+        widest < 125_000,
+        "the revocations are not on one 500 ms grid: phases {phases:?} µs"
+    );
     let pids = launcher.borrow().started_pids();
     drop(launcher);
     for pid in &pids {
