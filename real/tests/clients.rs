@@ -714,3 +714,106 @@ fn node_redlock_timing_its_attempt_by_a_clock_stepped_back_lets_a_second_holder_
         "the reference refuses a grant that took 5 s of a 2 s TTL"
     );
 }
+
+/// Debian's Go and the etcd 3.4.23 client sources, from which `clients/go-etcd-mutex/main.go`
+/// is built.
+const GO_SOURCES: &str = "/usr/share/gocode/src/go.etcd.io/etcd/clientv3/concurrency/mutex.go";
+
+/// The reference client `clients/go-etcd-mutex/main.go`, built once for this test binary into a
+/// private directory (its build cache there too, so nothing another user wrote is linked in):
+/// `None`, saying so, when Debian's Go or the etcd client sources are missing; under CI=true
+/// that fails.
+fn go_etcd_mutex() -> Option<ClientCommand> {
+    static BUILT: std::sync::OnceLock<Result<std::path::PathBuf, String>> =
+        std::sync::OnceLock::new();
+    let go = std::process::Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !go || !std::path::Path::new(GO_SOURCES).exists() {
+        let install = "apt-get install golang-go golang-etcd-server-dev";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("go (on PATH: {go}) or {GO_SOURCES} missing under CI=true: .ci/run must `{install}`");
+        }
+        let _ = writeln!(
+            std::io::stderr().lock(),
+            "skipping a reference-client test: {install}"
+        );
+        return None;
+    }
+    let built = BUILT.get_or_init(|| {
+        let dir = lockcheck_real::private_dir::fresh("go-etcd-mutex").map_err(|e| e.to_string())?;
+        let binary = dir.join("go-etcd-mutex");
+        let source = format!(
+            "{}/../clients/go-etcd-mutex/main.go",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let out = std::process::Command::new("go")
+            .args(["build", "-o"])
+            .arg(&binary)
+            .arg(&source)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", "/usr/share/gocode")
+            .env("GOCACHE", dir.join("cache"))
+            .env("GOFLAGS", "")
+            .output()
+            .map_err(|e| format!("go build: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "go build {source} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(binary)
+    });
+    let binary = built.as_ref().unwrap_or_else(|e| panic!("{e}"));
+    Some(ClientCommand::new(binary.display().to_string()))
+}
+
+/// etcd's own Go client (3.4.23's `concurrency.Mutex`, what lockcheck's `etcd-mutex@etcd-3.4`
+/// renders) paused past its lease: UNSAFE, as the rendition says in the same run of a real etcd.
+#[test]
+fn go_etcd_mutex_paused_past_its_lease_lets_a_second_holder_in() {
+    if !common::installed(&lockcheck_real::launcher::Etcd) {
+        return;
+    }
+    let Some(client) = go_etcd_mutex() else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let mut scenario = story(Algorithm::EtcdMutex, Profile::Pause);
+    scenario.params.variant = Some("etcd-3.4".into());
+    scenario.validate().unwrap();
+    let real = run_client(&scenario, &client);
+    assert_two_holders(&real, "client-0");
+    assert!(
+        side_by_side("etcd Go client 3.4 Mutex", &real, &scenario),
+        "the Go client's Mutex and etcd-mutex@etcd-3.4 differ under the pause story"
+    );
+}
+
+/// The story that separates the Go client's versions
+/// (`sim/tests/scenarios/etcd-waiter-whose-lease-ran-out.json`: a waiter paused past its lease
+/// takes the lock once the holder releases, without reading its own key, gone with the lease),
+/// told by the real 3.4.23 client: UNSAFE, client-1 beside client-0, as `etcd-mutex@etcd-3.4`
+/// says in simulation (`check`: `etcd-3-4-waiter-whose-lease-ran-out`) and against the same
+/// real etcd here.
+#[test]
+fn go_etcd_mutex_3_4_takes_a_lock_its_lapsed_lease_lost_as_its_rendition_does() {
+    if !common::installed(&lockcheck_real::launcher::Etcd) {
+        return;
+    }
+    let Some(client) = go_etcd_mutex() else {
+        return;
+    };
+    let _one = one_at_a_time();
+    let mut scenario = common::sim_scenario("etcd-waiter-whose-lease-ran-out.json");
+    scenario.params.variant = Some("etcd-3.4".into());
+    scenario.validate().unwrap();
+    let real = run_client(&scenario, &client);
+    assert_two_holders(&real, "client-1");
+    assert!(
+        side_by_side("etcd Go client 3.4 Mutex", &real, &scenario),
+        "the Go client's Mutex and etcd-mutex@etcd-3.4 differ under the waiter story"
+    );
+}
