@@ -86,6 +86,7 @@ pub mod endpoints;
 pub mod ensemble;
 pub mod env;
 pub mod error;
+pub mod etcd_cluster;
 pub mod etcd_gateway;
 pub mod etcd_store;
 pub mod gate;

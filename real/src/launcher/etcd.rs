@@ -71,6 +71,73 @@ impl ServerKind for Etcd {
     }
 }
 
+/// One member of an etcd cluster of several (`crate::etcd_cluster`): its peer URL is a TCP
+/// port on loopback, named with every member's in `--initial-cluster`, and it keeps its data in
+/// `data/` of its directory as a lone member does.
+///
+/// Every member reaches every other directly: a member's ID is derived from the peer URLs the
+/// initial cluster names, so each member must name the others alike, and etcd (Go) dials
+/// through raw system calls that the peer-link preload cannot redirect. Partitions between
+/// members are therefore not built yet; a member's crash, restart and pause are.
+pub struct EtcdMember {
+    /// Its name in the cluster (`etcd-0`, …).
+    pub name: String,
+    /// The port it listens on for its peers.
+    pub peer_port: u16,
+    /// `--initial-cluster`: `name=http://127.0.0.1:PEER_PORT` of every member, comma-separated.
+    pub initial_cluster: String,
+}
+
+impl ServerKind for EtcdMember {
+    fn binary(&self) -> &'static str {
+        ETCD
+    }
+
+    fn install(&self) -> &'static str {
+        ETCD_INSTALL
+    }
+
+    fn command(&self, dir: &Path, port: u16) -> Command {
+        let client = format!("http://127.0.0.1:{port}");
+        let peer = format!("http://127.0.0.1:{}", self.peer_port);
+        let mut command = Command::new(ETCD);
+        command
+            .current_dir(dir)
+            .arg("--name")
+            .arg(&self.name)
+            .arg("--data-dir")
+            .arg(dir.join("data"))
+            .arg("--listen-client-urls")
+            .arg(&client)
+            .arg("--advertise-client-urls")
+            .arg(&client)
+            .arg("--listen-peer-urls")
+            .arg(&peer)
+            .arg("--initial-advertise-peer-urls")
+            .arg(&peer)
+            .arg("--initial-cluster")
+            .arg(&self.initial_cluster)
+            .arg("--initial-cluster-state")
+            .arg("new")
+            .arg("--initial-cluster-token")
+            .arg("lockcheck")
+            .arg("--log-outputs")
+            .arg(dir.join(LOG_FILE))
+            .arg("--logger")
+            .arg("zap");
+        command
+    }
+
+    /// Healthy: the member has a leader, which takes a quorum of members started.
+    fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
+        Box::pin(healthy(addr))
+    }
+
+    fn logs(&self) -> &'static [&'static str] {
+        &[LOG_FILE]
+    }
+}
+
 /// Whether the member at `addr` says it is healthy (it has a leader: itself).
 pub async fn healthy(addr: SocketAddr) -> bool {
     let exchange = async {

@@ -40,7 +40,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use self::etcd::{Etcd, ETCD, ETCD_INSTALL};
+pub use self::etcd::{Etcd, EtcdMember, ETCD, ETCD_INSTALL};
 pub use self::mariadb::{MariaDb, MARIADBD, MARIADB_INSTALL};
 pub use self::redis::{Redis, REDIS_INSTALL, REDIS_SERVER};
 pub use self::sentinel::Sentinel;
