@@ -104,13 +104,31 @@ pub async fn run<C: ClientSide>(c: &C) {
         // A critical section counts once the resource took the entry; a rejected or lost entry
         // is retried with a fresh acquisition.
         let watched = RefCell::new(guard.clone());
-        if still_valid(&guard) && access(c, Phase::Enter, &guard, shared).await {
-            c.take_acquisition();
-            hold(c, &watched, shared).await;
-            let held = watched.borrow().clone();
-            if still_valid(&held) {
-                access(c, Phase::Exit, &held, shared).await;
+        let section = async {
+            let entering = watched.borrow().clone();
+            if still_valid(&entering) && access(c, Phase::Enter, &entering, shared).await {
+                c.take_acquisition();
+                work(c, &watched).await;
+                let held = watched.borrow().clone();
+                if still_valid(&held) {
+                    access(c, Phase::Exit, &held, shared).await;
+                }
             }
+        };
+        if renews(c.scenario()) {
+            // The lock is kept alive from the acquisition to the release, as Redisson's
+            // watchdog and python-redis-lock's renewal thread start at acquisition (and a
+            // session is followed from then on): a holder paused between its acquisition and
+            // its first access renews as soon as it runs again, not only once an access was
+            // answered.
+            let section = pin!(section);
+            let renew = pin!(c.lock().keep_alive(c.env(), &watched, shared));
+            if let Either::Right(((), section)) = select(section, renew).await {
+                // The lock is lost; the classic client does not notice and works on.
+                section.await;
+            }
+        } else {
+            section.await;
         }
         for inner in nested.iter().rev() {
             release(c, inner, shared).await;
@@ -202,26 +220,23 @@ async fn release<C: ClientSide>(c: &C, guard: &Guard, shared: bool) {
     c.record(kind, op(error));
 }
 
-/// Works inside the critical section. Meanwhile the lock's `keep_alive` runs where it does
-/// something: the watchdog renewing a lease if configured, and for ZooKeeper following the
-/// session (what a careful client's validity check then sees).
-async fn hold<C: ClientSide>(c: &C, guard: &RefCell<Guard>, shared: bool) {
+/// Whether the lock's `keep_alive` does something while a section is held: the watchdog
+/// renewing a lease if configured, and for a session lock following the session (what a careful
+/// client's validity check then sees).
+fn renews(scenario: &Scenario) -> bool {
+    scenario.params.watchdog || scenario.algorithm.lease() == Lease::Session
+}
+
+/// Works inside the critical section: `hold_ms`, or until the validity the guard has when the
+/// work starts (`hold_until_validity`).
+async fn work<C: ClientSide>(c: &C, guard: &RefCell<Guard>) {
     let scenario = c.scenario();
     let work = if scenario.workload.hold_until_validity {
         guard.borrow().validity_left(c.env().mono_now())
     } else {
         Duration::from_millis(scenario.workload.hold_ms)
     };
-    if scenario.params.watchdog || scenario.algorithm.lease() == Lease::Session {
-        let sleep = pin!(c.env().sleep(work));
-        let renew = pin!(c.lock().keep_alive(c.env(), guard, shared));
-        if let Either::Right(((), sleep)) = select(sleep, renew).await {
-            // The lock is lost; the classic client does not notice and works on.
-            sleep.await;
-        }
-    } else {
-        c.env().sleep(work).await;
-    }
+    c.env().sleep(work).await;
 }
 
 /// Whether the next section only reads (read/write locks only). The role of a client's k-th

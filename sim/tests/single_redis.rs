@@ -365,6 +365,54 @@ fn the_watchdog_keeps_a_long_holder_safe_until_a_pause_outlasts_the_ttl() {
     assert!(run(&s).violated());
 }
 
+/// The watchdog runs from the acquisition, as Redisson's and python-redis-lock's do, not from
+/// the first access: client-0 takes the lock at 9 ms and is paused at 15 ms, while its entry to
+/// the resource is on its way, for 6,700 ms, less than the 10 s lease. Its watchdog's first
+/// renewal fell due during the pause, so it renews as soon as the process runs again (6.72 s),
+/// and nobody else gets the lock. A watchdog started only once the entry was answered would renew
+/// first at 10.0 s, after the key expired: two holders, a failure the libraries do not have.
+#[test]
+fn the_watchdog_renews_from_the_acquisition_so_a_pause_before_the_first_access_is_covered() {
+    let mut s = two_clients(15_000);
+    s.duration_ms = 40_000;
+    s.params.watchdog = true;
+    s.faults = vec![
+        client_0_first(),
+        Fault::Pause {
+            at_ms: 15,
+            node: "client-0".into(),
+            for_ms: 6_700,
+        },
+    ];
+    let outcome = run(&s);
+    assert!(!outcome.violated(), "{:?}", outcome.violations);
+    let history = &outcome.history.entries;
+    let entered_in_the_pause = history.iter().any(|e| {
+        e.node == "client-0"
+            && e.true_ns < 1_000_000_000
+            && matches!(
+                &e.op,
+                Op::Access {
+                    phase: Phase::Enter,
+                    ..
+                }
+            )
+    });
+    assert!(
+        entered_in_the_pause,
+        "client-0's entry went out before the pause"
+    );
+    let renewed_on_waking = history.iter().any(|e| {
+        (6_715_000_000..6_750_000_000).contains(&e.true_ns)
+            && matches!(
+                &e.op,
+                Op::Key { change: lockcheck_core::history::KeyChange::ExpiryChanged, by: Some(b), .. }
+                    if b == "client-0"
+            )
+    });
+    assert!(renewed_on_waking, "client-0's watchdog renews as it wakes");
+}
+
 #[test]
 fn exploration_is_deterministic() {
     let opts = options(FaultProfile::Pause, Params::default(), 500);
