@@ -144,7 +144,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
     },
     LibraryVariant {
         name: "redisson-3.23",
-        versions: "Redisson 3.11.3–3.23",
+        versions: "Redisson 3.10–3.23",
         follows: "RedissonLock.java (unlockInnerAsync), RedissonBaseLock.java \
                   (renewExpiration), command/RedisExecutor.java (scheduleResponseTimeout)",
         about: "every command re-sent after a lost reply, the unlock too: applied twice, an \
@@ -170,10 +170,10 @@ pub enum Redisson {
     /// 3.24–3.36: the unlock latch; every command re-sent (`evalWriteAsync`); the watchdog stops
     /// after one failed renewal.
     V3_36,
-    /// 3.11.3–3.23: every command re-sent, the unlock without a latch; the watchdog stops after
-    /// one failed renewal. (3.11.3–3.15.1 re-sent at once on the timeout, without the
-    /// `retryInterval` modelled here; before 3.11.3 nothing was re-sent after a response
-    /// timeout.)
+    /// 3.10–3.23: every command re-sent, the unlock without a latch; the watchdog stops after
+    /// one failed renewal. (3.10.0–3.15.1 re-sent at once on the timeout, without the
+    /// `retryInterval` modelled here: `CommandAsyncService`'s, then `RedisExecutor`'s, timeout
+    /// task; before 3.10.0 a response timeout failed the command.)
     V3_23,
 }
 

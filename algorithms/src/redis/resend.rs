@@ -2,7 +2,7 @@
 //! command with the same arguments, up to `retryAttempts` more times, `retryInterval` apart.
 //!
 //! Follows `RedisExecutor.java` (`scheduleResponseTimeout`, `isResendAllowed`), Redisson
-//! 3.11.3 and later (before 3.15.2 the re-send went out at once; since, after `retryInterval`),
+//! 3.10.0 and later (before 3.15.2 the re-send went out at once; since, after `retryInterval`),
 //! with the defaults of `config/BaseConfig.java`: `timeout` 3000 ms, `retryInterval` 1500 ms,
 //! `retryAttempts` 3 (4 since 3.48). Which commands a release re-sends is the lock's business
 //! (`super::reentrant`): since 3.37 the lock's own acquire and unlock are sent with
