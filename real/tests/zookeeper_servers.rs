@@ -1159,3 +1159,83 @@ fn a_restarted_member_serves_only_once_it_has_what_it_missed() {
     drop(launcher);
     assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }
+
+/// The leader cut off from both followers (through their peer proxies) for 14 s: it leads on
+/// until `syncLimit` has passed (it still says `leader` 8 s into the cut), then stops, and the
+/// followers elect one of themselves before the cut heals, as the simulated ensemble does
+/// (`a_deposed_leader_tells_a_moving_client_its_session_expired_and_two_hold` in
+/// `sim/tests/zookeeper.rs`: followers give up 10 s after the leader's last packet, elect within
+/// 0.2–0.4 s, and the old leader steps down at its next whole-tick check). The times are
+/// printed; only their order is asserted.
+#[test]
+fn a_leader_cut_off_from_its_followers_leads_until_sync_limit_and_the_majority_elects_another() {
+    use lockcheck_real::launcher::zookeeper::mode;
+    use std::time::{Duration, Instant};
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
+    local.block_on(&runtime, async {
+        let (members, ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
+            .await
+            .unwrap();
+        let old = lockcheck_real::ensemble::leader(members.len());
+        let links = || {
+            ensemble
+                .links
+                .iter()
+                .filter(move |l| l.from == old || l.to == old)
+                .flat_map(|l| l.links.iter())
+        };
+        links().for_each(|l| l.cut());
+        let cut = Instant::now();
+        let mut stepped_down = None;
+        let mut elected = None;
+        while cut.elapsed() < Duration::from_secs(14) {
+            let old_mode = mode(members[old]).await;
+            if cut.elapsed() < Duration::from_secs(8) {
+                assert_eq!(
+                    old_mode.as_deref(),
+                    Some("leader"),
+                    "zk-{old} stopped leading {:?} into the cut, before syncLimit",
+                    cut.elapsed()
+                );
+            }
+            if stepped_down.is_none() && old_mode.as_deref() != Some("leader") {
+                stepped_down = Some(cut.elapsed());
+            }
+            if elected.is_none() {
+                let others: Vec<std::net::SocketAddr> = (0..members.len())
+                    .filter(|&m| m != old)
+                    .map(|m| members[m])
+                    .collect();
+                if lockcheck_real::ensemble::current_leader(&others)
+                    .await
+                    .is_some()
+                {
+                    elected = Some(cut.elapsed());
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        links().for_each(|l| l.heal());
+        println!(
+            "leader cut off: it stopped leading {stepped_down:?} into the cut; the followers \
+             elected another {elected:?} into it"
+        );
+        let stepped_down = stepped_down.expect("the cut-off leader stops leading within 14 s");
+        let elected = elected.expect("the followers elect a leader within 14 s");
+        assert!(stepped_down >= Duration::from_secs(8) && elected >= Duration::from_secs(8));
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(local);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
+}
