@@ -477,6 +477,19 @@ async fn check_sequence(
     Ok(())
 }
 
+/// A transaction that puts `key` (empty) attached to `lease`, unconditionally.
+fn leased_put(key: &str, lease: LeaseId) -> Txn {
+    Txn {
+        compare: vec![],
+        success: vec![Op::Put {
+            key: key.into(),
+            value: String::new(),
+            lease,
+        }],
+        failure: vec![],
+    }
+}
+
 fn runtime() -> (tokio::runtime::Runtime, tokio::task::LocalSet) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -589,15 +602,6 @@ fn a_lease_runs_out_on_time_its_keys_go_and_a_restart_renews_it() {
     let server = start(&launcher, &local, &rt);
     let addr = launcher.borrow().addr(server);
     let client = EtcdClient::new(addr, Duration::from_secs(10));
-    let put = |key: &str, lease| Txn {
-        compare: vec![],
-        success: vec![Op::Put {
-            key: key.into(),
-            value: String::new(),
-            lease,
-        }],
-        failure: vec![],
-    };
     local.block_on(&rt, async {
         // A TTL below the minimum is raised to it, in both worlds.
         let mut model = EtcdModel::new();
@@ -605,8 +609,16 @@ fn a_lease_runs_out_on_time_its_keys_go_and_a_restart_renews_it() {
         let (lease, granted) = client.grant(1).await.unwrap();
         assert_eq!(granted, modelled);
         assert_eq!(granted, 2);
-        client.txn(&put("/t/a", lease)).await.unwrap().unwrap();
-        client.txn(&put("/t/b", lease)).await.unwrap().unwrap();
+        client
+            .txn(&leased_put("/t/a", lease))
+            .await
+            .unwrap()
+            .unwrap();
+        client
+            .txn(&leased_put("/t/b", lease))
+            .await
+            .unwrap()
+            .unwrap();
         let (_, before) = client.range(&Range::key("/t/a")).await.unwrap();
         // Renewed once, then left: gone about its TTL after the renewal (the lessor looks
         // every 500 ms), not before.
@@ -635,7 +647,11 @@ fn a_lease_runs_out_on_time_its_keys_go_and_a_restart_renews_it() {
 
         // A restart keeps the key and gives the lease a whole TTL from the restart.
         let (lease, ttl) = client.grant(4).await.unwrap();
-        client.txn(&put("/t/r", lease)).await.unwrap().unwrap();
+        client
+            .txn(&leased_put("/t/r", lease))
+            .await
+            .unwrap()
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(2_500)).await;
         launcher.borrow_mut().crash(server).unwrap();
         launcher.borrow_mut().respawn(server).unwrap();
@@ -687,15 +703,7 @@ fn a_keep_alive_just_past_the_ttl_renews_nothing() {
             assert_eq!(ttl, 2);
             let granted = Instant::now();
             let key = format!("/past/{past_ms}");
-            let txn = Txn {
-                compare: vec![],
-                success: vec![Op::Put {
-                    key: key.clone(),
-                    value: String::new(),
-                    lease,
-                }],
-                failure: vec![],
-            };
+            let txn = leased_put(&key, lease);
             client.txn(&txn).await.unwrap().unwrap();
             tokio::time::sleep(Duration::from_millis(2_000 + past_ms)).await;
             let sent_after = granted.elapsed().as_millis() as u64;
@@ -741,15 +749,7 @@ fn a_restart_extends_every_lease_by_the_election_timeout() {
         let client = EtcdClient::new(addr, Duration::from_secs(10));
         let (lease, ttl) = client.grant(2).await.unwrap();
         assert_eq!(ttl, 2);
-        let txn = Txn {
-            compare: vec![],
-            success: vec![Op::Put {
-                key: "/promote".into(),
-                value: String::new(),
-                lease,
-            }],
-            failure: vec![],
-        };
+        let txn = leased_put("/promote", lease);
         client.txn(&txn).await.unwrap().unwrap();
         launcher.borrow_mut().crash(server).unwrap();
         launcher.borrow_mut().respawn(server).unwrap();
@@ -813,15 +813,7 @@ fn the_lessor_revokes_leases_on_its_loop_not_at_their_deadlines() {
             let (lease, ttl) = client.grant(2).await.unwrap();
             assert_eq!(ttl, 2);
             let key = format!("/grid/{i}");
-            let put = Txn {
-                compare: vec![],
-                success: vec![Op::Put {
-                    key: key.clone(),
-                    value: String::new(),
-                    lease,
-                }],
-                failure: vec![],
-            };
+            let put = leased_put(&key, lease);
             let TxnResult { revision, .. } = client.txn(&put).await.unwrap().unwrap();
             let deleted = deleted.clone();
             tokio::task::spawn_local(async move {
@@ -893,15 +885,7 @@ fn a_new_leader_extends_every_lease_by_the_election_timeout() {
         let client = EtcdClient::new(members[follower], Duration::from_secs(10));
         let (lease, ttl) = client.grant(3).await.unwrap();
         assert_eq!(ttl, 3);
-        let put = Txn {
-            compare: vec![],
-            success: vec![Op::Put {
-                key: "/promote/k".into(),
-                value: String::new(),
-                lease,
-            }],
-            failure: vec![],
-        };
+        let put = leased_put("/promote/k", lease);
         client.txn(&put).await.unwrap().unwrap();
         tokio::time::sleep(Duration::from_millis(2_000)).await;
         launcher.borrow_mut().crash(leader).unwrap();

@@ -888,6 +888,42 @@ fn a_client_whose_write_waits_on_a_cut_off_follower_hears_nothing_and_moves() {
     );
 }
 
+/// Runs `body` against a fresh 3-member ensemble (`zk-2` leading, as
+/// `lockcheck_real::ensemble::launch` starts it, with the stories' session timeout) on a
+/// current-thread runtime with a `LocalSet`: its members' client addresses, the links between
+/// them (the proxies behind them live until `body` is done), and the launcher (to crash or
+/// restart a member). Every member is stopped after.
+fn with_ensemble<F, Fut>(body: F)
+where
+    F: FnOnce(
+        Vec<std::net::SocketAddr>,
+        Vec<lockcheck_real::ensemble::PeerLink>,
+        std::rc::Rc<std::cell::RefCell<Launcher>>,
+    ) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut scenario = Scenario::new(Algorithm::ZkSequential);
+    scenario.params.nodes = Some(3);
+    scenario.params.zookeeper.session_timeout_ms = Some(SESSION_MS);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
+    local.block_on(&runtime, async {
+        let (members, ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
+            .await
+            .unwrap();
+        body(members, ensemble.links.clone(), launcher.clone()).await;
+        drop(ensemble);
+    });
+    let pids = launcher.borrow().started_pids();
+    drop(local);
+    drop(launcher);
+    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
+}
+
 /// Opens a session (or takes `session` up) on exactly `addr`, with the stories' session timeout.
 async fn raw_client(
     addr: std::net::SocketAddr,
@@ -924,7 +960,7 @@ async fn held_create(
 
 /// Whether `path` exists, asked on `client` after a `sync` (so a follower's answer is not stale).
 async fn exists_synced(client: &zookeeper_client::Client, path: &str) -> bool {
-    client.sync(path).await.ok();
+    client.sync(path).await.unwrap();
     client.check_stat(path).await.unwrap().is_some()
 }
 
@@ -975,24 +1011,12 @@ fn a_create_held_on_a_standalone_servers_old_connection_of_a_session_is_never_ap
 /// (`FinalRequestProcessor`). The control: the same hold with no move is applied at the heal.
 #[test]
 fn a_create_held_on_a_moved_sessions_old_connection_to_a_member_is_refused_by_the_leader() {
-    use lockcheck_real::launcher::Launcher;
     use std::cell::RefCell;
-    use std::rc::Rc;
     if !zookeeper_installed() {
         return;
     }
     let _serial = one_at_a_time();
-    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    let launcher = Rc::new(RefCell::new(Launcher::new().unwrap()));
-    local.block_on(&runtime, async {
-        let (members, _ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
-            .await
-            .unwrap();
+    with_ensemble(|members, _links, _launcher| async move {
         let proxy = lockcheck_real::proxy::Proxy::start(members[0], 0)
             .await
             .unwrap();
@@ -1030,10 +1054,6 @@ fn a_create_held_on_a_moved_sessions_old_connection_to_a_member_is_refused_by_th
         assert!(!exists_synced(&check, "/written").await);
         drop(moved);
     });
-    let pids = launcher.borrow().started_pids();
-    drop(local);
-    drop(launcher);
-    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }
 
 /// A member cut off from the others past `syncLimit` gives its leader up and, once the cut
@@ -1051,20 +1071,9 @@ fn a_member_cut_off_past_sync_limit_follows_again_as_soon_as_the_cut_heals() {
         return;
     }
     let _serial = one_at_a_time();
-    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
-    local.block_on(&runtime, async {
-        let (members, ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
-            .await
-            .unwrap();
+    with_ensemble(|members, links, _launcher| async move {
         let zk0 = || {
-            ensemble
-                .links
+            links
                 .iter()
                 .filter(|l| l.from == 0 || l.to == 0)
                 .flat_map(|l| l.links.iter())
@@ -1090,10 +1099,6 @@ fn a_member_cut_off_past_sync_limit_follows_again_as_soon_as_the_cut_heals() {
             );
         }
     });
-    let pids = launcher.borrow().started_pids();
-    drop(local);
-    drop(launcher);
-    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }
 
 /// A member restarted after missing commits catches up from its leader before it serves: the
@@ -1107,17 +1112,7 @@ fn a_restarted_member_serves_only_once_it_has_what_it_missed() {
         return;
     }
     let _serial = one_at_a_time();
-    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
-    local.block_on(&runtime, async {
-        let (members, _ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
-            .await
-            .unwrap();
+    with_ensemble(|members, _links, launcher| async move {
         let writer = raw_client(members[1], None).await;
         let options = zookeeper_client::CreateMode::Persistent
             .with_acls(zookeeper_client::Acls::anyone_all());
@@ -1154,10 +1149,6 @@ fn a_restarted_member_serves_only_once_it_has_what_it_missed() {
             "zk-0's first read after its restart lacks writes made while it was down"
         );
     });
-    let pids = launcher.borrow().started_pids();
-    drop(local);
-    drop(launcher);
-    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }
 
 /// The leader cut off from both followers (through their peer proxies) for 14 s: it leads on
@@ -1175,26 +1166,15 @@ fn a_leader_cut_off_from_its_followers_leads_until_sync_limit_and_the_majority_e
         return;
     }
     let _serial = one_at_a_time();
-    let scenario = sim_scenario("zk-ensemble-held-create-after-a-move.json");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let local = tokio::task::LocalSet::new();
-    let launcher = std::rc::Rc::new(std::cell::RefCell::new(Launcher::new().unwrap()));
-    local.block_on(&runtime, async {
-        let (members, ensemble) = lockcheck_real::ensemble::launch(&scenario, &launcher)
-            .await
-            .unwrap();
+    with_ensemble(|members, links, _launcher| async move {
         let old = lockcheck_real::ensemble::leader(members.len());
-        let links = || {
-            ensemble
-                .links
+        let old_links = || {
+            links
                 .iter()
                 .filter(move |l| l.from == old || l.to == old)
                 .flat_map(|l| l.links.iter())
         };
-        links().for_each(|l| l.cut());
+        old_links().for_each(|l| l.cut());
         let cut = Instant::now();
         let mut stepped_down = None;
         let mut elected = None;
@@ -1225,7 +1205,7 @@ fn a_leader_cut_off_from_its_followers_leads_until_sync_limit_and_the_majority_e
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        links().for_each(|l| l.heal());
+        old_links().for_each(|l| l.heal());
         println!(
             "leader cut off: it stopped leading {stepped_down:?} into the cut; the followers \
              elected another {elected:?} into it"
@@ -1234,8 +1214,4 @@ fn a_leader_cut_off_from_its_followers_leads_until_sync_limit_and_the_majority_e
         let elected = elected.expect("the followers elect a leader within 14 s");
         assert!(stepped_down >= Duration::from_secs(8) && elected >= Duration::from_secs(8));
     });
-    let pids = launcher.borrow().started_pids();
-    drop(local);
-    drop(launcher);
-    assert!(pids.iter().all(|&pid| !zookeeper_alive(pid)), "{pids:?}");
 }

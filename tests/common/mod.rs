@@ -56,14 +56,10 @@ impl Drop for Scratch {
 }
 
 /// Whether server binary `binary` is installed (on PATH or in an sbin directory); under CI it
-/// must be, so that a suite cannot pass by skipping. The quick tier (`LOCKCHECK_NO_SERVERS=1`,
-/// ARCHITECTURE.md's contributor loop) skips as if it were not; under CI asking for it fails.
+/// must be, so that a suite cannot pass by skipping. The quick tier
+/// (`lockcheck_real::launcher::servers_off_for_tests`) skips as if it were not.
 pub fn installed(binary: &str) -> bool {
-    if std::env::var_os("LOCKCHECK_NO_SERVERS").is_some_and(|v| !v.is_empty() && v != "0") {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "LOCKCHECK_NO_SERVERS is set under CI=true: CI runs every test"
-        );
+    if lockcheck_real::launcher::servers_off_for_tests() {
         return false;
     }
     let found = lockcheck_real::launcher::mariadb::locate(binary).is_some();

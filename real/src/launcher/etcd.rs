@@ -36,30 +36,8 @@ impl ServerKind for Etcd {
     }
 
     fn command(&self, dir: &Path, port: u16) -> Command {
-        let client = format!("http://127.0.0.1:{port}");
         let peer = "unix://localhost:2380";
-        let mut command = Command::new(ETCD);
-        command
-            .current_dir(dir)
-            .arg("--name")
-            .arg("member")
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--listen-client-urls")
-            .arg(&client)
-            .arg("--advertise-client-urls")
-            .arg(&client)
-            .arg("--listen-peer-urls")
-            .arg(peer)
-            .arg("--initial-advertise-peer-urls")
-            .arg(peer)
-            .arg("--initial-cluster")
-            .arg(format!("member={peer}"))
-            .arg("--log-outputs")
-            .arg(dir.join(LOG_FILE))
-            .arg("--logger")
-            .arg("zap");
-        command
+        command(dir, port, "member", peer, &format!("member={peer}"))
     }
 
     fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
@@ -98,34 +76,8 @@ impl ServerKind for EtcdMember {
     }
 
     fn command(&self, dir: &Path, port: u16) -> Command {
-        let client = format!("http://127.0.0.1:{port}");
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let mut command = Command::new(ETCD);
-        command
-            .current_dir(dir)
-            .arg("--name")
-            .arg(&self.name)
-            .arg("--data-dir")
-            .arg(dir.join("data"))
-            .arg("--listen-client-urls")
-            .arg(&client)
-            .arg("--advertise-client-urls")
-            .arg(&client)
-            .arg("--listen-peer-urls")
-            .arg(&peer)
-            .arg("--initial-advertise-peer-urls")
-            .arg(&peer)
-            .arg("--initial-cluster")
-            .arg(&self.initial_cluster)
-            .arg("--initial-cluster-state")
-            .arg("new")
-            .arg("--initial-cluster-token")
-            .arg("lockcheck")
-            .arg("--log-outputs")
-            .arg(dir.join(LOG_FILE))
-            .arg("--logger")
-            .arg("zap");
-        command
+        command(dir, port, &self.name, &peer, &self.initial_cluster)
     }
 
     /// Healthy: the member has a leader, which takes a quorum of members started.
@@ -136,6 +88,34 @@ impl ServerKind for EtcdMember {
     fn logs(&self) -> &'static [&'static str] {
         &[LOG_FILE]
     }
+}
+
+/// etcd as member `name` of the cluster `initial_cluster` (`name=PEER_URL,…`), serving clients on
+/// loopback `port` and its peers on `peer`, with its data and log in `dir`.
+fn command(dir: &Path, port: u16, name: &str, peer: &str, initial_cluster: &str) -> Command {
+    let client = format!("http://127.0.0.1:{port}");
+    let mut command = Command::new(ETCD);
+    command
+        .current_dir(dir)
+        .arg("--name")
+        .arg(name)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--listen-client-urls")
+        .arg(&client)
+        .arg("--advertise-client-urls")
+        .arg(&client)
+        .arg("--listen-peer-urls")
+        .arg(peer)
+        .arg("--initial-advertise-peer-urls")
+        .arg(peer)
+        .arg("--initial-cluster")
+        .arg(initial_cluster)
+        .arg("--log-outputs")
+        .arg(dir.join(LOG_FILE))
+        .arg("--logger")
+        .arg("zap");
+    command
 }
 
 /// Whether the member at `addr` says it is healthy (it has a leader: itself).

@@ -90,6 +90,18 @@ pub trait ServerKind {
     }
 }
 
+/// Whether the test suites' quick tier was asked for (`LOCKCHECK_NO_SERVERS` set, not `0`;
+/// ARCHITECTURE.md's contributor loop): their `installed` helpers then skip every test that
+/// would start a server. lockcheck itself never reads it. CI runs every test, so under
+/// `CI=true` asking for it panics.
+pub fn servers_off_for_tests() -> bool {
+    let off = std::env::var_os("LOCKCHECK_NO_SERVERS").is_some_and(|v| !v.is_empty() && v != "0");
+    if off && std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("LOCKCHECK_NO_SERVERS is set under CI=true: CI runs every test");
+    }
+    off
+}
+
 /// The path of executable `name` on PATH, if there is one.
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;

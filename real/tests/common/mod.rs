@@ -12,22 +12,11 @@ use lockcheck_real::{run, RealRun};
 use std::io::Write;
 use std::sync::{Mutex, MutexGuard};
 
-/// Whether the quick tier was asked for (`LOCKCHECK_NO_SERVERS=1`, ARCHITECTURE.md's
-/// contributor loop): every real-server test skips as if its server were not installed. CI runs
-/// every test, so under `CI=true` asking for it fails.
-pub fn servers_off() -> bool {
-    let off = std::env::var_os("LOCKCHECK_NO_SERVERS").is_some_and(|v| !v.is_empty() && v != "0");
-    if off && std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("LOCKCHECK_NO_SERVERS is set under CI=true: CI runs every test");
-    }
-    off
-}
-
 /// Whether `kind`'s server is installed. Says so on the real stderr (not captured) when it is
 /// not, with the command that installs it; under CI (`CI=true`) a missing server fails instead.
-/// The quick tier ([`servers_off`]) skips as if it were not.
+/// The quick tier (`lockcheck_real::launcher::servers_off_for_tests`) skips as if it were not.
 pub fn installed(kind: &dyn ServerKind) -> bool {
-    if servers_off() {
+    if lockcheck_real::launcher::servers_off_for_tests() {
         let _ = writeln!(
             std::io::stderr().lock(),
             "skipping a real-server test: LOCKCHECK_NO_SERVERS is set"

@@ -49,11 +49,12 @@
 //!   voters reach hears of the election and stops at once.
 //! - **Election.** A member that serves no one looks for the current leader every tick/2 and
 //!   whenever who reaches whom changes (a heal, a resume, a restart: held election messages
-//!   are answered at once), and follows it if they reach each other (catching up from it
-//!   first); otherwise, when it reaches a quorum of members that serve no one either, an
-//!   election begins (a member that gives up looks at once, so it begins when the quorum's last
-//!   member gives up). It takes
-//!   `finalizeWait` (200 ms, the wait for a better vote once a quorum agrees) and the new
+//!   are answered at once; a real member cut off past `syncLimit` served again 14–24 ms after
+//!   the heal, so the vote's resend backoff never showed), and follows it if they reach each
+//!   other (catching up from it first); otherwise, when it reaches a quorum of members that
+//!   serve no one either, an election begins (a member that gives up looks at once, so it
+//!   begins when the quorum's last member gives up). It takes `finalizeWait` (200 ms, the wait
+//!   for a better vote once a quorum agrees) and the new
 //!   leader's sync with its followers, drawn below 200 ms from the seed and the epoch: 0.2–0.4 s,
 //!   as real elections across a cut took. When it ends, if its members still make a quorum, the
 //!   highest of them becomes the leader (ZooKeeper's vote among members with the same history)
@@ -429,9 +430,9 @@ impl State {
     }
 
     /// When member `me` (not leading) next has something to do on its monotonic clock, apart
-    /// from its half-tick look: give its leader up (`syncLimit` ticks after it last heard it,
-    /// the real follower's socket read timeout), end an election it votes in, or, looking, act
-    /// now on what it reaches ([`State::acts_now`]).
+    /// from its half-tick look and from acting when who reaches whom changes: give its leader up
+    /// (`syncLimit` ticks after it last heard it, the real follower's socket read timeout) or
+    /// end an election it votes in.
     pub fn next_for_member(&self, world: &World, me: usize, now_ms: u64) -> Option<u64> {
         if self.is_deposed(me) {
             return None;
@@ -441,7 +442,6 @@ impl State {
                 Some(self.heard_leader_ms[me] + SYNC_LIMIT_TICKS * self.tree.tick_time_ms() + 1)
             }
             _ if self.serving[me] => None,
-            _ if self.acts_now(world, me) => Some(now_ms),
             _ => {
                 let election = self.election.as_ref()?;
                 if !election.voters.contains(&me) {
@@ -451,32 +451,6 @@ impl State {
                 Some(now_ms + left_ns.div_ceil(1_000_000))
             }
         }
-    }
-
-    /// Whether member `me`, looking, has something to do at once ([`State::look`] would change
-    /// something): it reaches the serving leader, or, with no election under way, a quorum of
-    /// looking members. A real looking member learns either the moment the members can talk:
-    /// its election notifications, held across a cut, reach them at the heal and they answer
-    /// at once with their vote, the current leader's if they follow one (`FastLeaderElection`'s
-    /// `WorkerReceiver`); a member that starts or resumes sends its own. A member cut off past
-    /// `syncLimit` served again 14–24 ms after the heal on real ZooKeeper (FIDELITY.md), after
-    /// cuts of 12 to 20 s: the notification interval's backoff (0.2 s doubling to 60 s) delays
-    /// only the resending, not the held notifications.
-    fn acts_now(&self, world: &World, me: usize) -> bool {
-        if let Some(leader) = self.leader {
-            if leader != me && self.serving[leader] && self.reaches(world, me, leader) {
-                return true;
-            }
-        }
-        self.election.is_none() && self.looking_reached(world, me).len() >= self.quorum()
-    }
-
-    /// The members that serve no one and that member `me` reaches, `me` included (server
-    /// order): who would vote with it now.
-    fn looking_reached(&self, world: &World, me: usize) -> Vec<usize> {
-        (0..self.members.len())
-            .filter(|&m| m == me || (!self.serving[m] && self.reaches(world, me, m)))
-            .collect()
     }
 
     /// Member `me`'s look as a follower or a looking member, at its monotonic `now_ms`: a
@@ -521,7 +495,9 @@ impl State {
                 return;
             }
         }
-        let voters = self.looking_reached(world, me);
+        let voters: Vec<usize> = (0..self.members.len())
+            .filter(|&m| m == me || (!self.serving[m] && self.reaches(world, me, m)))
+            .collect();
         let now_ns = world.true_ns();
         if voters.len() < self.quorum() {
             // An election it began with others ends without a leader if, when its time comes,

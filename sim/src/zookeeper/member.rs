@@ -51,8 +51,9 @@ pub struct ZkMember {
     ensemble: Arc<Ensemble>,
     /// Its place in the ensemble (server order).
     me: usize,
-    /// The endpoint its watch events leave from.
-    pusher: crate::net::Port,
+    /// The endpoint its watch events leave from, bound while its process runs; pushes name its
+    /// address (`State::pushers`), whichever member's code sends them.
+    _pusher: crate::net::Port,
     /// When it next looks at the ensemble, on its monotonic clock.
     next_step_ms: Cell<u64>,
     /// Per client connection (by its push address), the requests still waiting: the next
@@ -104,7 +105,7 @@ impl Server for ZkMember {
             node,
             ensemble,
             me,
-            pusher,
+            _pusher: pusher,
             next_step_ms: Cell::new(first),
             queues: RefCell::new(BTreeMap::new()),
         }
@@ -249,21 +250,7 @@ impl Server for ZkMember {
     }
 
     fn on_due(&self) {
-        let world = &self.node.world;
-        let mono = self.node.mono_ms();
-        let mut changes = Changes::default();
-        let mut state = self.ensemble.lock();
-        let members = state.members.clone();
-        let mono_of = |m: usize| world.mono_ns(members[m]) / 1_000_000;
-        if mono >= self.next_step_ms.get() {
-            self.next_step_ms.set(mono + half_tick(&state));
-            state.step(world, self.me, mono, mono_of, &mut changes);
-        } else if state.leader == Some(self.me) && state.serving[self.me] {
-            state.expire(world, mono, &mut changes);
-        } else {
-            state.look(world, self.me, mono, mono_of, &mut changes);
-        }
-        self.settle(&mut state, changes);
+        self.act(self.node.mono_ms() >= self.next_step_ms.get());
     }
 }
 
@@ -283,25 +270,36 @@ fn half_tick(state: &State) -> u64 {
 }
 
 impl ZkMember {
-    /// Acts on a change of who reaches whom, at once, as real members act on what a cut held
-    /// and a heal delivers: a leader whose quorum is back commits what waited for it (sessions'
-    /// closes) and its followers catch up; a looking member follows the leader it now reaches,
-    /// or begins an election with the looking members it now reaches ([`State::acts_now`]).
+    /// Who reaches whom changed: the member acts at once, as real members act on what a cut
+    /// held and a heal delivers ([`ZkMember::act`] between steps).
     fn on_reach(&self) {
+        self.act(false);
+    }
+
+    /// The member's look at the ensemble now, from its timer or on a change of who reaches
+    /// whom: its half-tick step when `step`; otherwise, leading, its expirer, after which the
+    /// followers it reaches have every commit (a quorum back commits what waited for it, and a
+    /// follower reached again catches up); else a follower's or looking member's look (give its
+    /// leader up, follow the leader it reaches, vote). Then what changed is settled, and its
+    /// timer is offered what is due next (following again or voting, it may have a deadline its
+    /// timer is not sleeping towards).
+    fn act(&self, step: bool) {
         let world = &self.node.world;
         let mono = self.node.mono_ms();
         let mut changes = Changes::default();
         let mut state = self.ensemble.lock();
         let members = state.members.clone();
         let mono_of = |m: usize| world.mono_ns(members[m]) / 1_000_000;
-        if state.leader == Some(self.me) && state.serving[self.me] {
+        if step {
+            self.next_step_ms.set(mono + half_tick(&state));
+            state.step(world, self.me, mono, mono_of, &mut changes);
+        } else if state.leader == Some(self.me) && state.serving[self.me] {
             state.expire(world, mono, &mut changes);
             state.sync(world);
         } else {
             state.look(world, self.me, mono, mono_of, &mut changes);
         }
         self.settle(&mut state, changes);
-        // Following again, or voting, it has a deadline its timer may not be sleeping towards.
         self.node
             .due
             .offer(state.next_for_member(world, self.me, mono));
@@ -609,15 +607,14 @@ impl ZkMember {
         self.push_event(state, at, event);
     }
 
-    /// Pushes `event` to the client `at` from the member it is connected to, and records it.
+    /// Pushes `event` to the client `at` from the member it is connected to (its pusher, bound
+    /// when that member's process starts), and records it.
     fn push_event(&self, state: &State, at: Attachment, event: WatchEvent) {
         let world = &self.node.world;
         let member = state.members[at.member];
-        // Another member's pusher: it is bound when that member's process starts.
-        let from = state.pushers[at.member];
-        if at.member != self.me && from.is_none() {
+        let Some(from) = state.pushers[at.member] else {
             return;
-        }
+        };
         world.record(
             member,
             Kind::Observe,
@@ -628,10 +625,6 @@ impl ZkMember {
             },
         );
         let push = Box::new(ZkPush(event));
-        if at.member == self.me {
-            crate::net::push(world, &self.pusher, member, at.push_to, push);
-        } else if let Some(from) = from {
-            crate::net::push_from(world, member, from, at.push_to, push);
-        }
+        crate::net::push_from(world, member, from, at.push_to, push);
     }
 }
