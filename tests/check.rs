@@ -151,6 +151,60 @@ expect = "safe"
     assert!(scratch.0.join(report).is_file(), "{report}: {all}");
 }
 
+/// Issue 39 item 3: a story that ends in a deadlock and a stuck waiter is named by its worst
+/// finding (DEADLOCK, not UNSAFE), and still gives its safety answer; an entry expecting a
+/// liveness finding is named by that finding's word.
+#[test]
+fn a_liveness_finding_says_deadlock_and_still_gives_the_safety_answer() {
+    let scratch = Scratch::new("liveness");
+    let story = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("sim/tests/scenarios/redis-fair-dead-waiter-clock-ahead.json"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(scratch.0.join("stories")).unwrap();
+    scratch.file("stories/fair.json", &story);
+    let file = scratch.file(
+        "stories.toml",
+        r#"
+[[expect]]
+name = "fair-said-live"
+scenario = "stories/fair.json"
+safety_only = false
+expect = "safe"
+
+[[expect]]
+name = "fair-said-stuck-free"
+scenario = "stories/fair.json"
+safety_only = false
+violation = "stuck"
+expect = "safe"
+"#,
+    );
+    let o = lockcheck_in(
+        &scratch.0,
+        &["check", file.to_str().unwrap(), "--out", "out"],
+    );
+    let all = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    let fail = |name: &str| {
+        all.lines()
+            .find(|l| l.starts_with("FAIL") && l.contains(name))
+            .unwrap_or_else(|| panic!("no FAIL line for {name}: {all}"))
+            .to_string()
+    };
+    let live = fail("fair-said-live");
+    assert!(live.contains("expected safe, got DEADLOCK"), "{all}");
+    assert!(!live.contains("UNSAFE"), "{all}");
+    assert!(live.contains("safety held in this run"), "{all}");
+    let stuck = fail("fair-said-stuck-free");
+    assert!(
+        stuck.contains("got STUCK (the story's run: Stuck)"),
+        "{all}"
+    );
+    assert!(stuck.contains("safety held in this run"), "{all}");
+}
+
 #[test]
 fn a_malformed_expectations_file_exits_2_naming_the_line() {
     let scratch = Scratch::new("malformed");

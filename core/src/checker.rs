@@ -101,6 +101,29 @@ impl Severity {
     }
 }
 
+/// The safety answer of one run, whatever else it found: a run that ends in a deadlock or a
+/// stuck waiter still says whether two clients held the lock at once (or a lock was freed under
+/// its holder), so a liveness finding never hides the safety one (or its absence). Over the
+/// violations its world can see: a real run (`sees_server_keys` false) does not see the
+/// servers' keys ([`ViolationKind::reads_server_keys`]), so it answers for two holders alone.
+pub fn safety_answer(violations: &[Violation], sees_server_keys: bool) -> String {
+    let unsafe_kinds: std::collections::BTreeSet<ViolationKind> = violations
+        .iter()
+        .map(|v| v.kind)
+        .filter(|k| k.is_safety())
+        .collect();
+    if unsafe_kinds.is_empty() && sees_server_keys {
+        "safety held in this run: no two holders at once, no lock freed under its holder".into()
+    } else if unsafe_kinds.is_empty() {
+        "safety held in this run: no two holders at once (a lock freed under its holder is \
+         judged in simulation only)"
+            .into()
+    } else {
+        let kinds: Vec<String> = unsafe_kinds.iter().map(|k| format!("{k:?}")).collect();
+        format!("safety violated in this run: {}", kinds.join(", "))
+    }
+}
+
 /// The kinds of violation in `violations` that a real run can see too (not those read from the
 /// servers' keys, which only the simulation records), each once, in the kinds' order: what a
 /// real run and the simulation of the same scenario are compared by.
@@ -395,6 +418,38 @@ mod tests {
         assert_eq!(v.len(), 2, "{v:?}");
         assert_eq!(v[0].tokens, vec!["r2", "w"]);
         assert_eq!(v[1].tokens, vec!["w2", "r3"]);
+    }
+
+    fn violation(kind: ViolationKind) -> Violation {
+        Violation {
+            kind,
+            clients: vec![],
+            tokens: vec![],
+            at_ns: 0,
+            entries: vec![],
+            story: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_liveness_finding_still_gives_the_safety_answer() {
+        let deadlock = [
+            violation(ViolationKind::Deadlock),
+            violation(ViolationKind::Stuck),
+        ];
+        assert_eq!(Severity::worst(&deadlock), Some(Severity::Deadlock));
+        assert!(safety_answer(&deadlock, true).starts_with("safety held"));
+        assert!(safety_answer(&deadlock, false).contains("simulation only"));
+        let both = [
+            violation(ViolationKind::Deadlock),
+            violation(ViolationKind::MutualExclusion),
+            violation(ViolationKind::ForeignRelease),
+        ];
+        assert_eq!(Severity::worst(&both), Some(Severity::Unsafe));
+        assert_eq!(
+            safety_answer(&both, true),
+            "safety violated in this run: MutualExclusion, ForeignRelease"
+        );
     }
 
     #[test]

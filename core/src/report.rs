@@ -153,9 +153,23 @@ pub struct Report {
 impl Report {
     /// A report of one run.
     pub fn of_run(scenario: &Scenario, outcome: &Outcome) -> Report {
+        Report::of_run_in(scenario, outcome, RunWorld::Simulation)
+    }
+
+    /// A report of one run in `world`.
+    fn of_run_in(scenario: &Scenario, outcome: &Outcome, world: RunWorld) -> Report {
         // The headline tells the worst finding (the first of those, in time).
         let worst = outcome.violations.iter().min_by_key(|v| v.kind.severity());
         let summary = match worst {
+            // A liveness headline still gives the safety answer (a deadlock must not hide
+            // whether two clients held the lock).
+            Some(v) if !v.kind.is_safety() => format!(
+                "{} violated ({} found): {}; {}",
+                scenario.algorithm.name(),
+                outcome.violations.len(),
+                v.story,
+                crate::checker::safety_answer(&outcome.violations, world.is_simulation())
+            ),
             Some(v) => format!(
                 "{} violated ({} found): {}",
                 scenario.algorithm.name(),
@@ -178,7 +192,7 @@ impl Report {
             },
             summary,
             replay_command: String::new(),
-            world: RunWorld::Simulation,
+            world,
             seed: scenario.seed,
             schedule: scenario.faults.iter().map(|f| f.describe()).collect(),
             violations: outcome.violations.clone(),
@@ -202,10 +216,7 @@ impl Report {
 
     /// A report of one run against real servers: not byte-replayable, its scenario is.
     pub fn of_real_run(scenario: &Scenario, outcome: &Outcome) -> Report {
-        Report {
-            world: RunWorld::Real,
-            ..Report::of_run(scenario, outcome)
-        }
+        Report::of_run_in(scenario, outcome, RunWorld::Real)
     }
 
     /// Writes the report as `DIR/NAME-HASH.json` and returns the path; sets `replay_command`.

@@ -10,7 +10,7 @@
 //! (proptest's `PROPTEST_*` variables are overridden).
 
 use crate::runner::run;
-use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::checker::{Severity, ViolationKind};
 use lockcheck_core::outcome::Outcome;
 use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
 use lockcheck_core::report::{Report, Search};
@@ -693,9 +693,22 @@ pub fn explore(
 /// Whether `outcome` fails the search (with `safety_only`, only safety violations do; with
 /// `only`, only violations of that kind).
 pub fn fails(options: &ExploreOptions, outcome: &Outcome) -> bool {
-    outcome.violations.iter().any(|v| {
-        (!options.safety_only || v.kind.is_safety()) && options.only.is_none_or(|k| v.kind == k)
-    })
+    worst_counted(options, &outcome.violations).is_some()
+}
+
+/// The worst of the violations in `violations` that `options` counts ([`fails`]): what a
+/// search's finding is called (UNSAFE, DEADLOCK, STUCK, ORDER), and what its shrinking keeps.
+pub fn worst_counted(
+    options: &ExploreOptions,
+    violations: &[lockcheck_core::checker::Violation],
+) -> Option<Severity> {
+    violations
+        .iter()
+        .filter(|v| {
+            (!options.safety_only || v.kind.is_safety()) && options.only.is_none_or(|k| v.kind == k)
+        })
+        .map(|v| v.kind.severity())
+        .min()
 }
 
 /// The scenarios `options` searches that `keep` accepts: for another world that can carry out
@@ -750,6 +763,9 @@ fn shrink(
     let mut tree = case_tree(&strategy, options.seed, case).map_err(ExploreError::Aborted)?;
     let original = tree.current();
     let mut smallest = original.clone();
+    // A smaller case counts only if it fails as badly: shrinking a case with two holders and
+    // a deadlock must not end on a case with the deadlock alone, hiding the safety violation.
+    let bar = worst_counted(options, &first.violations);
     let mut outcome = first;
     let mut runs = 0;
     if tree.simplify() {
@@ -757,7 +773,8 @@ fn shrink(
             runs += 1;
             let candidate = tree.current();
             let tried = run(&candidate);
-            if fails(options, &tried) {
+            let worst = worst_counted(options, &tried.violations);
+            if worst.is_some() && worst <= bar {
                 smallest = candidate;
                 outcome = tried;
                 if !tree.simplify() {

@@ -2,23 +2,29 @@
 
 use super::progress::{progress_bar, rates};
 use super::{usage, EXIT_FOUND, EXIT_OK};
-use lockcheck_core::checker::ViolationKind;
+use lockcheck_core::checker::{safety_answer, Severity, ViolationKind};
 use lockcheck_core::report::Report;
 use lockcheck_core::verdict::{Coverage, VerdictKind};
 use lockcheck_sim::cell::{self, CellSearch, CellStats, CellVerdict, Searched};
 use lockcheck_sim::expectations::{Check, Story};
+use lockcheck_sim::explore::ExploreOptions;
 use lockcheck_sim::matrix;
 use std::path::Path;
 use std::time::Instant;
 
 /// What one entry's run came to.
 enum Ran {
-    /// A search's result.
-    Search(Result<Searched, lockcheck_sim::cell::CellError>),
+    /// A search's result, and what it searched.
+    Search(
+        Result<Searched, lockcheck_sim::cell::CellError>,
+        Box<ExploreOptions>,
+    ),
     /// A story's run: the violations that count (their kinds and one-line stories), and its
     /// report.
     Story {
         counted: Vec<(ViolationKind, String)>,
+        /// The run's safety answer, whatever counted ([`safety_answer`]).
+        safety: String,
         report: anyhow::Result<std::path::PathBuf>,
         stats: CellStats,
     },
@@ -37,6 +43,7 @@ fn run_story(name: &str, story: &Story, out: &Path) -> Ran {
     let report = report.write(out, name).map_err(anyhow::Error::from);
     Ran::Story {
         counted,
+        safety: safety_answer(&outcome.violations, true),
         report,
         stats: CellStats {
             cases: 1,
@@ -61,15 +68,18 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             // UNSAFE, exit 1) at once. An entry expected UNSAFE is searched anyway: its search
             // must still find the violation within its budget, whatever old files the out dir
             // holds.
-            Check::Search(options) => Ran::Search(cell::search(
-                &CellSearch {
-                    id: entry.name.clone(),
-                    options: options.clone(),
-                    out: out.to_path_buf(),
-                    settle_on_regression: entry.expect == VerdictKind::NotFound,
-                },
-                &|| {},
-            )),
+            Check::Search(options) => Ran::Search(
+                cell::search(
+                    &CellSearch {
+                        id: entry.name.clone(),
+                        options: options.clone(),
+                        out: out.to_path_buf(),
+                        settle_on_regression: entry.expect == VerdictKind::NotFound,
+                    },
+                    &|| {},
+                ),
+                Box::new(options.clone()),
+            ),
             Check::Story(story) => run_story(&entry.name, story, out),
         };
         bar.inc(1);
@@ -81,10 +91,10 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
     for (entry, ran) in entries.iter().zip(results) {
         let at = format!("{}:{}", file.display(), entry.line);
         let (ok, verdict, detail, entry_stats) = match ran {
-            Ran::Search(result) => {
+            Ran::Search(result, options) => {
                 let searched = result
                     .map_err(|e| usage(format!("{}: {}: {e}", file.display(), entry.name)))?;
-                let (verdict, detail) = search_verdict(&searched);
+                let (verdict, detail) = search_verdict(&options, &searched);
                 (
                     entry.met_by(&searched.verdict),
                     verdict,
@@ -94,16 +104,27 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             }
             Ran::Story {
                 counted,
+                safety,
                 report,
                 stats,
             } => {
                 let report = report
                     .map_err(|e| usage(format!("{}: {}: {e}", file.display(), entry.name)))?;
                 let found = !counted.is_empty();
-                let verdict = if found {
+                let worst = counted.iter().map(|(k, _)| k.severity()).min();
+                let verdict = if let Some(worst) = worst {
                     let kinds: Vec<String> =
                         counted.iter().map(|(k, _)| format!("{k:?}")).collect();
-                    format!("UNSAFE (the story's run: {})", kinds.join(", "))
+                    let safety = if worst == Severity::Unsafe {
+                        String::new()
+                    } else {
+                        format!("; {safety}")
+                    };
+                    format!(
+                        "{} (the story's run: {}){safety}",
+                        worst.word(),
+                        kinds.join(", ")
+                    )
                 } else {
                     "safe (no violation in the story's run)".to_string()
                 };
@@ -114,7 +135,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
             }
         };
         let expected = match (&entry.check, entry.expect) {
-            (_, VerdictKind::Found) => "UNSAFE",
+            (_, VerdictKind::Found) => expected_word(&entry.check),
             (Check::Search(_), VerdictKind::NotFound) => "not found",
             (Check::Story(_), VerdictKind::NotFound) => "safe",
         };
@@ -146,7 +167,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
 }
 
 /// A search's verdict in one line, and what to show when it was not the expected one.
-fn search_verdict(searched: &Searched) -> (String, Vec<String>) {
+fn search_verdict(options: &ExploreOptions, searched: &Searched) -> (String, Vec<String>) {
     let settled = if searched.stats.regression_failed && searched.stats.cases == 0 {
         " (a persisted failure still fails)"
     } else {
@@ -154,15 +175,24 @@ fn search_verdict(searched: &Searched) -> (String, Vec<String>) {
     };
     match &searched.verdict {
         CellVerdict::Found(u) => {
+            let worst = lockcheck_sim::explore::worst_counted(options, &u.report.violations)
+                .unwrap_or(Severity::Unsafe);
+            let word = worst.word();
             let verdict = match (u.case_index, &u.regression) {
-                (Some(k), _) => format!("UNSAFE at case {k} ({} cases)", u.cases),
+                (Some(k), _) => format!("{word} at case {k} ({} cases)", u.cases),
                 (None, Some(persisted)) => {
                     format!(
-                        "UNSAFE{settled} (persisted{})",
+                        "{word}{settled} (persisted{})",
                         super::explore::origin(persisted)
                     )
                 }
-                (None, None) => format!("UNSAFE{settled}"),
+                (None, None) => format!("{word}{settled}"),
+            };
+            // A liveness finding still says whether its case was safe.
+            let verdict = if worst == Severity::Unsafe {
+                verdict
+            } else {
+                format!("{verdict}; {}", safety_answer(&u.report.violations, true))
             };
             (
                 verdict,
@@ -183,5 +213,20 @@ fn search_verdict(searched: &Searched) -> (String, Vec<String>) {
                     .to_string(),
             ],
         ),
+    }
+}
+
+/// What an entry expected to find, in the words its finding would have: UNSAFE when it counts
+/// safety violations only (the default), the word of the one kind it counts (`violation`), or
+/// any violation.
+fn expected_word(check: &Check) -> &'static str {
+    let (safety_only, only) = match check {
+        Check::Search(options) => (options.safety_only, options.only),
+        Check::Story(story) => (story.safety_only, story.only),
+    };
+    match only {
+        Some(kind) => kind.severity().word(),
+        None if safety_only => "UNSAFE",
+        None => "a violation (UNSAFE, DEADLOCK, STUCK or ORDER)",
     }
 }

@@ -154,7 +154,8 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             let report = &found.report;
             // The word of the worst finding the search counted (all of them are safety
             // violations under --safety-only).
-            let worst = Severity::worst(&report.violations).unwrap_or(Severity::Unsafe);
+            let worst = lockcheck_sim::explore::worst_counted(options, &report.violations)
+                .unwrap_or(Severity::Unsafe);
             let word = worst.word();
             match found.case_index {
                 Some(k) => say!(
@@ -171,6 +172,11 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
                 ),
             }
             say!("  {}", report.summary);
+            if worst != Severity::Unsafe {
+                // The search stops at its first failing case, which may fail on liveness alone
+                // (the summary says whether that case was safe): how to search for safety alone.
+                say!("  to search for safety violations alone: --safety-only");
+            }
             say!("  minimal schedule:");
             for line in &report.schedule {
                 say!("    {line}");
