@@ -199,7 +199,7 @@ expect = "safe"
     assert!(live.contains("safety held in this run"), "{all}");
     let stuck = fail("fair-said-stuck-free");
     assert!(
-        stuck.contains("got STUCK (the story's run: Stuck)"),
+        stuck.contains("got STUCK (the story's run: stuck)"),
         "{all}"
     );
     assert!(stuck.contains("safety held in this run"), "{all}");

@@ -179,6 +179,18 @@ fn flags_and_expectations_out_of_range_are_refused_naming_them() {
             "params.ttl_ms must be within",
         ),
         (vec!["--shard", "1/2000000000"], "at most 1000000000 shards"),
+        (
+            vec!["--violation", "two-holders"],
+            "unknown violation kind 'two-holders' (known: mutual_exclusion,",
+        ),
+        (
+            vec!["--safety-only", "--violation", "deadlock"],
+            "--violation deadlock is not a safety violation",
+        ),
+        (
+            vec!["--careful", "sometimes"],
+            "careful 'sometimes': expected never, half or always",
+        ),
     ] {
         let mut all = vec![
             "explore",

@@ -308,7 +308,7 @@ fn the_matrix_and_check_take_a_users_lock() {
     let o = lockcheck(&["check", &expectations, "--out", check_out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     assert!(
-        stdout(&o).contains("7 entries, 7 as expected"),
+        stdout(&o).contains("12 entries, 12 as expected"),
         "{}",
         stdout(&o)
     );
@@ -353,4 +353,79 @@ fn the_matrix_and_check_take_a_users_lock() {
         stderr(&o)
     );
     assert!(stderr(&o).contains("gone.toml"), "{}", stderr(&o));
+}
+
+/// Issue 39: a team pins its own Lua lock with `check` — careful clients under pauses, no
+/// deadlock under crashes. Each way of breaking the lock a team commits fails that file with
+/// exit 1 and a line naming the violation: an extend without an owner check (it renews the
+/// next holder's lock for a holder that lost its own), a release by plain `DEL` (it removes the
+/// next holder's lock), and an acquire split into `SET NX` then `PEXPIRE` (a crash between them
+/// leaves a lock without expiry).
+#[test]
+fn a_teams_check_file_catches_each_way_of_breaking_its_lock() {
+    const ACQUIRE: &str = "[acquire]\nscript = \"return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\"\nkeys = [\"key\"]\nargv = [\"token\", \"ttl_ms\"]\nacquired = \"ok\"\n";
+    const SPLIT_ACQUIRE: &str = "[[acquire]]\nscript = \"return redis.call('SET', KEYS[1], ARGV[1], 'NX')\"\nkeys = [\"key\"]\nargv = [\"token\"]\nacquired = \"ok\"\n\n[[acquire]]\nscript = \"return redis.call('PEXPIRE', KEYS[1], ARGV[1])\"\nkeys = [\"key\"]\nargv = [\"ttl_ms\"]\nacquired = \"1\"\n";
+    const RELEASE: &str = "[release]\nscript = \"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end\"\nkeys = [\"key\"]\nargv = [\"token\"]\nreleased = \"1\"\n";
+    const PLAIN_RELEASE: &str = "[release]\nscript = \"return redis.call('DEL', KEYS[1])\"\nkeys = [\"key\"]\nreleased = \"1\"\n";
+    const EXTEND: &str = "[extend]\nscript = \"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end\"\nkeys = [\"key\"]\nargv = [\"token\", \"ttl_ms\"]\nextended = \"1\"\n";
+    const OWNERLESS_EXTEND: &str = "[extend]\nscript = \"return redis.call('PEXPIRE', KEYS[1], ARGV[1])\"\nkeys = [\"key\"]\nargv = [\"ttl_ms\"]\nextended = \"1\"\n";
+    const EXPECTATIONS: &str = r#"seed = 0
+
+[[expect]]
+name = "our-lock-pause"
+about = "our careful clients and our watchdog: no two holders, no lock freed or extended by another"
+algorithm = "redis-script"
+script = "our-lock.toml"
+faults = ["pause"]
+cases = 300
+careful = "always"
+expect = "not-found"
+
+[[expect]]
+name = "our-lock-crash"
+about = "a crashed client's lock expires"
+algorithm = "redis-script"
+script = "our-lock.toml"
+faults = ["crash-delayed-restart"]
+cases = 600
+safety_only = false
+violation = "deadlock"
+expect = "not-found"
+"#;
+    let scratch = Scratch::new("script-team");
+    let check = |name: &str, lock: String| {
+        let dir = scratch.sub(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("our-lock.toml"), lock).unwrap();
+        std::fs::write(dir.join("ours.toml"), EXPECTATIONS).unwrap();
+        let o = lockcheck(&[
+            "check",
+            dir.join("ours.toml").to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ]);
+        (o.status.code(), stdout(&o))
+    };
+    let (code, out) = check("ours", format!("{ACQUIRE}\n{RELEASE}\n{EXTEND}"));
+    assert_eq!(code, Some(0), "{out}");
+    let fails = |code: Option<i32>, out: &str, entry: &str, naming: &str| {
+        assert_eq!(code, Some(1), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("FAIL  {entry} ")))
+            .unwrap_or_else(|| panic!("no FAIL line for {entry}: {out}"));
+        assert!(line.contains(naming), "{line}");
+    };
+    let (code, out) = check(
+        "ownerless-extend",
+        format!("{ACQUIRE}\n{RELEASE}\n{OWNERLESS_EXTEND}"),
+    );
+    fails(code, &out, "our-lock-pause", "foreign_extend");
+    let (code, out) = check("plain-del", format!("{ACQUIRE}\n{PLAIN_RELEASE}\n{EXTEND}"));
+    fails(code, &out, "our-lock-pause", "foreign_release");
+    let (code, out) = check(
+        "split-acquire",
+        format!("{SPLIT_ACQUIRE}\n{RELEASE}\n{EXTEND}"),
+    );
+    fails(code, &out, "our-lock-crash", "got DEADLOCK (deadlock)");
 }

@@ -8,6 +8,8 @@
 //!   Readers of a read/write lock may overlap each other, never a writer.
 //! - **Foreign release**: a server deleted a lock value at the request of a node other than the
 //!   one that wrote it.
+//! - **Foreign extend**: a server moved a lock's expiry at the request of a node other than the
+//!   one whose lock it was (an extend without an owner check).
 //! - **Deadlock**: after the faults and the clients stopped, the probe could not acquire the lock
 //!   within its wait.
 //! - **Stuck** ([`stuck`]): a waiter waited on while no client held the lock and the lock service
@@ -25,6 +27,7 @@ use std::collections::BTreeMap;
 
 // One invariant per file, as TigerBeetle keeps its checkers.
 mod deadlock;
+mod foreign_extend;
 mod foreign_release;
 mod mutual_exclusion;
 mod order;
@@ -32,6 +35,7 @@ mod reach;
 mod reentrancy;
 mod stuck;
 pub use deadlock::deadlock;
+pub use foreign_extend::foreign_extends;
 pub use foreign_release::foreign_releases;
 pub use mutual_exclusion::mutual_exclusion;
 pub use order::{fifo, sequence_order};
@@ -46,6 +50,9 @@ pub enum ViolationKind {
     MutualExclusion,
     /// A lock released by a client that did not hold it.
     ForeignRelease,
+    /// A lock's expiry moved by a client that did not hold it (an extend without an owner
+    /// check): the extender is told it still holds a lock that is another's.
+    ForeignExtend,
     /// The lock could not be acquired again after the faults stopped (held forever, or the
     /// service unusable, e.g. a WAIT no replica can answer).
     Deadlock,
@@ -113,7 +120,9 @@ pub fn safety_answer(violations: &[Violation], sees_server_keys: bool) -> String
         .filter(|k| k.is_safety())
         .collect();
     if unsafe_kinds.is_empty() && sees_server_keys {
-        "safety held in this run: no two holders at once, no lock freed under its holder".into()
+        "safety held in this run: no two holders at once, no lock freed or extended by a client \
+         that did not hold it"
+            .into()
     } else if unsafe_kinds.is_empty() {
         "safety held in this run: no two holders at once (a lock freed under its holder is \
          judged in simulation only)"
@@ -137,12 +146,43 @@ pub fn kinds_both_worlds_see(violations: &[Violation]) -> Vec<ViolationKind> {
 }
 
 impl ViolationKind {
+    /// Every kind, in order.
+    pub const ALL: [ViolationKind; 7] = [
+        ViolationKind::MutualExclusion,
+        ViolationKind::ForeignRelease,
+        ViolationKind::ForeignExtend,
+        ViolationKind::Deadlock,
+        ViolationKind::FreedWhileHeld,
+        ViolationKind::FifoOrder,
+        ViolationKind::Stuck,
+    ];
+
+    /// Its name in files and on the command line (`mutual_exclusion`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::MutualExclusion => "mutual_exclusion",
+            ViolationKind::ForeignRelease => "foreign_release",
+            ViolationKind::ForeignExtend => "foreign_extend",
+            ViolationKind::Deadlock => "deadlock",
+            ViolationKind::FreedWhileHeld => "freed_while_held",
+            ViolationKind::FifoOrder => "fifo_order",
+            ViolationKind::Stuck => "stuck",
+        }
+    }
+
+    /// The kind named `name` (`-` taken as `_`).
+    pub fn from_name(name: &str) -> Option<ViolationKind> {
+        let name = name.replace('-', "_");
+        ViolationKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
     /// Whether finding it needs the servers' own view (their keys, queues and nodes, recorded as
     /// key changes): the simulation has it, a real run (which sees only its clients and the
     /// resource) does not, so these are checked in simulation only.
     pub fn reads_server_keys(self) -> bool {
         match self {
             ViolationKind::ForeignRelease
+            | ViolationKind::ForeignExtend
             | ViolationKind::FreedWhileHeld
             | ViolationKind::FifoOrder => true,
             ViolationKind::MutualExclusion | ViolationKind::Deadlock | ViolationKind::Stuck => {
@@ -156,6 +196,7 @@ impl ViolationKind {
         match self {
             ViolationKind::MutualExclusion
             | ViolationKind::ForeignRelease
+            | ViolationKind::ForeignExtend
             | ViolationKind::FreedWhileHeld => Severity::Unsafe,
             ViolationKind::Deadlock => Severity::Deadlock,
             ViolationKind::Stuck => Severity::Stuck,
@@ -163,13 +204,15 @@ impl ViolationKind {
         }
     }
 
-    /// Whether it breaks safety (two holders, or a lock freed under its holder), as opposed to
+    /// Whether it breaks safety (two holders, a lock freed under its holder, or extended by a
+    /// client that did not hold it), as opposed to
     /// liveness (deadlock) or fairness (order).
     pub fn is_safety(self) -> bool {
         matches!(
             self,
             ViolationKind::MutualExclusion
                 | ViolationKind::ForeignRelease
+                | ViolationKind::ForeignExtend
                 | ViolationKind::FreedWhileHeld
         )
     }
@@ -214,6 +257,7 @@ fn ms(ns: u64) -> String {
 pub fn check(history: &[Entry], liveness: &Liveness, order: Order) -> Vec<Violation> {
     let mut all = mutual_exclusion(history);
     all.extend(foreign_releases(history));
+    all.extend(foreign_extends(history));
     all.extend(deadlock(history));
     all.extend(stuck(history, liveness));
     all.extend(reentrancy(history));
@@ -429,6 +473,20 @@ mod tests {
             entries: vec![],
             story: String::new(),
         }
+    }
+
+    #[test]
+    fn every_kind_is_named_as_files_name_it() {
+        for kind in ViolationKind::ALL {
+            let json = serde_json::to_value(kind).unwrap();
+            assert_eq!(json.as_str(), Some(kind.name()));
+            assert_eq!(ViolationKind::from_name(kind.name()), Some(kind));
+        }
+        assert_eq!(
+            ViolationKind::from_name("foreign-extend"),
+            Some(ViolationKind::ForeignExtend)
+        );
+        assert_eq!(ViolationKind::from_name("two-holders"), None);
     }
 
     #[test]

@@ -29,9 +29,13 @@
 //! ```
 //!
 //! Optional per entry: `seed` (default: the file's top-level `seed`, else 0), `max_drift`,
-//! `max_partition_ms`, `safety_only` (default true: only two holders or a lock freed under its
-//! holder count, not deadlocks or order), `violation` (count only this kind, e.g.
-//! `"mutual_exclusion"`, the sense of "unsafe" in the known-results table).
+//! `max_partition_ms`, `safety_only` (default true: only two holders, or a lock freed or
+//! extended by a client that did not hold it, count, not deadlocks or order), `violation` (count
+//! only this kind, e.g. `"mutual_exclusion"`, the sense of "unsafe" in the known-results table,
+//! or `"foreign_extend"`, which separates a watchdog that checks its owner from one that does
+//! not), `careful` (`"always"`: every client checks its lock before each access, the client a
+//! team writes to stay safe; `"half"`: half the cases draw such clients; `"never"`, the
+//! default: the classic client; as `lockcheck explore --careful`).
 //!
 //! A **story** entry pins one scenario file (`lockcheck run`'s format, relative to the
 //! expectations file) instead of a search: a story that separates two versions of a library, or
@@ -51,7 +55,7 @@
 //! `violation` names: a liveness story pins `violation = "deadlock"`).
 
 use crate::cell::CellVerdict;
-use crate::explore::{check_options, ExploreOptions};
+use crate::explore::{check_options, Careful, ExploreOptions};
 use lockcheck_core::checker::{Violation, ViolationKind};
 use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
 use lockcheck_core::scenario::{Algorithm, Params, Scenario};
@@ -204,6 +208,8 @@ struct Entry {
     safety_only: bool,
     #[serde(default)]
     violation: Option<ViolationKind>,
+    #[serde(default)]
+    careful: Option<Careful>,
 }
 
 fn yes() -> bool {
@@ -292,6 +298,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
                 ("seed", entry.seed.is_some()),
                 ("max_drift", entry.max_drift.is_some()),
                 ("max_partition_ms", entry.max_partition_ms.is_some()),
+                ("careful", entry.careful.is_some()),
             ];
             if let Some((key, _)) = search_only.iter().find(|(_, given)| *given) {
                 return bad(format!(
@@ -359,6 +366,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
             max_partition_ms: entry.max_partition_ms,
             safety_only: entry.safety_only,
             only: entry.violation,
+            careful: entry.careful.unwrap_or_default(),
             ..ExploreOptions::new(algorithm, faults, cases, entry.seed.unwrap_or(file.seed))
         };
         if let Err(e) = check_options(&options) {

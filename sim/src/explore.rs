@@ -64,11 +64,57 @@ pub struct ExploreOptions {
     /// still a prefix of the case space and are counted, so the same verdict is reproduced by a
     /// search of exactly that many cases; `None` runs all `cases`.
     pub time_limit: Option<Duration>,
-    /// Draw careful clients too: half the cases check their lock before each access
-    /// (`workload.check_before_access`). Off by default, which keeps every search's case
-    /// stream as it was; the differential search turns it on, since a careful client is where a
-    /// model's timing (when a client learns its session is gone) decides the verdict.
-    pub careful: bool,
+    /// Whether the clients check their lock before each access (`workload.check_before_access`):
+    /// never (the default, which keeps every search's case stream as it was), in half the cases
+    /// (the differential search, since a careful client is where a model's timing — when a
+    /// client learns its session is gone — decides the verdict), or always (a team pinning the
+    /// client it writes).
+    pub careful: Careful,
+}
+
+/// Which clients of a search check their lock before each access ([`ExploreOptions::careful`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Careful {
+    /// None.
+    #[default]
+    Never,
+    /// Those of half the cases, drawn (a failure shrinks towards the classic client).
+    Half,
+    /// All of them.
+    Always,
+}
+
+impl Careful {
+    /// Every value, in order.
+    pub const ALL: [Careful; 3] = [Careful::Never, Careful::Half, Careful::Always];
+
+    /// Its name in files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Careful::Never => "never",
+            Careful::Half => "half",
+            Careful::Always => "always",
+        }
+    }
+
+    /// The value named `name`, or an error naming the choices.
+    pub fn parse(name: &str) -> Result<Careful, String> {
+        Careful::ALL
+            .into_iter()
+            .find(|c| c.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "careful '{}': expected never, half or always",
+                    lockcheck_core::input::clip(name)
+                )
+            })
+    }
+
+    /// Whether it is the default ([`Careful::Never`]).
+    pub fn is_never(&self) -> bool {
+        *self == Careful::Never
+    }
 }
 
 /// A slice of a search's case space.
@@ -161,7 +207,7 @@ impl ExploreOptions {
             jobs: 1,
             shard: Shard::default(),
             time_limit: None,
-            careful: false,
+            careful: Careful::Never,
         }
     }
 }
@@ -477,15 +523,20 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
             },
         );
     // A careful client is drawn only when asked for, so that other searches draw as before.
-    let workload: BoxedStrategy<Workload> = if options.careful {
-        (workload, any::<bool>())
+    let workload: BoxedStrategy<Workload> = match options.careful {
+        Careful::Never => workload.boxed(),
+        Careful::Half => (workload, any::<bool>())
             .prop_map(|(mut w, careful)| {
                 w.check_before_access = careful;
                 w
             })
-            .boxed()
-    } else {
-        workload.boxed()
+            .boxed(),
+        Careful::Always => workload
+            .prop_map(|mut w| {
+                w.check_before_access = true;
+                w
+            })
+            .boxed(),
     };
     (2u32..=3, workload, any::<u64>().no_shrink(), faults)
         .prop_map(move |(clients, workload, seed, faults)| Scenario {
@@ -572,6 +623,17 @@ pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     options.shard.check().map_err(ExploreError::Invalid)?;
     if options.time_limit == Some(Duration::ZERO) {
         return invalid("a time budget must be longer than zero".into());
+    }
+    if let Some(kind) = options
+        .only
+        .filter(|k| options.safety_only && !k.is_safety())
+    {
+        // It would count nothing, and find nothing however long it searched.
+        return invalid(format!(
+            "--violation {} is not a safety violation and --safety-only counts only those: \
+             drop --safety-only to count it",
+            kind.name()
+        ));
     }
     Ok(())
 }
@@ -704,11 +766,14 @@ pub fn worst_counted(
 ) -> Option<Severity> {
     violations
         .iter()
-        .filter(|v| {
-            (!options.safety_only || v.kind.is_safety()) && options.only.is_none_or(|k| v.kind == k)
-        })
+        .filter(|v| counts(options, v.kind))
         .map(|v| v.kind.severity())
         .min()
+}
+
+/// Whether a search with `options` counts violations of `kind` (`safety_only`, `only`).
+pub fn counts(options: &ExploreOptions, kind: ViolationKind) -> bool {
+    (!options.safety_only || kind.is_safety()) && options.only.is_none_or(|k| kind == k)
 }
 
 /// The scenarios `options` searches that `keep` accepts: for another world that can carry out

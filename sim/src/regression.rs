@@ -8,7 +8,7 @@
 //! parameters and fault profiles, because under other settings its failure would prove nothing
 //! about this search.
 
-use crate::explore::ExploreOptions;
+use crate::explore::{Careful, ExploreOptions};
 use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Algorithm, Params, Scenario, ScenarioError};
@@ -69,6 +69,10 @@ pub struct SearchKey {
     /// The only violation kind that counted, if one was named.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only: Option<ViolationKind>,
+    /// Which clients checked their lock before each access (`ExploreOptions::careful`);
+    /// absent when none did, as in files written before it existed.
+    #[serde(default, skip_serializing_if = "Careful::is_never")]
+    pub careful: Careful,
 }
 
 impl SearchKey {
@@ -82,6 +86,7 @@ impl SearchKey {
             max_partition_ms: options.max_partition_ms,
             safety_only: options.safety_only,
             only: options.only,
+            careful: options.careful,
         }
     }
 }

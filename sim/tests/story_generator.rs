@@ -5,7 +5,7 @@
 use lockcheck_core::margin;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Algorithm, Fault, Scenario};
-use lockcheck_sim::explore::{draw, scenarios, scenarios_where, ExploreOptions};
+use lockcheck_sim::explore::{draw, scenarios, scenarios_where, Careful, ExploreOptions};
 
 fn draws(options: &ExploreOptions, n: u64) -> Vec<Scenario> {
     let strategy = scenarios(options);
@@ -26,12 +26,17 @@ fn careful_clients_are_drawn_only_when_asked_for() {
     assert!(draws(&options, 40)
         .iter()
         .all(|s| !s.workload.check_before_access));
-    options.careful = true;
+    options.careful = Careful::Half;
     let careful = draws(&options, 40)
         .iter()
         .filter(|s| s.workload.check_before_access)
         .count();
     assert!((5..35).contains(&careful), "{careful} of 40 careful");
+    // A team pinning the client it writes: every case's clients are careful.
+    options.careful = Careful::Always;
+    assert!(draws(&options, 40)
+        .iter()
+        .all(|s| s.workload.check_before_access));
 }
 
 /// Whether `fault` cuts servers off from servers only.

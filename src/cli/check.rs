@@ -113,8 +113,7 @@ pub fn check(file: &Path, out: &Path, jobs: usize) -> anyhow::Result<u8> {
                 let found = !counted.is_empty();
                 let worst = counted.iter().map(|(k, _)| k.severity()).min();
                 let verdict = if let Some(worst) = worst {
-                    let kinds: Vec<String> =
-                        counted.iter().map(|(k, _)| format!("{k:?}")).collect();
+                    let kinds: Vec<&str> = counted.iter().map(|(k, _)| k.name()).collect();
                     let safety = if worst == Severity::Unsafe {
                         String::new()
                     } else {
@@ -177,7 +176,16 @@ fn search_verdict(options: &ExploreOptions, searched: &Searched) -> (String, Vec
         CellVerdict::Found(u) => {
             let worst = lockcheck_sim::explore::worst_counted(options, &u.report.violations)
                 .unwrap_or(Severity::Unsafe);
-            let word = worst.word();
+            // The kinds it counted, by the names an entry's `violation` takes.
+            let kinds: std::collections::BTreeSet<&str> = u
+                .report
+                .violations
+                .iter()
+                .filter(|v| lockcheck_sim::explore::counts(options, v.kind))
+                .map(|v| v.kind.name())
+                .collect();
+            let kinds = kinds.into_iter().collect::<Vec<_>>().join(", ");
+            let word = format!("{} ({kinds})", worst.word());
             let verdict = match (u.case_index, &u.regression) {
                 (Some(k), _) => format!("{word} at case {k} ({} cases)", u.cases),
                 (None, Some(persisted)) => {

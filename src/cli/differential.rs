@@ -386,7 +386,11 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
             .max_drift
             .unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
         max_partition_ms: args.max_partition_ms,
-        careful: !args.no_careful,
+        careful: if args.no_careful {
+            lockcheck_sim::explore::Careful::Never
+        } else {
+            lockcheck_sim::explore::Careful::Half
+        },
         ..ExploreOptions::new(algorithm, profiles, args.stories, args.seed)
     };
     check_options(&options).map_err(|e| usage(e.to_string()))?;

@@ -10,7 +10,7 @@ use lockcheck_core::report::Report;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::verdict::Coverage;
 use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
-use lockcheck_sim::explore::{check_options, ExploreOptions, Shard};
+use lockcheck_sim::explore::{check_options, Careful, ExploreOptions, Shard};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -58,6 +58,17 @@ pub struct ExploreArgs {
     /// deadlocks or order: search for what breaks mutual exclusion.
     #[arg(long)]
     safety_only: bool,
+    /// Count only this kind of violation: mutual_exclusion, foreign_release, foreign_extend,
+    /// freed_while_held, deadlock, stuck or fifo_order (e.g. foreign_extend separates a
+    /// watchdog that checks its owner from one that does not, which two holders under pauses
+    /// cannot: both lose their lock to a long pause).
+    #[arg(long, value_name = "KIND")]
+    violation: Option<String>,
+    /// Clients that check their lock before each access (workload.check_before_access), the
+    /// client teams write to stay safe: always, or in half the cases (a failure shrinks towards
+    /// the classic client). [default: never]
+    #[arg(long, value_name = "always|half|never")]
+    careful: Option<String>,
     /// Threads running cases at once [default: all cores]. The result is the same whatever
     /// the number: each case has its own seed and runtime, and the lowest failing case wins.
     #[arg(long, value_name = "J")]
@@ -90,9 +101,18 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         max_partition_ms,
         params: flags,
         safety_only,
+        violation,
+        careful,
         jobs,
         shard,
     } = args;
+    let only = violation
+        .map(|kind| super::parse_violation_kind(&kind))
+        .transpose()?;
+    let careful = careful
+        .map(|c| Careful::parse(&c).map_err(usage))
+        .transpose()?
+        .unwrap_or_default();
     let algorithm = parse_algorithm(&algorithm)?;
     let profiles = FaultProfile::parse_list(&faults).map_err(usage)?;
     // The flags are flat; each backend's settings go to its group of the scenario's params,
@@ -112,6 +132,8 @@ fn options(args: ExploreArgs) -> anyhow::Result<(ExploreOptions, String, PathBuf
         max_drift,
         max_partition_ms,
         safety_only,
+        only,
+        careful,
         jobs: parse_jobs(jobs)?,
         shard,
         ..ExploreOptions::new(algorithm, profiles, cases, seed)

@@ -157,7 +157,9 @@ params = { ttl_ms = 10000 }\n  \
 cases = 300\n  \
 expect = \"unsafe\"\n\n\
 Optional: seed, max_drift, max_partition_ms, safety_only (default true), violation \
-(count only this kind, e.g. \"mutual_exclusion\").")]
+(count only this kind: mutual_exclusion, foreign_release, foreign_extend, freed_while_held, \
+deadlock, stuck, fifo_order), careful (\"always\": every client checks its lock before each \
+access; \"half\": half the cases do; \"never\", the default).")]
     Check {
         /// The expectations file.
         file: PathBuf,
@@ -316,6 +318,19 @@ fn wrap(text: &str, width: usize) -> impl Iterator<Item = String> {
         lines.push(line);
     }
     lines.into_iter()
+}
+
+/// Parses `--violation`.
+pub fn parse_violation_kind(name: &str) -> anyhow::Result<lockcheck_core::checker::ViolationKind> {
+    use lockcheck_core::checker::ViolationKind;
+    ViolationKind::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = ViolationKind::ALL.iter().map(|k| k.name()).collect();
+        usage(format!(
+            "unknown violation kind '{}' (known: {})",
+            lockcheck_core::input::clip(name),
+            known.join(", ")
+        ))
+    })
 }
 
 /// Parses `--algorithm`.

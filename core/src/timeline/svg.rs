@@ -485,6 +485,7 @@ fn violations(out: &mut String, report: &Report) {
             let kind = match v.kind {
                 ViolationKind::MutualExclusion => "mutual exclusion",
                 ViolationKind::ForeignRelease => "foreign release",
+                ViolationKind::ForeignExtend => "foreign extend",
                 ViolationKind::Deadlock => "deadlock",
                 ViolationKind::FreedWhileHeld => "freed while held",
                 ViolationKind::FifoOrder => "FIFO order",
