@@ -13,6 +13,9 @@
 //!   error, drop and Ctrl-C. [`backend`] says which kind of server an algorithm runs against.
 //!   [`ensemble`] starts a ZooKeeper ensemble: its members, their proxies to each other, and a
 //!   leader known before the run.
+//!   [`etcd_cluster`] starts an etcd cluster whose members reach each other through
+//!   [`peer_proxy`]'s front doors (which tell each connection's dialling member through the
+//!   kernel), so partitions between members are real.
 //! - [`redis_store`], [`zk_store`] and [`mysql_store`] (the clients): [`redis_store::RealRedis`]
 //!   implements the algorithms' `RedisStore` over the `redis` crate, reply for reply as the
 //!   simulated Redis answers; [`zk_store::RealZk`] their `ZkStore` over the `zookeeper-client`
@@ -93,6 +96,7 @@ pub mod gate;
 pub mod launcher;
 pub mod mysql_store;
 pub mod nemesis;
+pub mod peer_proxy;
 pub mod peerlink;
 pub mod preload;
 pub mod private_dir;

@@ -870,9 +870,10 @@ fn a_new_leader_extends_every_lease_by_the_election_timeout() {
     let _serial = common::one_at_a_time();
     assert_eq!(lockcheck_sim::etcd::model::PROMOTE_EXTEND_MS, 1_000);
     let (rt, local) = runtime();
-    let launcher = RefCell::new(Launcher::new().unwrap());
+    let launcher = std::rc::Rc::new(RefCell::new(Launcher::new().unwrap()));
     local.block_on(&rt, async {
-        let members = etcd_cluster::launch(3, &launcher).await.unwrap();
+        let cluster = etcd_cluster::launch(3, &launcher).await.unwrap();
+        let members = cluster.members().to_vec();
         let started = Instant::now();
         let leader = loop {
             if let Some(leader) = etcd_cluster::leader(&members).await {

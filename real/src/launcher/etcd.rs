@@ -37,7 +37,11 @@ impl ServerKind for Etcd {
 
     fn command(&self, dir: &Path, port: u16) -> Command {
         let peer = "unix://localhost:2380";
-        command(dir, port, "member", peer, &format!("member={peer}"))
+        let urls = PeerUrls {
+            listen: peer,
+            advertised: peer,
+        };
+        command(dir, port, "member", urls, &format!("member={peer}"))
     }
 
     fn ready(&self, addr: SocketAddr) -> Pin<Box<dyn Future<Output = bool>>> {
@@ -49,20 +53,26 @@ impl ServerKind for Etcd {
     }
 }
 
-/// One member of an etcd cluster of several (`crate::etcd_cluster`): its peer URL is a TCP
-/// port on loopback, named with every member's in `--initial-cluster`, and it keeps its data in
+/// One member of an etcd cluster of several (`crate::etcd_cluster`): it listens for its peers
+/// on a loopback port of its own, and advertises another, its front door's
+/// ([`crate::peer_proxy`]), which every member's `--initial-cluster` names; it keeps its data in
 /// `data/` of its directory as a lone member does.
 ///
-/// Every member reaches every other directly: a member's ID is derived from the peer URLs the
-/// initial cluster names, so each member must name the others alike, and etcd (Go) dials
-/// through raw system calls that the peer-link preload cannot redirect. Partitions between
-/// members are therefore not built yet; a member's crash, restart and pause are.
+/// The two ports differ so that every connection a member's peers make to it goes through the
+/// cluster's proxies, where a partition between two members can be cut: a member's id is
+/// derived from the peer URLs the initial cluster names, so each member must name the others
+/// alike, at one address each, and etcd (Go) dials through raw system calls that the peer-link
+/// preload cannot redirect.
 pub struct EtcdMember {
     /// Its name in the cluster (`etcd-0`, …).
     pub name: String,
-    /// The port it listens on for its peers.
+    /// The port it listens on for its peers (`--listen-peer-urls`), which only its front door
+    /// dials.
     pub peer_port: u16,
-    /// `--initial-cluster`: `name=http://127.0.0.1:PEER_PORT` of every member, comma-separated.
+    /// The port its peers reach it at (`--initial-advertise-peer-urls`): its front door's.
+    pub advertised_peer_port: u16,
+    /// `--initial-cluster`: `name=http://127.0.0.1:ADVERTISED_PEER_PORT` of every member,
+    /// comma-separated.
     pub initial_cluster: String,
 }
 
@@ -76,8 +86,13 @@ impl ServerKind for EtcdMember {
     }
 
     fn command(&self, dir: &Path, port: u16) -> Command {
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        command(dir, port, &self.name, &peer, &self.initial_cluster)
+        let listen = format!("http://127.0.0.1:{}", self.peer_port);
+        let advertised = format!("http://127.0.0.1:{}", self.advertised_peer_port);
+        let peer = PeerUrls {
+            listen: &listen,
+            advertised: &advertised,
+        };
+        command(dir, port, &self.name, peer, &self.initial_cluster)
     }
 
     /// Healthy: the member has a leader, which takes a quorum of members started.
@@ -90,9 +105,15 @@ impl ServerKind for EtcdMember {
     }
 }
 
+/// Where a member listens for its peers, and where it tells them it is.
+struct PeerUrls<'a> {
+    listen: &'a str,
+    advertised: &'a str,
+}
+
 /// etcd as member `name` of the cluster `initial_cluster` (`name=PEER_URL,…`), serving clients on
-/// loopback `port` and its peers on `peer`, with its data and log in `dir`.
-fn command(dir: &Path, port: u16, name: &str, peer: &str, initial_cluster: &str) -> Command {
+/// loopback `port` and its peers as `peer` says, with its data and log in `dir`.
+fn command(dir: &Path, port: u16, name: &str, peer: PeerUrls, initial_cluster: &str) -> Command {
     let client = format!("http://127.0.0.1:{port}");
     let mut command = Command::new(ETCD);
     command
@@ -106,9 +127,9 @@ fn command(dir: &Path, port: u16, name: &str, peer: &str, initial_cluster: &str)
         .arg("--advertise-client-urls")
         .arg(&client)
         .arg("--listen-peer-urls")
-        .arg(peer)
+        .arg(peer.listen)
         .arg("--initial-advertise-peer-urls")
-        .arg(peer)
+        .arg(peer.advertised)
         .arg("--initial-cluster")
         .arg(initial_cluster)
         .arg("--log-outputs")
