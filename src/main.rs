@@ -76,9 +76,7 @@ fn dispatch(command: Command) -> anyhow::Result<u8> {
         Command::Differential(args) => cli::differential::differential(*args),
         Command::Matrix(args) => cli::matrix::matrix(args),
         Command::Merge { dirs, out } => cli::matrix::merge(&dirs, &out),
-        Command::Check { file, out, jobs } => {
-            cli::check::check(&file, &out, cli::parse_jobs(jobs)?)
-        }
+        Command::Check(args) => cli::check::check(args),
         Command::Replay { report } => cli::run::replay(&report),
         Command::Timeline { report } => cli::run::timeline(&report),
         Command::Real(args) => cli::real::real(*args),

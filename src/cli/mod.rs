@@ -18,6 +18,8 @@ macro_rules! say {
 }
 
 pub mod check;
+pub mod check_accept;
+pub mod check_format;
 pub mod differential;
 pub mod explore;
 pub mod matrix;
@@ -141,12 +143,17 @@ lockcheck merge m1 m2 m3 --out reports")]
     ///
     /// Each `[[expect]]` entry names an algorithm, its params (the scenario file's names), fault
     /// profiles, a budget (cases) and the expected verdict, "unsafe" or "not-found". Exit 1 when
-    /// an entry expected not-found is found unsafe (its report path is printed) or one expected
-    /// unsafe is not found within its budget; 0 when every entry is as expected; 2 for a
-    /// malformed file (the line is named). Failing cases are kept in DIR/regressions/ and run
-    /// first the next time; one that still fails settles its entry at once.
-    #[command(after_help = "Example:\n  \
-lockcheck check expectations/known-results.toml\n\n\
+    /// an entry expected not-found is found unsafe (its report and timeline paths are printed) or
+    /// one expected unsafe is not found within its budget; 0 when every entry is as expected; 2
+    /// for a malformed file (the line is named) or bad arguments. Failing cases are kept in
+    /// DIR/regressions/ and run first the next time; one that still fails settles its entry at
+    /// once.
+    #[command(after_help = "Examples:\n  \
+lockcheck check expectations/known-results.toml\n  \
+lockcheck check ours.toml --format junit > lockcheck.xml      # for a CI's test report\n  \
+lockcheck check ours.toml --format github                     # annotations in GitHub Actions\n  \
+lockcheck check ours.toml --only our-lock-pause,our-lock-crash\n  \
+lockcheck check ours.toml --accept > accepted.toml            # what the changed entries would say\n\n\
 An entry:\n  \
 [[expect]]\n  \
 name = \"single-redis-pause\"\n  \
@@ -159,17 +166,16 @@ expect = \"unsafe\"\n\n\
 Optional: seed, max_drift, max_partition_ms, safety_only (default true), violation \
 (count only this kind: mutual_exclusion, foreign_release, foreign_extend, freed_while_held, \
 deadlock, stuck, fifo_order), careful (\"always\": every client checks its lock before each \
-access; \"half\": half the cases do; \"never\", the default).")]
-    Check {
-        /// The expectations file.
-        file: PathBuf,
-        /// Where to write reports of the violations found, and the regressions.
-        #[arg(long, value_name = "DIR", default_value = "reports/check")]
-        out: PathBuf,
-        /// Entries searched at once [default: all cores]. Never changes a verdict.
-        #[arg(long, value_name = "J")]
-        jobs: Option<usize>,
-    },
+access; \"half\": half the cases do; \"never\", the default).\n\n\
+Formats (--format): text (the default: an ok or FAIL line per entry, a FAIL's story, report and \
+timeline under it, then a summary); json (one document: per entry its verdict, the violation \
+kinds counted, report and timeline paths, and the totals); junit (JUnit XML, one testcase per \
+entry, a failure per entry not as expected); github (GitHub Actions: an ::error annotation at \
+the entry's line per entry not as expected, ok lines, the summary). Only the format is written \
+to standard output; a progress bar (on a terminal) and errors go to standard error.\n\n\
+Exit codes: 0 = every entry as expected, 1 = some not, 2 = bad input (a malformed file, an \
+unknown --only name, --accept with --format).")]
+    Check(check::CheckArgs),
     /// Rerun a report and confirm that it yields the identical history.
     Replay {
         /// The report (JSON) written by `run --report` or `explore`.
