@@ -983,6 +983,11 @@ impl Scenario {
         self.algorithm.backend() == Backend::ZooKeeper && self.algorithm.servers(&self.params) > 1
     }
 
+    /// Whether it runs against a cluster of etcd members (`params.nodes` > 1) rather than one.
+    pub fn is_etcd_cluster(&self) -> bool {
+        self.algorithm.backend() == Backend::Etcd && self.algorithm.servers(&self.params) > 1
+    }
+
     /// The nodes of this scenario.
     pub fn topology(&self) -> Topology {
         Topology::new(
@@ -1067,13 +1072,23 @@ impl Scenario {
         // A ZooKeeper lock runs against one standalone server (1, the default) or an ensemble
         // of `zk-0..zk-{n-1}`: an odd number, since an even one needs a larger quorum and
         // tolerates no more failures.
-        let ensemble = backend == Backend::ZooKeeper && description.servers == Servers::One;
+        // An etcd lock runs against one member (1, the default) or a cluster, odd for the
+        // same reason.
+        let ensemble = matches!(backend, Backend::ZooKeeper | Backend::Etcd)
+            && description.servers == Servers::One;
         if let Some(n) = p.nodes.filter(|&n| ensemble && n != 1) {
             if n % 2 == 0 {
+                let (what, one) = match backend {
+                    Backend::Etcd => ("a cluster of {n} etcd members", "one member"),
+                    _ => (
+                        "an ensemble of {n} ZooKeeper servers",
+                        "a standalone server",
+                    ),
+                };
                 return bad(format!(
-                    "params.nodes: an ensemble of {n} ZooKeeper servers needs a quorum of {} yet \
-                     tolerates no more failures than {} would; use 1 (a standalone server) or an \
-                     odd number (3, 5, …)",
+                    "params.nodes: {} needs a quorum of {} yet tolerates no more failures than \
+                     {} would; use 1 ({one}) or an odd number (3, 5, …)",
+                    what.replace("{n}", &n.to_string()),
                     n / 2 + 1,
                     n - 1
                 ));
@@ -1095,9 +1110,10 @@ impl Scenario {
                             "params.nodes: {name} runs against 1 ZooKeeper server or an odd \
                              ensemble, got {n}"
                         ),
+                        // (A cluster was let through above.)
                         Backend::Etcd => format!(
-                            "params.nodes: {name} runs against one etcd member, got {n} \
-                             (clusters are not modelled yet)"
+                            "params.nodes: {name} runs against 1 etcd member or an odd \
+                             cluster, got {n}"
                         ),
                     });
                 }

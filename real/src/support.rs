@@ -34,6 +34,15 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
     // such, whatever else is wrong with it.
     check_algorithm(scenario.algorithm)?;
     scenario.validate()?;
+    if scenario.is_etcd_cluster() {
+        return Err(RealError::Unsupported(format!(
+            "params.nodes: {}: real mode runs one etcd member so far; a real cluster with \
+             partitions between its members exists for the conformance tests \
+             (real/tests/etcd_cluster.rs), not yet as a run's topology; the simulation runs \
+             this scenario",
+            scenario.algorithm.servers(&scenario.params)
+        )));
+    }
     // Replicas (`params.redis.replicas`) are real: `replication` starts them under a Sentinel,
     // and `Scenario::validate` has checked that the algorithm has them.
     let replicated = scenario.params.redis.replicas > 0;

@@ -1,7 +1,10 @@
 //! Which simulated [`Server`](crate::server::Server) each backend runs: the one place a
-//! backend's simulation is registered. (Its client side is its store in [`crate::client`]'s
+//! backend's simulation is registered (an etcd cluster's members around the cluster's shared
+//! state, made with the first member, as a ZooKeeper ensemble's). (Its client side is its store in [`crate::client`]'s
 //! `SimStores`.)
 
+use crate::etcd::cluster::Cluster;
+use crate::etcd::member::EtcdMember;
 use crate::etcd::node::EtcdServer;
 use crate::mysql::node::MysqlServer;
 use crate::redis::node::RedisServer;
@@ -33,6 +36,13 @@ pub fn start_server(handle: &Handle, world: &Arc<World>, node: usize) {
         }
         Backend::ZooKeeper => server::start::<ZkServer>(handle, world, node),
         Backend::Mysql => server::start::<MysqlServer>(handle, world, node),
+        Backend::Etcd if world.scenario.algorithm.servers(&world.scenario.params) > 1 => {
+            world.etcd_cluster.get_or_init(|| {
+                let members = world.topology.with_role(Role::Server);
+                Arc::new(Cluster::new(members, world.scenario.seed))
+            });
+            server::start::<EtcdMember>(handle, world, node)
+        }
         Backend::Etcd => server::start::<EtcdServer>(handle, world, node),
     }
 }

@@ -65,10 +65,12 @@ impl Stores for SimStores {
 
     fn etcd(&self) -> SimEtcd<SimEnv> {
         let ttl = Duration::from_secs(self.world.scenario.params.etcd.lease_ttl_s());
+        // A client of a cluster starts on member `me mod n`.
         SimEtcd::new(
             self.rpc.clone(),
             self.env.clone(),
-            self.servers()[0],
+            self.servers(),
+            self.me,
             ttl,
             self.timeout(),
         )

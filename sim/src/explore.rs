@@ -475,7 +475,7 @@ pub fn scenarios(options: &ExploreOptions) -> BoxedStrategy<Scenario> {
     let cast = Cast {
         clients,
         servers: named(Role::Server),
-        ensemble: template.is_zookeeper_ensemble(),
+        ensemble: template.is_zookeeper_ensemble() || template.is_etcd_cluster(),
     };
     let units: Vec<BoxedStrategy<Vec<Fault>>> =
         concrete(&options.profiles, params.redis.replicas > 0)

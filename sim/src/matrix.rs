@@ -155,6 +155,9 @@ pub struct Row {
     pub variant: Option<&'static str>,
     /// The user's lock, for an algorithm that runs the user's scripts.
     pub user: Option<UserLock>,
+    /// Servers other than the default (`params.nodes`): a cluster of etcd members
+    /// (`etcd-mutex/3`).
+    pub nodes: Option<u32>,
 }
 
 /// The rows of `lockcheck matrix` without `--algorithms`: every one of lockcheck's own
@@ -167,6 +170,14 @@ pub fn default_rows() -> Vec<Row> {
         for variant in algorithm.description().variants.iter().skip(1) {
             rows.push(Row {
                 variant: Some(variant.name),
+                ..Row::built_in(algorithm)
+            });
+        }
+        // A lock on one etcd member, and on the three-member cluster people run: what raft's
+        // leader changes and round-robin clients do to the same lock.
+        if algorithm == Algorithm::EtcdMutex {
+            rows.push(Row {
+                nodes: Some(3),
                 ..Row::built_in(algorithm)
             });
         }
@@ -191,15 +202,19 @@ impl Row {
             algorithm,
             variant: None,
             user: None,
+            nodes: None,
         }
     }
 
     /// Its name as `--algorithms` takes it: `single-redis`, `redis-reentrant@redisson-3.23`,
-    /// `redis-script:locks/mine.toml`.
+    /// `redis-script:locks/mine.toml`, `etcd-mutex/3` (on three servers).
     pub fn name(&self) -> String {
         let mut name = self.algorithm.name().to_string();
         if let Some(variant) = self.variant {
             name = format!("{name}@{variant}");
+        }
+        if let Some(nodes) = self.nodes {
+            name = format!("{name}/{nodes}");
         }
         if let Some(user) = &self.user {
             name = format!("{name}:{}", user.file);
@@ -215,6 +230,7 @@ impl Row {
             self.algorithm,
             self.variant,
             self.user.as_ref().map(|u| u.file.as_str()),
+            self.nodes,
         )
     }
 
@@ -223,6 +239,7 @@ impl Row {
     fn base_params(&self) -> Params {
         let mut params = Params {
             variant: self.variant.map(str::to_string),
+            nodes: self.nodes,
             ..Params::default()
         };
         if let Some(user) = &self.user {
@@ -234,8 +251,22 @@ impl Row {
 
 /// The beginning of a cell's name: `algorithm`'s name, followed by its variant's, or for a
 /// user's lock by its script file's name without the extension, in lowercase letters, digits
-/// and `-` (cell names name files).
-fn cell_prefix(algorithm: Algorithm, variant: Option<&str>, file: Option<&str>) -> String {
+/// and `-` (cell names name files), then `-N-servers` for a row on `nodes` servers.
+fn cell_prefix(
+    algorithm: Algorithm,
+    variant: Option<&str>,
+    file: Option<&str>,
+    nodes: Option<u32>,
+) -> String {
+    let prefix = prefix_of(algorithm, variant, file);
+    match nodes {
+        Some(n) => format!("{prefix}-{n}-servers"),
+        None => prefix,
+    }
+}
+
+/// [`cell_prefix`] without the servers.
+fn prefix_of(algorithm: Algorithm, variant: Option<&str>, file: Option<&str>) -> String {
     if let Some(variant) = variant {
         return format!("{}-{variant}", algorithm.name());
     }
@@ -275,6 +306,9 @@ pub struct CellSpec {
     /// themselves are embedded in the cell's parameters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<String>,
+    /// Servers other than the default (also in the cell's parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<u32>,
     /// Whether the resource checks the lock's fencing token.
     pub fencing: bool,
     /// The fault profile.
@@ -290,7 +324,8 @@ impl CellSpec {
             cell_prefix(
                 self.algorithm,
                 self.variant.as_deref(),
-                self.script.as_deref()
+                self.script.as_deref(),
+                self.nodes
             ),
             if self.fencing { "-fencing" } else { "" },
             self.profile.name()
@@ -430,6 +465,7 @@ pub fn plan(rows: &[Row], profiles: &[FaultProfile]) -> Vec<(CellSpec, Params)> 
                     algorithm: row.algorithm,
                     variant: row.variant.map(str::to_string),
                     script: row.user.as_ref().map(|u| u.file.clone()),
+                    nodes: row.nodes,
                     fencing,
                     profile,
                 };
@@ -793,6 +829,10 @@ impl Matrix {
                 (Some(variant), _) => format!("{}@{variant}", first.spec.algorithm.name()),
                 (None, Some(file)) => format!("{}:{file}", first.spec.algorithm.name()),
                 (None, None) => first.spec.algorithm.name().to_string(),
+            };
+            let row_name = match first.spec.nodes {
+                Some(n) => format!("{row_name}/{n}"),
+                None => row_name,
             };
             let name = if first.spec.fencing {
                 format!("{row_name} + fencing")

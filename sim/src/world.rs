@@ -52,6 +52,9 @@ pub struct World {
     paused: Mutex<std::collections::BTreeSet<usize>>,
     /// A ZooKeeper ensemble's replicated state, shared by its members (none for other runs).
     pub ensemble: std::sync::OnceLock<std::sync::Arc<crate::zookeeper::ensemble::Ensemble>>,
+    /// An etcd cluster's raft state and committed keyspace, shared by its members (none for
+    /// other runs).
+    pub etcd_cluster: std::sync::OnceLock<std::sync::Arc<crate::etcd::cluster::Cluster>>,
     /// What the run's main task waits for instead of polling: a node crashed or restarted, a
     /// client finished, or the probe ended.
     pub progress: Signal,
@@ -127,6 +130,7 @@ impl World {
             network: Mutex::new(crate::net::Network::default()),
             paused: Mutex::new(std::collections::BTreeSet::new()),
             ensemble: std::sync::OnceLock::new(),
+            etcd_cluster: std::sync::OnceLock::new(),
             progress: Signal::default(),
             clocks_and_roles: Signal::default(),
             reach: Signal::default(),

@@ -319,6 +319,7 @@ mod tests {
                 algorithm: Algorithm::from_name("redis-script").unwrap(),
                 variant: None,
                 user: Some(lockcheck_sim::matrix::UserLock { file, script }),
+                nodes: None,
             });
         }
         for (spec, base) in plan(&rows, FaultProfile::ALL) {

@@ -104,6 +104,31 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
 /// compiled and run once without faults here, before any cell is searched, so that a broken
 /// script is a usage error naming it rather than a matrix of verdicts about nothing.
 fn parse_row(item: &str) -> anyhow::Result<Row> {
+    // `NAME/N`: the lock on N servers (an etcd cluster). A user's file may hold `/`, so only
+    // an item without one is read so.
+    if !item.contains(':') {
+        if let Some((name, nodes)) = item.rsplit_once('/') {
+            let nodes: u32 = nodes.parse().map_err(|_| {
+                usage(format!(
+                    "--algorithms {}: NAME/N takes a number of servers after '/'",
+                    lockcheck_core::input::clip(item)
+                ))
+            })?;
+            let row = parse_row(name)?;
+            let params = Params {
+                variant: row.variant.map(str::to_string),
+                nodes: Some(nodes),
+                ..Params::default()
+            };
+            params
+                .check_for(row.algorithm)
+                .map_err(|e| usage(format!("--algorithms {}: {e}", lockcheck_core::input::clip(item))))?;
+            return Ok(Row {
+                nodes: Some(nodes),
+                ..row
+            });
+        }
+    }
     let (name, file) = match item.split_once(':') {
         Some((name, file)) => (name, Some(file)),
         None => (item, None),
@@ -159,6 +184,7 @@ fn parse_row(item: &str) -> anyhow::Result<Row> {
                     file: file.to_string(),
                     script,
                 }),
+                nodes: None,
             };
             let (spec, base) =
                 matrix::plan(std::slice::from_ref(&row), &[FaultProfile::None]).remove(0);

@@ -199,6 +199,17 @@ impl EtcdModel {
         }
     }
 
+    /// `lessor.Promote` on a member that became leader at `now` (its clocks): every lease runs
+    /// its full TTL and the election timeout from now, whatever the last leader's lessor had
+    /// left of it (etcd 3.4 does not checkpoint what is left).
+    pub fn promote(&mut self, now: Now) {
+        for l in self.leases.values_mut() {
+            let left = l.ttl_s as u64 * 1000 + PROMOTE_EXTEND_MS;
+            l.deadline_ms = now.mono_ms + left;
+            l.heap_wall_ms = now.wall_ms + left;
+        }
+    }
+
     /// What a change to the disk must follow: the revision, and the changes to the set of
     /// leases (a restart keeps every acknowledged write and grant).
     pub fn logged(&self) -> (Revision, u64) {

@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// What an etcd client sends.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum EtcdRequest {
     /// `LeaseGrant`.
     Grant {
@@ -78,6 +78,14 @@ pub enum EtcdResponse {
     Deleted(i64, Revision),
     /// The watch is registered.
     Watching,
+    /// A cluster member's error: no leader, or a request that did not commit within its
+    /// timeout. `maybe_applied`: it reached a leader, which may still commit it.
+    Unavailable {
+        /// etcd's message.
+        reason: &'static str,
+        /// Whether it may have been (or may yet be) applied.
+        maybe_applied: bool,
+    },
 }
 
 /// A watched key's deletion, pushed to the watching client.

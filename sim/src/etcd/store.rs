@@ -44,7 +44,14 @@ pub struct SimEtcd<E: Env>(Rc<Shared<E>>);
 pub struct Shared<E: Env> {
     rpc: Rc<RpcClient>,
     env: E,
-    server: usize,
+    /// The members it knows (one for a lone member).
+    servers: Vec<usize>,
+    /// The member the next request goes to (an index into `servers`): the Go client 3.4's
+    /// balancer picks its connections round-robin, one request after another.
+    next: std::cell::Cell<usize>,
+    /// The member its keep-alive stream is on: it stays there until it fails, then moves on,
+    /// as the Go lessor's stream is made again on another connection.
+    stream: std::cell::Cell<usize>,
     request_timeout: Duration,
     /// The TTL the session's lease is asked for.
     ttl: Duration,
@@ -73,18 +80,23 @@ impl<E: Env> std::ops::Deref for SimEtcd<E> {
 }
 
 impl<E: Env + Clone + 'static> SimEtcd<E> {
-    /// A client of the member at node `server`, whose session leases ask for `ttl`.
+    /// A client of the members at nodes `servers` (one, or a cluster's), starting with the
+    /// `first`, whose session leases ask for `ttl`.
     pub fn new(
         rpc: Rc<RpcClient>,
         env: E,
-        server: usize,
+        servers: Vec<usize>,
+        first: usize,
         ttl: Duration,
         request_timeout: Duration,
     ) -> Self {
+        let first = first % servers.len().max(1);
         SimEtcd(Rc::new(Shared {
             rpc,
             env,
-            server,
+            servers,
+            next: std::cell::Cell::new(first),
+            stream: std::cell::Cell::new(first),
             request_timeout,
             ttl,
             session: RefCell::default(),
@@ -96,16 +108,39 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
         }))
     }
 
+    /// Sends `request` to the next member (round-robin), and to the ones after it while a
+    /// member refuses the connection (the balancer picks only connections that are up). A
+    /// member's error answer is the error it stands for.
     async fn call(&self, request: EtcdRequest) -> Result<EtcdResponse, StoreError> {
-        let result = self
-            .rpc
-            .call(self.server, request, self.request_timeout)
-            .await;
+        let n = self.servers.len();
+        let first = self.next.get();
+        self.next.set((first + 1) % n);
+        let mut result = Err(StoreError::Unreachable("no member".into()));
+        for k in 0..n {
+            let server = self.servers[(first + k) % n];
+            result = self
+                .rpc
+                .call(server, request.clone(), self.request_timeout)
+                .await;
+            if !matches!(result, Err(StoreError::Unreachable(_))) {
+                break;
+            }
+        }
         match &result {
             Err(StoreError::Timeout) => self.mark_unanswered(),
             other => self.note_answer(other),
         }
-        result
+        match result {
+            Ok(EtcdResponse::Unavailable {
+                reason,
+                maybe_applied,
+            }) => Err(if maybe_applied {
+                StoreError::Timeout
+            } else {
+                StoreError::Unreachable(reason.to_string())
+            }),
+            other => other,
+        }
     }
 
     /// A request on the connection has gone unanswered past the request timeout: what TCP
@@ -191,10 +226,11 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
         let this = self.clone();
         madsim::task::spawn_local(async move {
             let bound = lessor::answer_bound(this.ttl);
+            let server = this.servers[this.stream.get()];
             let call =
                 std::pin::pin!(this
                     .rpc
-                    .call(this.server, EtcdRequest::KeepAlive { lease }, bound));
+                    .call(server, EtcdRequest::KeepAlive { lease }, bound));
             let late = std::pin::pin!(this.env.sleep(this.request_timeout));
             let answer = match futures_util::future::select(call, late).await {
                 futures_util::future::Either::Left((answer, _)) => answer,
@@ -205,6 +241,9 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
             };
             this.note_answer(&answer);
             let Ok(EtcdResponse::KeptAlive { ttl_s }) = answer else {
+                // The stream failed: the next is made on another member.
+                let n = this.servers.len();
+                this.stream.set((this.stream.get() + 1) % n);
                 return;
             };
             if !this.current(lease) {
