@@ -201,6 +201,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_etcd_cluster_is_refused_with_the_reason_and_one_member_runs() {
+        let mut s = Scenario::new(Algorithm::EtcdMutex);
+        assert!(check(&s).is_ok());
+        s.params.nodes = Some(3);
+        let e = check(&s).unwrap_err().to_string();
+        assert!(e.contains("real mode runs one etcd member so far"), "{e}");
+        assert!(e.contains("the simulation runs this scenario"), "{e}");
+    }
+
+    #[test]
     fn every_fault_is_real_and_replicas_too() {
         let mut s = Scenario::new(Algorithm::SingleRedis);
         for fault in [

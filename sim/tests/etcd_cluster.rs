@@ -153,13 +153,16 @@ fn a_killed_leader_is_replaced_and_the_lock_stays_safe() {
     assert!((3_800.0..=5_000.0).contains(&elected.0), "{notes:?}");
 }
 
-/// Real mode runs one etcd member so far: a cluster scenario is refused there with the reason
-/// (the simulation runs it), and an even cluster is refused everywhere.
+/// An odd cluster is a valid scenario; an even one is refused, naming the quorum it would need.
+/// (Real mode refuses any cluster so far: `real/src/support.rs`'s tests.)
 #[test]
 fn an_even_cluster_is_refused_and_an_odd_one_runs() {
     let mut s = leader_isolated();
     assert!(s.validate().is_ok());
     s.params.nodes = Some(4);
     let e = s.validate().unwrap_err().to_string();
-    assert!(e.contains("a cluster of 4 etcd members needs a quorum of 3"), "{e}");
+    assert!(
+        e.contains("a cluster of 4 etcd members needs a quorum of 3"),
+        "{e}"
+    );
 }

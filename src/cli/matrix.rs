@@ -120,9 +120,12 @@ fn parse_row(item: &str) -> anyhow::Result<Row> {
                 nodes: Some(nodes),
                 ..Params::default()
             };
-            params
-                .check_for(row.algorithm)
-                .map_err(|e| usage(format!("--algorithms {}: {e}", lockcheck_core::input::clip(item))))?;
+            params.check_for(row.algorithm).map_err(|e| {
+                usage(format!(
+                    "--algorithms {}: {e}",
+                    lockcheck_core::input::clip(item)
+                ))
+            })?;
             return Ok(Row {
                 nodes: Some(nodes),
                 ..row
