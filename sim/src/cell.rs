@@ -9,9 +9,11 @@
 use crate::explore::{check_options, explore, fails, Exploration, ExploreError, ExploreOptions};
 use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::run;
+use lockcheck_core::history::{Entry, KeyChange, Op};
 use lockcheck_core::report::{Report, ReportError};
 use lockcheck_core::scenario::{CrashScope, Fault, Persistence, Scenario};
 use lockcheck_core::verdict::{Coverage, Verdict};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -233,7 +235,14 @@ pub fn story(report: &Report) -> String {
     let scenario = &report.scenario;
     let mut faults: Vec<&Fault> = scenario.faults.iter().collect();
     faults.sort_by_key(|f| f.at_ms());
-    let faults: Vec<String> = faults.iter().map(|f| fault_story(f, scenario)).collect();
+    let faults: Vec<String> = faults
+        .iter()
+        .map(|f| {
+            let mut told = fault_story(f, scenario);
+            told.push_str(&expired_in_pause(f, &report.history.entries));
+            told
+        })
+        .collect();
     let what = report
         .violations
         .first()
@@ -243,6 +252,56 @@ pub fn story(report: &Report) -> String {
     } else {
         format!("{}; then {what}", faults.join(", "))
     }
+}
+
+/// For a pause: when a lock its node last wrote (set, or extended) expired on a server while it
+/// was paused, that lock's last write and expiry — the true cause when the pause itself was
+/// shorter than the lease (its renewal was due inside the pause): " (its lock, lock on redis-0,
+/// last set or extended at 6 ms, expired at 10039 ms, inside the pause)". Nothing otherwise.
+fn expired_in_pause(fault: &Fault, history: &[Entry]) -> String {
+    let Fault::Pause {
+        at_ms,
+        node,
+        for_ms,
+    } = fault
+    else {
+        return String::new();
+    };
+    let (from_ns, to_ns) = (at_ms * 1_000_000, (at_ms + for_ms) * 1_000_000);
+    // Per server and key: who last wrote it (set, field, expiry), and when.
+    let mut written: BTreeMap<(&str, &str), (&str, u64)> = BTreeMap::new();
+    for e in history {
+        let Op::Key {
+            key, change, by, ..
+        } = &e.op
+        else {
+            continue;
+        };
+        let at = (e.node.as_str(), key.as_str());
+        match (change, by) {
+            (KeyChange::Set | KeyChange::FieldSet | KeyChange::ExpiryChanged, Some(by)) => {
+                written.insert(at, (by.as_str(), e.true_ns));
+            }
+            (KeyChange::Expired, _) if (from_ns..=to_ns).contains(&e.true_ns) => {
+                if let Some(&(writer, last_ns)) = written.get(&at) {
+                    if writer == node {
+                        return format!(
+                            " (its lock, {key} on {}, last set or extended at {} ms, expired at \
+                             {} ms, inside the pause)",
+                            e.node,
+                            last_ns / 1_000_000,
+                            e.true_ns / 1_000_000
+                        );
+                    }
+                }
+            }
+            (KeyChange::Deleted | KeyChange::Expired | KeyChange::Lost, _) => {
+                written.remove(&at);
+            }
+            _ => {}
+        }
+    }
+    String::new()
 }
 
 /// The lease a fault is measured against: its name and length in ms (none for a lock that does not

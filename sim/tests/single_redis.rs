@@ -526,3 +526,46 @@ fn the_watchdog_renews_every_third_of_the_ttl() {
         );
     }
 }
+
+/// Issue 39 item 2, the shrunk story's cause: a holder paused for less than its TTL loses its
+/// lock when its watchdog's renewal fell due inside the pause. The story says so — the lock's
+/// last renewal and its expiry inside the pause — rather than leave "paused 8.751 s < TTL 10 s"
+/// as if a pause under the lease could break it by itself.
+#[test]
+fn a_story_tells_a_lock_that_expired_inside_a_pause_shorter_than_its_lease() {
+    let mut s = two_clients(2_733);
+    s.duration_ms = 40_000;
+    s.params.watchdog = true;
+    s.faults = vec![
+        client_0_first(),
+        Fault::Pause {
+            at_ms: 1_452,
+            node: "client-0".into(),
+            for_ms: 8_751,
+        },
+    ];
+    let outcome = run(&s);
+    assert!(
+        outcome.violated(),
+        "the renewal due at 3.3 s fell in the pause"
+    );
+    let story = lockcheck_sim::cell::story(&Report::of_run(&s, &outcome));
+    assert!(
+        story.contains("client-0 paused 8.751 s < TTL 10 s at 1452 ms"),
+        "{story}"
+    );
+    assert!(
+        story.contains("(its lock, lock on redis-0, last set or extended at "),
+        "{story}"
+    );
+    assert!(story.contains(" ms, inside the pause)"), "{story}");
+    // A pause that no lock expired in tells nothing more.
+    s.faults[1] = Fault::Pause {
+        at_ms: 1_452,
+        node: "client-0".into(),
+        for_ms: 1_000,
+    };
+    let outcome = run(&s);
+    let story = lockcheck_sim::cell::story(&Report::of_run(&s, &outcome));
+    assert!(!story.contains("inside the pause"), "{story}");
+}
