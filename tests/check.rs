@@ -554,3 +554,60 @@ fn a_wall_time_budget_records_the_cases_each_cell_ran() {
         }
     }
 }
+
+/// Issue 39 item 1: the matrix takes the client a team writes as a setting of every cell
+/// (`--careful always`): a compare-and-PEXPIRE watchdog stays safe under pauses there, an
+/// owner-less extend does not; the setting is in `matrix.json`, the matrix's command and each
+/// UNSAFE cell's rerun command, which finds the same case again.
+#[test]
+fn the_matrix_takes_careful_clients_as_a_setting_of_every_cell() {
+    let scratch = Scratch::new("careful-matrix");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/redis-script");
+    let rows = format!(
+        "redis-script:{},redis-script:{}",
+        examples.join("extend-any-owner.toml").display(),
+        examples.join("watchdog.json").display()
+    );
+    let o = lockcheck_in(
+        &scratch.0,
+        &[
+            "matrix",
+            "--algorithms",
+            &rows,
+            "--faults",
+            "pause",
+            "--cases",
+            "300",
+            "--careful",
+            "always",
+            "--out",
+            "out",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let md = std::fs::read_to_string(scratch.0.join("out/matrix.md")).unwrap();
+    let row = |file: &str| {
+        md.lines()
+            .find(|l| l.starts_with("| redis-script:") && l.contains(file))
+            .unwrap_or_else(|| panic!("no row {file}: {md}"))
+            .to_string()
+    };
+    assert!(row("extend-any-owner.toml").contains("UNSAFE"), "{md}");
+    assert!(!row("watchdog.json").contains("UNSAFE"), "{md}");
+    assert!(md.contains("--careful always`"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(scratch.0.join("out/matrix.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["careful"], "always");
+    let rerun = md
+        .lines()
+        .find_map(|l| l.split("rerun: `").nth(1))
+        .unwrap_or_else(|| panic!("no rerun command: {md}"))
+        .trim_end_matches('`')
+        .to_string();
+    assert!(rerun.contains(" --careful always "), "{rerun}");
+    let mut args: Vec<&str> = rerun.split(' ').skip(1).collect();
+    args.extend(["--out", "again"]);
+    let o = lockcheck_in(&scratch.0, &args);
+    assert_eq!(o.status.code(), Some(1), "{rerun}: {}", text(&o));
+}

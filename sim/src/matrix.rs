@@ -10,7 +10,7 @@
 //! which `lockcheck explore` without `--safety-only` searches for.
 
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
-use crate::explore::{ExploreOptions, Shard};
+use crate::explore::{Careful, ExploreOptions, Shard};
 use crate::regression;
 use crate::script_file::ScriptFile;
 use lockcheck_algorithms::describe::{Fencing, Lease};
@@ -101,6 +101,9 @@ pub struct MatrixOptions {
     pub jobs: usize,
     /// This run's slice of every cell's case space; `None` for all of it.
     pub shard: Option<Shard>,
+    /// Which clients check their lock before each access, in every cell (the classic client
+    /// by default): a team's matrix of the clients it writes.
+    pub careful: Careful,
 }
 
 impl MatrixOptions {
@@ -489,6 +492,9 @@ pub struct Matrix {
     /// The slice of each cell's case space this file covers; absent for the whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    /// Which clients checked their lock before each access (`--careful`); absent for none.
+    #[serde(default, skip_serializing_if = "Careful::is_never")]
+    pub careful: Careful,
     /// The rows, in order, by their names as `--algorithms` takes them ([`Row::name`]).
     pub algorithms: Vec<String>,
     /// The columns, in order.
@@ -632,6 +638,7 @@ pub fn run_matrix(
         seed: options.seed,
         budget: options.budget,
         shard: options.shard,
+        careful: options.careful,
         algorithms: options.rows.iter().map(Row::name).collect(),
         profiles: options.profiles.clone(),
         cells,
@@ -650,6 +657,7 @@ fn explore_options(options: &MatrixOptions, spec: &CellSpec, params: Params) -> 
     ExploreOptions {
         params,
         safety_only: true,
+        careful: options.careful,
         shard: options.shard.unwrap_or_default(),
         time_limit,
         ..ExploreOptions::new(spec.algorithm, vec![spec.profile], cases, options.seed)
@@ -781,6 +789,9 @@ impl Matrix {
         }
         if let Some(shard) = self.shard {
             let _ = write!(command, " --shard {}/{}", shard.index + 1, shard.count);
+        }
+        if !self.careful.is_never() {
+            let _ = write!(command, " --careful {}", self.careful.name());
         }
         command
     }
@@ -942,9 +953,14 @@ impl Matrix {
                 .as_ref()
                 .ok_or_else(|| "no parameters recorded".to_string())
                 .and_then(|params| c.spec.explore_flags(params));
+            let careful = if self.careful.is_never() {
+                String::new()
+            } else {
+                format!(" --careful {}", self.careful.name())
+            };
             let rerun = match (case_index, flags) {
                 (Some(k), Ok(flags)) => format!(
-                    "rerun: `lockcheck explore {flags} --seed {} --cases {}{shard}`",
+                    "rerun: `lockcheck explore {flags}{careful} --seed {} --cases {}{shard}`",
                     self.seed,
                     k + 1
                 ),
@@ -1028,6 +1044,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
         }
         if part.budget != first.budget {
             return differs("budgets (--cases)");
+        }
+        if part.careful != first.careful {
+            return differs("clients (--careful)");
         }
         if part.lockcheck != first.lockcheck {
             return differs("lockcheck versions");

@@ -49,6 +49,10 @@ pub struct MatrixArgs {
     /// Only these fault profiles, comma-separated [default: all].
     #[arg(long, value_name = "F[,F...]")]
     faults: Option<String>,
+    /// Clients that check their lock before each access in every cell: always, or in half the
+    /// cases [default: never, the classic client]. A team's matrix of the client it writes.
+    #[arg(long, value_name = "always|half|never")]
+    careful: Option<String>,
 }
 
 /// Runs `lockcheck matrix`.
@@ -62,7 +66,12 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         out,
         algorithms,
         faults,
+        careful,
     } = args;
+    let careful = careful
+        .map(|c| lockcheck_sim::explore::Careful::parse(&c).map_err(usage))
+        .transpose()?
+        .unwrap_or_default();
     // clap refuses --cases together with --budget-seconds; run_matrix checks the rest.
     let budget = match budget_seconds {
         Some(s) => Budget::Seconds(s),
@@ -95,6 +104,7 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         seed,
         jobs: parse_jobs(jobs)?,
         shard,
+        careful,
     };
     run(&options, &out)
 }
