@@ -5,7 +5,8 @@
 //! and a report written through a planted symbolic link lands wherever the link points. So a
 //! file is written whole to a temporary file in its own directory and renamed over its name (a
 //! rename within a file system is atomic: a reader, or the next run, sees the old file or the
-//! new one, never a part), and a name that is a symbolic link is refused rather than followed.
+//! new one, never a part), and a name that is a symbolic link, or whose directory is one, is
+//! refused rather than followed.
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -26,6 +27,21 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     };
+    // The directory named for the output (`--out`, `--report`, `OUT/regressions`) is not
+    // followed either: a link planted there would send every file into its target.
+    if dir
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} is a symbolic link to a directory; lockcheck does not write through links \
+                 (name the directory itself)",
+                dir.display()
+            ),
+        ));
+    }
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "names no file"))?;
@@ -87,6 +103,25 @@ mod tests {
         let e = write_atomically(&link, b"evil").unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
         assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Issue 40 item 4: an output directory that is a link to another directory is not
+    /// written through.
+    #[test]
+    fn a_directory_that_is_a_symbolic_link_is_refused_and_its_target_untouched() {
+        let dir = scratch("dirlink");
+        let target = dir.join("elsewhere");
+        std::fs::create_dir_all(&target).unwrap();
+        let link = dir.join("out");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = write_atomically(&link.join("r.json"), b"evil").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(
+            e.to_string().contains("symbolic link to a directory"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1077,7 +1077,7 @@ impl Scenario {
         let ensemble = matches!(backend, Backend::ZooKeeper | Backend::Etcd)
             && description.servers == Servers::One;
         if let Some(n) = p.nodes.filter(|&n| ensemble && n != 1) {
-            if n % 2 == 0 {
+            if n.is_multiple_of(2) {
                 let (what, one) = match backend {
                     Backend::Etcd => ("a cluster of {n} etcd members", "one member"),
                     _ => (
@@ -1125,7 +1125,7 @@ impl Scenario {
                         "params.nodes: {name} needs at least {min} masters, got {n}"
                     ));
                 }
-                if n % 2 == 0 && !p.allow_even_nodes {
+                if n.is_multiple_of(2) && !p.allow_even_nodes {
                     return bad(format!(
                         "params.nodes: {n} {name} masters need a quorum of {} yet tolerate no \
                          more failures than {} would; use an odd number, or set \

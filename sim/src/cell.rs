@@ -6,7 +6,9 @@
 //! search does not reach it (a smaller budget, another seed, a changed generator): the cell is
 //! then UNSAFE by that regression, and its report is the regression's own run.
 
-use crate::explore::{check_options, explore, fails, Exploration, ExploreError, ExploreOptions};
+use crate::explore::{
+    check_options, explore_noting, fails, Exploration, ExploreError, ExploreOptions,
+};
 use crate::regression::{self, Regression, RegressionError, SearchKey};
 use crate::run;
 use lockcheck_core::history::{Entry, KeyChange, Op};
@@ -130,7 +132,30 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     let (cases, simulated_ns) = if still_failing.is_some() && cell.settle_on_regression {
         (0, 0)
     } else {
-        match explore(options, &|_| on_case())? {
+        // The failure as drawn is kept (its regression entry and its report) the moment it is
+        // found, and replaced by the shrunk one when shrinking ends: a search interrupted while
+        // shrinking loses nothing it found.
+        let unshrunk: Mutex<Option<(Scenario, Option<PathBuf>)>> = Mutex::new(None);
+        let keep_unshrunk = |case: u64, scenario: &Scenario, outcome: &lockcheck_core::Outcome| {
+            let kept = regression::record(
+                &cell.out,
+                &cell.id,
+                Regression {
+                    search: key.clone(),
+                    found_with_seed: options.seed,
+                    case_index: case,
+                    scenario: scenario.clone(),
+                    history_hash: outcome.digest(),
+                },
+            );
+            let report = Report::of_run(scenario, outcome)
+                .write(&cell.out, &cell.id)
+                .ok();
+            if kept.is_ok() {
+                *unshrunk.lock().expect("never poisoned") = Some((scenario.clone(), report));
+            }
+        };
+        match explore_noting(options, &|_| on_case(), &keep_unshrunk)? {
             Exploration::Found(finding) => {
                 stats.cases = finding.cases;
                 stats.shrink_runs = finding.shrink_runs;
@@ -142,13 +167,24 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                     &cell.out,
                     &cell.id,
                     Regression {
-                        search: key,
+                        search: key.clone(),
                         found_with_seed: options.seed,
                         case_index: finding.case_index,
                         scenario: finding.scenario.clone(),
                         history_hash: finding.outcome.digest(),
                     },
                 )?;
+                // The unshrunk failure's entry and report give way to the shrunk one's.
+                let unshrunk = unshrunk.into_inner().expect("never poisoned");
+                if let Some((scenario, report)) = unshrunk {
+                    if scenario != finding.scenario {
+                        regression::forget(&cell.out, &cell.id, &key, &scenario)?;
+                    }
+                    if let Some(unshrunk_report) = report.filter(|r| *r != path) {
+                        let _ = std::fs::remove_file(Report::timeline_path(&unshrunk_report));
+                        let _ = std::fs::remove_file(&unshrunk_report);
+                    }
+                }
                 let story = story(&report);
                 let verdict = CellVerdict::Found(Box::new(CellFinding {
                     report,
@@ -398,5 +434,58 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
             if *hold { ", its messages held" } else { "" }
         ),
         Fault::Loss { .. } | Fault::Delay { .. } => fault.describe(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::explore::{explore_noting, Exploration};
+    use lockcheck_core::profile::FaultProfile;
+    use lockcheck_core::scenario::Algorithm;
+
+    /// Issue 40 item 6: the failing case is told as drawn before shrinking (so the cell keeps it
+    /// at once, and an interruption while shrinking loses nothing), and once the search ends the
+    /// cell's directory holds the shrunk failure alone: one regression entry, one report.
+    #[test]
+    fn a_failure_is_kept_as_drawn_before_shrinking_and_replaced_by_the_shrunk_one() {
+        let options = ExploreOptions::new(Algorithm::SingleRedis, vec![FaultProfile::Pause], 50, 0);
+        let told: Mutex<Vec<(u64, Scenario, bool)>> = Mutex::new(Vec::new());
+        let found = |case: u64, s: &Scenario, o: &lockcheck_core::Outcome| {
+            told.lock()
+                .unwrap()
+                .push((case, s.clone(), fails(&options, o)));
+        };
+        let Exploration::Found(finding) = explore_noting(&options, &|_| {}, &found).unwrap() else {
+            panic!("single-redis under pauses fails within 50 cases");
+        };
+        let told = told.into_inner().unwrap();
+        assert_eq!(told.len(), 1);
+        assert_eq!(told[0].0, finding.case_index);
+        assert_eq!(told[0].1, finding.original);
+        assert!(told[0].2, "what is told fails");
+        assert_ne!(finding.original, finding.scenario, "this failure shrinks");
+
+        let out = std::env::temp_dir().join(format!("lockcheck-cell-kept-{}", std::process::id()));
+        std::fs::remove_dir_all(&out).ok();
+        let cell = CellSearch {
+            id: "c".into(),
+            options: options.clone(),
+            out: out.clone(),
+            settle_on_regression: false,
+        };
+        search(&cell, &|| {}).unwrap();
+        let kept = regression::load(&out, "c", &SearchKey::of(&options)).unwrap();
+        assert_eq!(kept.len(), 1);
+        assert_eq!(kept[0].scenario, finding.scenario);
+        let reports: Vec<_> = std::fs::read_dir(&out)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                name.ends_with(".json").then_some(name)
+            })
+            .collect();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        std::fs::remove_dir_all(&out).ok();
     }
 }

@@ -644,6 +644,17 @@ pub fn explore(
     options: &ExploreOptions,
     progress: &(dyn Fn(u32) + Sync),
 ) -> Result<Exploration, ExploreError> {
+    explore_noting(options, progress, &|_, _, _| {})
+}
+
+/// [`explore`], telling `found(case, scenario, outcome)` of the failing case as drawn, before
+/// shrinking it: what a search keeps at once, so that an interruption while shrinking (which
+/// may take thousands of runs) does not lose the failure.
+pub fn explore_noting(
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u32) + Sync),
+    found: &dyn Fn(u64, &Scenario, &Outcome),
+) -> Result<Exploration, ExploreError> {
     check_options(options)?;
     let shard = options.shard;
     let started = Instant::now();
@@ -738,6 +749,8 @@ pub fn explore(
         .expect("the workers are done")
         .remove(&case)
         .expect("every failing case's outcome is kept");
+    let drawn = draw(&scenarios(options), options.seed, case)?;
+    found(case, &drawn, &first);
     let shrinking = Instant::now();
     let (original, scenario, outcome, shrink_runs) = shrink(options, case, first)?;
     Ok(Exploration::Found(Box::new(Finding {

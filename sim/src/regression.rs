@@ -137,6 +137,7 @@ pub fn load(out: &Path, id: &str, key: &SearchKey) -> Result<Vec<Regression>, Re
 /// search.
 pub fn record(out: &Path, id: &str, regression: Regression) -> Result<(), RegressionError> {
     let file = path(out, id);
+    let _lock = lock(&file)?;
     let mut all = read(&file)?;
     let known = all
         .regressions
@@ -149,6 +150,26 @@ pub fn record(out: &Path, id: &str, regression: Regression) -> Result<(), Regres
     write(&file, &all)
 }
 
+/// Removes `scenario`'s entry for the search `key` from cell `id`'s file: a failure kept as
+/// drawn, once its shrunk form is recorded. Nothing when it is not there.
+pub fn forget(
+    out: &Path,
+    id: &str,
+    key: &SearchKey,
+    scenario: &Scenario,
+) -> Result<(), RegressionError> {
+    let file = path(out, id);
+    let _lock = lock(&file)?;
+    let mut all = read(&file)?;
+    let before = all.regressions.len();
+    all.regressions
+        .retain(|r| !(r.search == *key && r.scenario == *scenario));
+    if all.regressions.len() == before {
+        return Ok(());
+    }
+    write(&file, &all)
+}
+
 /// Adds the failures persisted for cell `id` under the output directories `sources` (the shards
 /// of one matrix) to the file of cell `id` under `out`, each failure (the same search and
 /// scenario) once: `out`'s own entries first, as they are, then the sources' by case index,
@@ -158,6 +179,7 @@ pub fn record(out: &Path, id: &str, regression: Regression) -> Result<(), Regres
 /// does in the unsharded run's file. Writes nothing when there is nothing to keep.
 pub fn merge(out: &Path, id: &str, sources: &[&Path]) -> Result<(), RegressionError> {
     let file = path(out, id);
+    let _lock = lock(&file)?;
     let mut all = read(&file)?;
     let mut found = Vec::new();
     for source in sources {
@@ -178,6 +200,23 @@ pub fn merge(out: &Path, id: &str, sources: &[&Path]) -> Result<(), RegressionEr
         return Ok(());
     }
     write(&file, &all)
+}
+
+/// Takes the advisory lock of the directory that holds `file` (`OUT/regressions`), held until
+/// the returned handle is dropped: two searches on the same output directory (two `check`s, a
+/// `matrix` and an `explore`) read, add to and write a cell's file one after the other, so
+/// neither's failure is lost to the other's write. The directory itself is locked (`flock` on
+/// its descriptor), so no lock file is left beside the regressions.
+fn lock(file: &Path) -> Result<std::fs::File, RegressionError> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let io = |source| RegressionError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let handle = std::fs::File::open(dir).map_err(io)?;
+    handle.lock().map_err(io)?;
+    Ok(handle)
 }
 
 fn write(file: &Path, all: &RegressionFile) -> Result<(), RegressionError> {
@@ -266,5 +305,25 @@ mod tests {
         merge(&root.join("none"), "d", &[&s1, &s2]).unwrap();
         assert!(!path(&root.join("none"), "d").exists());
         std::fs::remove_dir_all(&root).ok();
+    }
+
+    /// Issue 40 item 5: searches on the same output directory at once (threads here, processes
+    /// in use: the lock is the file's, not the process's) lose none of each other's failures.
+    #[test]
+    fn failures_recorded_at_once_are_all_kept() {
+        let out = std::env::temp_dir().join(format!("lockcheck-reglock-{}", std::process::id()));
+        std::fs::remove_dir_all(&out).ok();
+        std::thread::scope(|scope| {
+            for writer in 0..8u64 {
+                let out = &out;
+                scope.spawn(move || {
+                    for k in 0..12u64 {
+                        record(out, "c", failure(k, writer * 100 + k)).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(read(&path(&out, "c")).unwrap().regressions.len(), 8 * 12);
+        std::fs::remove_dir_all(&out).ok();
     }
 }

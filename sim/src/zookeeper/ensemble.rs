@@ -346,7 +346,7 @@ impl State {
         acked: &[u64],
         follows: impl Fn(usize) -> bool,
     ) -> Option<bool> {
-        if ticks % 2 != 0 {
+        if !ticks.is_multiple_of(2) {
             return None;
         }
         let synced = 1
