@@ -207,6 +207,21 @@ fn flags_and_expectations_out_of_range_are_refused_naming_them() {
     assert_usage(&o, &["--budget-seconds must be within"], "matrix");
     let o = lockcheck(&["real", "--algorithm", "single-redis", "--ttl-ms", &big]);
     assert_usage(&o, &["--ttl-ms must be within"], "real");
+    // Issue 40 item 3: one server given as three masters is refused before anything runs.
+    let o = lockcheck(&[
+        "real",
+        "--algorithm",
+        "redlock",
+        "--nodes",
+        "3",
+        "--endpoints",
+        "127.0.0.1:6399,localhost:6398,127.0.0.1:6399",
+    ]);
+    assert_usage(
+        &o,
+        &["'127.0.0.1:6399' and '127.0.0.1:6399' are the same server"],
+        "real --endpoints A,B,A",
+    );
 
     let scratch = Scratch::new("expect-range");
     let file = scratch.file(

@@ -202,6 +202,19 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 .iter()
                 .map(|e| resolve(e))
                 .collect::<anyhow::Result<_>>()?;
+            // One server given as two would count twice in a quorum (Redlock's majority of
+            // three masters, one of them three times) and its verdict would be about a
+            // topology that does not exist.
+            for (i, addr) in addrs.iter().enumerate() {
+                if let Some(j) = addrs[..i].iter().position(|a| a == addr) {
+                    return Err(usage(format!(
+                        "--endpoints: '{}' and '{}' are the same server ({addr}); give each \
+                         server once",
+                        lockcheck_core::input::clip(&list[j]),
+                        lockcheck_core::input::clip(&list[i])
+                    )));
+                }
+            }
             let tls_files = TlsFiles {
                 ca: tls_ca,
                 cert: tls_cert,
