@@ -233,12 +233,61 @@ fn flags_and_expectations_out_of_range_are_refused_naming_them() {
     assert_usage(&o, &["e.toml:1", "cases (--cases) must be within"], "check");
 }
 
+/// Issue 40 item 7: serde reads a struct from a list of its fields in order; a scenario
+/// never is: `"workload": [1, 20000]` is refused, naming where, not run as another workload.
+#[test]
+fn a_list_where_an_object_belongs_is_refused() {
+    let scratch = Scratch::new("positional");
+    for (text, needle) in [
+        (
+            r#"{"algorithm": "single-redis", "workload": [1, 20000]}"#,
+            "workload: expected an object with named fields",
+        ),
+        (
+            r#"{"algorithm": "single-redis", "params": [10000]}"#,
+            "params",
+        ),
+        (
+            r#"{"algorithm": "single-redis", "faults": [["pause", 0, "client-0", 100]]}"#,
+            "faults[0]: expected an object with named fields",
+        ),
+    ] {
+        let o = run_text(&scratch, "list.json", text);
+        assert_usage(&o, &[needle], text);
+    }
+}
+
 #[test]
 fn a_file_without_end_is_refused_at_the_cap() {
+    // A device is no input at all (it used to be read up to the cap: 1 GiB for a report).
     let o = lockcheck(&["run", "/dev/zero"]);
-    assert_usage(&o, &["/dev/zero", "larger than 16 MiB"], "run /dev/zero");
+    assert_usage(&o, &["/dev/zero", "not a regular file"], "run /dev/zero");
     let o = lockcheck(&["replay", "/dev/zero"]);
-    assert_usage(&o, &["/dev/zero", "larger than 1 GiB"], "replay /dev/zero");
+    assert_usage(&o, &["/dev/zero", "not a regular file"], "replay /dev/zero");
+    // A regular file past the cap (sparse: it takes no room).
+    let scratch = Scratch::new("cap");
+    let big = scratch.0.join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((16 << 20) + 1)
+        .unwrap();
+    let o = lockcheck(&["run", big.to_str().unwrap()]);
+    assert_usage(&o, &["big.json", "larger than 16 MiB"], "run big.json");
+    // Issue 40 item 7: the TLS files too, before anything connects.
+    let o = lockcheck(&[
+        "real",
+        "--algorithm",
+        "single-redis",
+        "--endpoints",
+        "127.0.0.1:6399",
+        "--tls-ca",
+        "/dev/zero",
+    ]);
+    assert_usage(
+        &o,
+        &["--tls-ca /dev/zero", "not a regular file"],
+        "--tls-ca",
+    );
 }
 
 #[test]

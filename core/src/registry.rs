@@ -359,8 +359,9 @@ mod tests {
             if let Servers::Masters { min, .. } = d.servers {
                 assert!(valid(&|s| s.params.nodes = Some(min - 1)).is_err());
                 assert!(valid(&|s| s.params.nodes = Some(min + 1)).is_err(), "even");
-            } else if d.backend == Backend::ZooKeeper {
-                // One service: a standalone server or an odd ensemble.
+            } else if matches!(d.backend, Backend::ZooKeeper | Backend::Etcd) {
+                // One service: a standalone server (one etcd member) or an odd ensemble
+                // (cluster).
                 assert_eq!(valid(&|s| s.params.nodes = Some(3)), Ok(()), "{}", d.name);
                 assert!(valid(&|s| s.params.nodes = Some(2)).is_err(), "{}", d.name);
             } else {

@@ -968,6 +968,10 @@ impl Scenario {
                 message,
             }
         })?;
+        input::objects_as_written(text, &scenario).map_err(|e| ScenarioError::Parse {
+            path: e.path,
+            message: e.message,
+        })?;
         scenario.validate()?;
         Ok(scenario)
     }

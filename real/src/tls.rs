@@ -86,8 +86,15 @@ impl PartialEq for Tls {
 impl Eq for Tls {}
 
 /// Reads a file for TLS, naming the flag it came from when it cannot be read.
+/// The largest PEM file read (`--tls-ca`, `--tls-cert`, `--tls-key`).
+const MAX_PEM_BYTES: u64 = 4 << 20;
+
 fn read(flag: &str, path: &Path) -> Result<Vec<u8>, RealError> {
-    std::fs::read(path).map_err(|e| RealError::Tls(format!("{flag} {}: {e}", path.display())))
+    // A PEM file is text, and a CA bundle of a few hundred certificates is well under a MiB:
+    // a device (/dev/zero), a FIFO or a huge file is refused rather than read without limit.
+    lockcheck_core::input::read_text(path, MAX_PEM_BYTES)
+        .map(String::into_bytes)
+        .map_err(|e| RealError::Tls(format!("{flag} {}: {e}", path.display())))
 }
 
 impl Tls {

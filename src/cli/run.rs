@@ -78,6 +78,8 @@ pub fn read_scenario_with(
     } else {
         let mut s: Scenario = lockcheck_core::input::parse_json(&text)
             .map_err(|e| named(&format!("{}: {}", e.path, e.message)))?;
+        lockcheck_core::input::objects_as_written(&text, &s)
+            .map_err(|e| named(&format!("{}: {}", e.path, e.message)))?;
         if let Some(script) = script {
             super::params::apply_script_file(script, &mut s.params)?;
         }
