@@ -429,3 +429,52 @@ expect = "not-found"
     );
     fails(code, &out, "our-lock-crash", "got DEADLOCK (deadlock)");
 }
+
+/// A script that calls a command the simulated Redis does not model is refused with exit 2
+/// naming the command, before any search: whether the name is written in the script (found
+/// before the rehearsal, even in a branch no run reaches) or built at run time (refused when the
+/// rehearsal calls it), and even when the script wraps the call in `pcall` — the refusal is no
+/// Redis error a script could catch and carry on from.
+#[test]
+fn a_script_calling_a_command_the_simulation_lacks_exits_2_naming_it() {
+    let scratch = Scratch::new("script-not-modelled");
+    let release = "[release]\nscript = \"if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end\"\nkeys = [\"key\"]\nargv = [\"token\"]\nreleased = \"1\"\n";
+    let literal = scratch.file(
+        "literal.toml",
+        &format!("[acquire]\nscript = \"\"\"\nif redis.call('EXISTS', KEYS[1]) == 42 then\n  pcall(redis.call, 'OBJECT', 'ENCODING', KEYS[1])\nend\nreturn redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\"\"\"\nkeys = [\"key\"]\nargv = [\"token\", \"ttl_ms\"]\nacquired = \"ok\"\n{release}"),
+    );
+    let built = scratch.file(
+        "built.toml",
+        &format!("[acquire]\nscript = \"\"\"\nlocal name = 'CLI' .. 'ENT'\nlocal ok = pcall(redis.call, name, 'ID')\nreturn redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\"\"\"\nkeys = [\"key\"]\nargv = [\"token\", \"ttl_ms\"]\nacquired = \"ok\"\n{release}"),
+    );
+    let out = scratch.sub("out");
+    let out = out.to_str().unwrap();
+    for (file, command) in [(&literal, "OBJECT"), (&built, "CLIENT")] {
+        let file = file.to_str().unwrap();
+        let row = format!("redis-script:{file}");
+        for args in [
+            vec![
+                "explore",
+                "--algorithm",
+                "redis-script",
+                "--script",
+                file,
+                "--faults",
+                "none",
+                "--out",
+                out,
+            ],
+            vec!["matrix", "--algorithms", &row, "--out", out],
+        ] {
+            let o = lockcheck(&args);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+            let expected = format!("not modelled by the simulated Redis: {command}");
+            assert!(stderr(&o).contains(&expected), "{args:?}: {}", stderr(&o));
+            assert!(
+                stderr(&o).contains("the acquire script"),
+                "{args:?}: {}",
+                stderr(&o)
+            );
+        }
+    }
+}

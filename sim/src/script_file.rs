@@ -62,19 +62,69 @@ impl ScriptFile {
 /// errors every time (a typo in a command's name, a wrong type) would otherwise pass for a lock
 /// that is never free, and a search would report a deadlock, or nothing, about a lock that
 /// cannot work at all.
+///
+/// Then every command a script names by a literal in `redis.call`/`redis.pcall` must be one the
+/// simulated Redis models ([`unmodelled_command`]): one in a branch the rehearsal does not reach
+/// (under contention, after a fault) would otherwise be refused only in the middle of the
+/// search. (The run comes first because a command it reaches is refused there with the
+/// script's own failure, line and all.) A command named otherwise is refused when a run calls
+/// it.
 pub fn rehearse(algorithm: Algorithm, params: &Params) -> Result<(), String> {
-    if params.redis.script.is_none() {
+    let Some(script) = &params.redis.script else {
         return Ok(());
-    }
+    };
     let mut scenario = lockcheck_core::Scenario::new(algorithm);
     scenario.params = params.clone();
     let outcome = crate::run(&scenario);
-    match first_failure(&outcome.history) {
-        Some(failure) => Err(format!(
+    if let Some(failure) = first_failure(&outcome.history) {
+        return Err(format!(
             "{failure} (in a run without faults, before the search)"
-        )),
-        None => Ok(()),
+        ));
     }
+    for (name, step) in script.named_steps() {
+        if let Some((command, line)) = unmodelled_command(&step.script) {
+            return Err(format!(
+                "the {name} script calls {command} (user_script:{line}): {}; lockcheck checks a \
+                 script against the commands its simulated Redis models",
+                crate::redis::parse::ParseError::NotModelled(command.clone())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The first command that `source` names by a string literal in `redis.call(…)` or
+/// `redis.pcall(…)` (or `pcall(redis.call, …)`) and the simulated Redis does not model,
+/// upper-cased, with its line. Only literals are read: a name built at run time is refused when
+/// it is called.
+pub fn unmodelled_command(source: &str) -> Option<(String, usize)> {
+    let mut rest = source;
+    while let Some(at) = rest.find("redis.") {
+        let line = 1 + source[..source.len() - rest.len() + at]
+            .matches('\n')
+            .count();
+        let after = &rest[at + "redis.".len()..];
+        rest = after;
+        let Some(after) = after
+            .strip_prefix("pcall")
+            .or_else(|| after.strip_prefix("call"))
+        else {
+            continue;
+        };
+        // `redis.call('NAME', …)`, or `pcall(redis.call, 'NAME', …)`.
+        let after = after.trim_start();
+        let after = after.strip_prefix(['(', ',']).unwrap_or(after).trim_start();
+        let Some(quote) = after.chars().next().filter(|c| *c == '\'' || *c == '"') else {
+            continue;
+        };
+        let Some((name, _)) = after[1..].split_once(quote) else {
+            continue;
+        };
+        if !crate::redis::parse::is_modelled(name) {
+            return Some((name.to_ascii_uppercase(), line));
+        }
+    }
+    None
 }
 
 /// A script file that cannot be used, naming the file and what is wrong.
@@ -262,4 +312,42 @@ pub fn compile(script: &UserScript) -> Result<(), (String, String)> {
         crate::redis::compile_script(&step.script).map_err(|message| (name, message))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unmodelled_command;
+
+    #[test]
+    fn literal_command_names_the_model_lacks_are_found_with_their_line() {
+        assert_eq!(
+            unmodelled_command("return redis.call('SET', KEYS[1], 1)"),
+            None
+        );
+        assert_eq!(
+            unmodelled_command("local x = 1\nreturn redis.call( \"object\", 'ENCODING', KEYS[1])"),
+            Some(("OBJECT".into(), 2))
+        );
+        assert_eq!(
+            unmodelled_command(
+                "if redis.pcall('GET', KEYS[1]) then\n  redis.pcall('CLIENT', 'ID')\nend"
+            ),
+            Some(("CLIENT".into(), 2))
+        );
+        assert_eq!(
+            unmodelled_command("local ok = pcall(redis.call, 'Client', 'ID')"),
+            Some(("CLIENT".into(), 1))
+        );
+        // Names built at run time are left to the run.
+        assert_eq!(
+            unmodelled_command("return redis.call(ARGV[1], KEYS[1])"),
+            None
+        );
+        assert_eq!(unmodelled_command("return redis.status_reply('OK')"), None);
+        // Refused in scripts by Redis itself, with Redis's words: not this check's business.
+        assert_eq!(
+            unmodelled_command("return redis.call('EVAL', 'return 1', 0)"),
+            None
+        );
+    }
 }

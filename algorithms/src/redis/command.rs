@@ -51,7 +51,7 @@ impl fmt::Debug for Script {
     }
 }
 
-/// Options of `SET`: the subset lock algorithms use.
+/// Options of `SET` (Redis 7's, but for none).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetOptions {
     /// `NX`: only set if the key does not exist.
@@ -62,6 +62,61 @@ pub struct SetOptions {
     pub px: Option<u64>,
     /// `GET`: reply with the old value instead of `OK`.
     pub get: bool,
+    /// `PXAT unix-ms`: expire at this instant of the server's wall clock (`EXAT s` is parsed
+    /// into this too). At most one of `px` and `pxat`.
+    pub pxat: Option<u64>,
+    /// `KEEPTTL`: keep the deadline the key already has (never with `px` or `pxat`).
+    pub keep_ttl: bool,
+}
+
+/// Which command of the `EXPIRE` family a [`Command::Expiry`] is: they differ in the unit of
+/// their time argument and in whether it is counted from now or from the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpireCommand {
+    /// `EXPIRE key seconds`.
+    Expire,
+    /// `PEXPIRE key ms`.
+    PExpire,
+    /// `EXPIREAT key unix-seconds`.
+    ExpireAt,
+    /// `PEXPIREAT key unix-ms`.
+    PExpireAt,
+}
+
+impl ExpireCommand {
+    /// The command's name, as Redis spells it in `to_argv` (upper case).
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpireCommand::Expire => "EXPIRE",
+            ExpireCommand::PExpire => "PEXPIRE",
+            ExpireCommand::ExpireAt => "EXPIREAT",
+            ExpireCommand::PExpireAt => "PEXPIREAT",
+        }
+    }
+
+    /// Whether its time argument is in seconds (else milliseconds).
+    pub fn in_seconds(self) -> bool {
+        matches!(self, ExpireCommand::Expire | ExpireCommand::ExpireAt)
+    }
+
+    /// Whether its time argument is an instant (else a span from now).
+    pub fn absolute(self) -> bool {
+        matches!(self, ExpireCommand::ExpireAt | ExpireCommand::PExpireAt)
+    }
+}
+
+/// The conditions Redis 7 added to the `EXPIRE` family. Redis accepts each once or more, and
+/// `XX` with `GT` or `LT`; `NX` with any other, and `GT` with `LT`, are errors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireOptions {
+    /// `NX`: only if the key has no deadline.
+    pub nx: bool,
+    /// `XX`: only if the key has a deadline.
+    pub xx: bool,
+    /// `GT`: only if the new deadline is later than the key's (a key without one never is).
+    pub gt: bool,
+    /// `LT`: only if the new deadline is earlier than the key's (a key without one always is).
+    pub lt: bool,
 }
 
 /// A sorted-set score: an `f64` that is never NaN, because Redis refuses NaN scores. That is what
@@ -146,13 +201,13 @@ impl ScoreBound {
 /// A Redis command.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
-    /// `SET key value [NX|XX] [PX ms] [GET]`.
+    /// `SET key value [NX|XX] [GET] [EX s|PX ms|EXAT s|PXAT ms|KEEPTTL]`.
     Set {
         /// The key.
         key: String,
         /// The value.
         value: String,
-        /// NX / XX / PX / GET.
+        /// NX / XX / GET / PX / PXAT / KEEPTTL.
         options: SetOptions,
     },
     /// `GET key`.
@@ -187,13 +242,98 @@ pub enum Command {
         /// The key.
         key: String,
     },
-    /// `EXPIRE key seconds`: `PEXPIRE` in seconds (only the plain form; Redis 7's NX/XX/GT/LT are
-    /// refused as unsupported).
+    /// `EXPIRE key seconds`: `PEXPIRE` in seconds (the plain form; with conditions it is a
+    /// [`Command::Expiry`]).
     Expire {
         /// The key.
         key: String,
         /// Seconds from now (the server's wall clock).
         seconds: i64,
+    },
+    /// `EXPIRE`, `PEXPIRE`, `EXPIREAT` or `PEXPIREAT` with Redis 7's conditions, and the
+    /// absolute forms without: 1 if the deadline was set (or the key deleted, for a deadline
+    /// not in the future), 0 if the key does not exist or a condition failed.
+    Expiry {
+        /// Which of the four.
+        command: ExpireCommand,
+        /// The key.
+        key: String,
+        /// Seconds or milliseconds, from now or from the Unix epoch, as `command` says.
+        time: i64,
+        /// NX / XX / GT / LT.
+        options: ExpireOptions,
+    },
+    /// `PERSIST key`: 1 if the key's deadline was removed, 0 if it had none or does not exist.
+    Persist {
+        /// The key.
+        key: String,
+    },
+    /// `TTL key`: remaining seconds, rounded to the nearest, -1 without expiry, -2 when absent.
+    Ttl {
+        /// The key.
+        key: String,
+    },
+    /// `SETNX key value`: `SET key value NX` replying 1 (set) or 0 (not).
+    SetNx {
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// `SETEX key seconds value`: `SET key value EX seconds`.
+    SetEx {
+        /// The key.
+        key: String,
+        /// Seconds from now, > 0.
+        seconds: u64,
+        /// The value.
+        value: String,
+    },
+    /// `PSETEX key ms value`: `SET key value PX ms`.
+    PSetEx {
+        /// The key.
+        key: String,
+        /// Milliseconds from now, > 0.
+        ms: u64,
+        /// The value.
+        value: String,
+    },
+    /// `GETSET key value`: sets the value (dropping any deadline), replies the old string or nil.
+    GetSet {
+        /// The key.
+        key: String,
+        /// The new value.
+        value: String,
+    },
+    /// `GETDEL key`: the string, deleted; nil when absent.
+    GetDel {
+        /// The key.
+        key: String,
+    },
+    /// `UNLINK key [key …]`: `DEL` (the memory is freed in the background, which no reply
+    /// shows).
+    Unlink {
+        /// The keys.
+        keys: Vec<String>,
+    },
+    /// `INCRBY key increment`.
+    IncrBy {
+        /// The key.
+        key: String,
+        /// Added to the counter (may be negative).
+        increment: i64,
+    },
+    /// `DECR key`.
+    Decr {
+        /// The key.
+        key: String,
+    },
+    /// `DECRBY key decrement`.
+    DecrBy {
+        /// The key.
+        key: String,
+        /// Subtracted from the counter.
+        decrement: i64,
     },
     /// `HSET key field value [field value …]`: the number of fields that did not exist before.
     HSet {
@@ -307,7 +447,7 @@ pub enum Command {
         value: String,
     },
     /// `ZADD key score member [score member …]`, the plain form only (NX/XX/GT/LT/CH/INCR are
-    /// refused as unsupported): the number of members that did not exist before.
+    /// refused by the simulated server as not modelled): the number of members that did not exist before.
     ZAdd {
         /// The key.
         key: String,
@@ -333,8 +473,8 @@ pub enum Command {
         /// The key.
         key: String,
     },
-    /// `ZRANGE key start stop [WITHSCORES]`, by rank only (BYSCORE/BYLEX/REV/LIMIT are refused as
-    /// unsupported).
+    /// `ZRANGE key start stop [WITHSCORES]`, by rank only (BYSCORE/BYLEX/REV/LIMIT are refused by the
+    /// simulated server as not modelled).
     ZRange {
         /// The key.
         key: String,
@@ -345,7 +485,7 @@ pub enum Command {
         /// Interleave each member's score.
         with_scores: bool,
     },
-    /// `ZRANGEBYSCORE key min max [WITHSCORES]` (LIMIT is refused as unsupported).
+    /// `ZRANGEBYSCORE key min max [WITHSCORES]` (LIMIT is refused by the simulated server as not modelled).
     ZRangeByScore {
         /// The key.
         key: String,
@@ -356,7 +496,18 @@ pub enum Command {
         /// Interleave each member's score.
         with_scores: bool,
     },
-    /// `PUBLISH channel message`: no subscribers are modelled, so always 0.
+    /// `ZREMRANGEBYSCORE key min max`: the number of members removed.
+    ZRemRangeByScore {
+        /// The key.
+        key: String,
+        /// Lower bound.
+        min: ScoreBound,
+        /// Upper bound.
+        max: ScoreBound,
+    },
+    /// `TIME`: the server's wall clock, as seconds and microseconds (two bulk strings).
+    Time,
+    /// `PUBLISH channel message`: how many connections subscribe to the channel.
     Publish {
         /// The channel.
         channel: String,
@@ -391,6 +542,8 @@ impl Command {
             Command::Get { .. }
                 | Command::Exists { .. }
                 | Command::PTtl { .. }
+                | Command::Ttl { .. }
+                | Command::Time
                 | Command::HGet { .. }
                 | Command::HExists { .. }
                 | Command::HLen { .. }
@@ -407,7 +560,8 @@ impl Command {
         )
     }
 
-    /// The keys it names, as Redis Cluster reads them to route it (none for `PUBLISH`, `WAIT`;
+    /// The keys it names, as Redis Cluster reads them to route it (none for `PUBLISH`, `WAIT`,
+    /// `TIME`;
     /// an `EVAL`'s are its `KEYS`).
     pub fn keys(&self) -> Vec<&str> {
         match self {
@@ -418,6 +572,18 @@ impl Command {
             | Command::PTtl { key }
             | Command::Incr { key }
             | Command::Expire { key, .. }
+            | Command::Expiry { key, .. }
+            | Command::Persist { key }
+            | Command::Ttl { key }
+            | Command::SetNx { key, .. }
+            | Command::SetEx { key, .. }
+            | Command::PSetEx { key, .. }
+            | Command::GetSet { key, .. }
+            | Command::GetDel { key }
+            | Command::IncrBy { key, .. }
+            | Command::Decr { key }
+            | Command::DecrBy { key, .. }
+            | Command::ZRemRangeByScore { key, .. }
             | Command::HSet { key, .. }
             | Command::HGet { key, .. }
             | Command::HIncrBy { key, .. }
@@ -439,10 +605,10 @@ impl Command {
             | Command::ZCard { key }
             | Command::ZRange { key, .. }
             | Command::ZRangeByScore { key, .. } => vec![key.as_str()],
-            Command::Del { keys } | Command::Eval { keys, .. } => {
+            Command::Del { keys } | Command::Unlink { keys } | Command::Eval { keys, .. } => {
                 keys.iter().map(String::as_str).collect()
             }
-            Command::Publish { .. } | Command::Wait { .. } => Vec::new(),
+            Command::Publish { .. } | Command::Wait { .. } | Command::Time => Vec::new(),
         }
     }
 
@@ -465,6 +631,12 @@ impl Command {
                 if let Some(ms) = options.px {
                     v.extend(["PX".into(), ms.to_string()]);
                 }
+                if let Some(at) = options.pxat {
+                    v.extend(["PXAT".into(), at.to_string()]);
+                }
+                if options.keep_ttl {
+                    v.push("KEEPTTL".into());
+                }
                 if options.get {
                     v.push("GET".into());
                 }
@@ -482,6 +654,55 @@ impl Command {
             Command::Incr { key } => v.extend(["INCR".into(), key.clone()]),
             Command::Expire { key, seconds } => {
                 v.extend(["EXPIRE".into(), key.clone(), seconds.to_string()])
+            }
+            Command::Expiry {
+                command,
+                key,
+                time,
+                options,
+            } => {
+                v.extend([command.name().into(), key.clone(), time.to_string()]);
+                for (on, word) in [
+                    (options.nx, "NX"),
+                    (options.xx, "XX"),
+                    (options.gt, "GT"),
+                    (options.lt, "LT"),
+                ] {
+                    if on {
+                        v.push(word.into());
+                    }
+                }
+            }
+            Command::Persist { key } => v.extend(["PERSIST".into(), key.clone()]),
+            Command::Ttl { key } => v.extend(["TTL".into(), key.clone()]),
+            Command::SetNx { key, value } => v.extend(["SETNX".into(), key.clone(), value.clone()]),
+            Command::SetEx {
+                key,
+                seconds,
+                value,
+            } => v.extend([
+                "SETEX".into(),
+                key.clone(),
+                seconds.to_string(),
+                value.clone(),
+            ]),
+            Command::PSetEx { key, ms, value } => {
+                v.extend(["PSETEX".into(), key.clone(), ms.to_string(), value.clone()])
+            }
+            Command::GetSet { key, value } => {
+                v.extend(["GETSET".into(), key.clone(), value.clone()])
+            }
+            Command::GetDel { key } => v.extend(["GETDEL".into(), key.clone()]),
+            Command::Unlink { keys } => {
+                v.push("UNLINK".into());
+                v.extend(keys.iter().cloned());
+            }
+            Command::IncrBy { key, increment } => {
+                v.extend(["INCRBY".into(), key.clone(), increment.to_string()])
+            }
+            Command::Decr { key } => v.extend(["DECR".into(), key.clone()]),
+            Command::DecrBy { key, decrement } => {
+                v.extend(["DECRBY".into(), key.clone(), decrement.to_string()])
             }
             Command::HSet { key, fields } => {
                 v.extend(["HSET".into(), key.clone()]);
@@ -584,6 +805,13 @@ impl Command {
                     v.push("WITHSCORES".into());
                 }
             }
+            Command::ZRemRangeByScore { key, min, max } => v.extend([
+                "ZREMRANGEBYSCORE".into(),
+                key.clone(),
+                min.to_arg(),
+                max.to_arg(),
+            ]),
+            Command::Time => v.push("TIME".into()),
             Command::Publish { channel, message } => {
                 v.extend(["PUBLISH".into(), channel.clone(), message.clone()])
             }

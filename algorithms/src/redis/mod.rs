@@ -13,7 +13,7 @@ pub mod script_spec;
 pub mod single;
 pub mod store;
 
-pub use command::{Command, Reply, Script, SetOptions};
+pub use command::{Command, ExpireCommand, ExpireOptions, Reply, Script, SetOptions};
 pub use store::RedisStore;
 
 /// The key of the fencing counter of the lock named `key`.

@@ -10,9 +10,19 @@
 //! Deliberate differences from Redis:
 //! - Lua 5.4, not Redis's 5.1: integers are a subtype (`tostring(10/2)` is `"5.0"`), and 5.1-only
 //!   names are aliased where scripts commonly use them (`unpack`, `loadstring`).
-//! - Only the base, string, table and math libraries are loaded, without `math.random`, `print`,
-//!   `dofile`, `loadfile` (no `cjson`, `cmsgpack`, `bit`, `struct`): the model must not depend on
-//!   anything outside its inputs.
+//! - Only the base, string, table and math libraries are loaded, without `print`, `dofile`,
+//!   `loadfile`, and LuaBitOp's `bit`, written in Rust (`bit.rs`), with `redis.sha1hex`,
+//!   `redis.log` (which logs nothing) and `redis.replicate_commands`. What else Redis 7.0 gives
+//!   scripts is refused when used, as a command the model lacks is: `math.random` and
+//!   `math.randomseed` (Redis's are seeded alike for every script; the model must not depend on
+//!   anything outside its inputs), any field of `cjson`, `cmsgpack`, `struct` and `coroutine`,
+//!   `redis.setresp`, `redis.set_repl`, `redis.breakpoint`, `redis.debug`. Lua 5.1's names that
+//!   5.4 dropped (`math.pow`, `math.mod`, `table.getn`, `table.maxn`, `table.foreach`,
+//!   `string.gfind`, `gcinfo`) are missing fields: a script that calls one fails as calling nil.
+//! - A command the model does not have (or a form of one: `ZADD NX`, `ZRANGE … REV`) is refused
+//!   with `not modelled by the simulated Redis: NAME`, which no `pcall` can catch (see
+//!   [`NotModelled`]): answering with a Redis-looking error would let a script carry on against a
+//!   server that is not Redis.
 //! - Determinism: Lua randomises its string-hash seed per process, so the order in which `pairs`
 //!   or `next` visit string keys can differ between two runs of the same simulation. A script
 //!   whose outcome depends on that order would make replays diverge; scripts must iterate arrays
@@ -37,7 +47,7 @@ use std::sync::Arc;
 use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
 use super::model::{KeyEffect, Keyspace};
-use super::parse::parse_command;
+use super::parse::{parse_command, ParseError};
 
 /// Redis compiles scripts under this chunk name, which is what appears in its error messages.
 const USER_SCRIPT: &str = "@user_script";
@@ -52,7 +62,7 @@ const MAX_REPLY_DEPTH: usize = 1000;
 /// read-only tables, so scripts get proxies that reject writes. It returns the environment scripts
 /// run in and the real `redis` table, into which the engine puts `call` and `pcall`.
 const PRELUDE: &str = r#"
-local status_reply, error_reply, call_error_text = ...
+local status_reply, error_reply, call_error_text, is_refusal, refuse, refusing, sha1hex = ...
 local base = _G
 local error, next, rawset, setmetatable, tostring, type = error, next, rawset, setmetatable, tostring, type
 local real_load, real_pcall, real_xpcall = load, pcall, xpcall
@@ -70,10 +80,30 @@ local function readonly(real)
 end
 
 base.print, base.dofile, base.loadfile, base.warn = nil, nil, nil, nil
-math.random, math.randomseed = nil, nil
+-- What Redis 7.0 gives scripts and the model does not have is refused when used, as a command
+-- the model lacks is (no pcall catches it), not left to a nil that a script could test for or
+-- a Lua error it could catch: the script would go on against a Redis that is not Redis.
+-- (`refusing` makes a host function, so that the script's own frame stays on the stack for its
+-- line even when it tail-calls the function: `return math.random(10)`.)
+math.random, math.randomseed = refusing("math.random"), refusing("math.randomseed")
+for _, name in ipairs({ "cjson", "cmsgpack", "struct", "coroutine" }) do
+  base[name] = setmetatable({}, {
+    __index = function(_, field) refuse(name .. "." .. tostring(field)) end,
+    __newindex = function() error("Attempt to modify a readonly table", 2) end,
+    __metatable = false,
+  })
+end
 base.unpack = table.unpack
 
-local redis = { status_reply = status_reply, error_reply = error_reply }
+local redis = {
+  status_reply = status_reply, error_reply = error_reply, sha1hex = sha1hex,
+  -- Logging changes no reply; effects replication is all Redis 7 does.
+  log = function() end,
+  LOG_DEBUG = 0, LOG_VERBOSE = 1, LOG_NOTICE = 2, LOG_WARNING = 3,
+  replicate_commands = function() return true end,
+  setresp = refusing("redis.setresp"), set_repl = refusing("redis.set_repl"),
+  breakpoint = refusing("redis.breakpoint"), debug = refusing("redis.debug"),
+}
 local env = readonly(base)
 
 -- Chunks loaded by a script get the script's environment, not the writable real globals.
@@ -94,9 +124,12 @@ local function as_table(err)
   if text then return { err = text } end
   return err
 end
--- Redis's own pcall hands back the error text, not the table.
+-- Redis's own pcall hands back the error text, not the table. A command the simulated Redis
+-- does not model is no Redis error: no pcall catches it, so the script cannot go on as if a
+-- real server had answered.
 local function pcall_result(ok, ...)
   if ok then return true, ... end
+  if is_refusal((...)) then error((...), 0) end
   local err = as_table((...))
   if type(err) == "table" then
     local text = err.err
@@ -107,8 +140,15 @@ end
 function base.pcall(f, ...)
   return pcall_result(real_pcall(f, ...))
 end
+local function xpcall_result(ok, ...)
+  if not ok and is_refusal((...)) then error((...), 0) end
+  return ok, ...
+end
 function base.xpcall(f, handler, ...)
-  return real_xpcall(f, function(err) return handler(as_table(err)) end, ...)
+  return xpcall_result(real_xpcall(f, function(err)
+    if is_refusal(err) then return err end
+    return handler(as_table(err))
+  end, ...))
 end
 
 base.redis = readonly(redis)
@@ -122,6 +162,7 @@ string_metatable.__index = base.string
 string_metatable.__metatable = readonly(string_metatable)
 base.table = readonly(table)
 base.math = readonly(math)
+base.bit = readonly(base.bit)
 base._G = env
 setmetatable(base, {
   __index = function(_, name)
@@ -226,6 +267,7 @@ impl Engine {
             LuaOptions::default(),
         )?;
         let globals = lua.globals();
+        globals.raw_set("bit", super::bit::library(&lua)?)?;
         let xpcall: Function = globals.raw_get("xpcall")?;
         let tostring: Function = globals.raw_get("tostring")?;
         drop(globals);
@@ -256,8 +298,35 @@ impl Engine {
                 _ => None,
             })
         })?;
-        let (env, redis): (Table, Table) =
-            prelude(&lua)?.call((status_reply, error_reply, call_error_text))?;
+        let is_refusal = lua.create_function(|_, err: Value| {
+            Ok(matches!(&err, Value::Error(err) if refusal_text(err).is_some()))
+        })?;
+        let refuse = lua.create_function(|lua, what: String| refuse_for_the_run(lua, what))?;
+        let refusing = lua.create_function(|lua, what: String| {
+            lua.create_function(move |lua, _: MultiValue| refuse_for_the_run(lua, what.clone()))
+        })?;
+        // Redis's `redis.sha1hex`: the lower-case hex SHA1 of a string (an integer is read as
+        // its text, as Lua 5.1's `lua_tolstring` does), computed as a script's own SHA1 is.
+        let sha1hex = lua.create_function(|_, args: MultiValue| match args.front() {
+            Some(Value::String(s)) if args.len() == 1 => {
+                Ok(Script::new(&s.to_str()?).sha1.to_string())
+            }
+            Some(Value::Integer(n)) if args.len() == 1 => {
+                Ok(Script::new(&n.to_string()).sha1.to_string())
+            }
+            _ => Err(mlua::Error::runtime(
+                "wrong number of arguments or wrong argument type",
+            )),
+        })?;
+        let (env, redis): (Table, Table) = prelude(&lua)?.call((
+            status_reply,
+            error_reply,
+            call_error_text,
+            is_refusal,
+            refuse,
+            refusing,
+            sha1hex,
+        ))?;
         let call = lua.create_function(|lua, argv: MultiValue| {
             execute(lua, argv)?.map_err(|text| mlua::Error::external(CallError(text)))
         })?;
@@ -300,6 +369,7 @@ impl Engine {
             effects: std::mem::take(effects),
             now_ms,
             keys: script.keys_declared.then(|| keys.to_vec()),
+            refused: None,
         });
         let run = || -> mlua::Result<Reply> {
             self.set_keys_and_argv(keys, args)?;
@@ -321,6 +391,15 @@ impl Engine {
         *effects = target.effects;
         if !self.lua.gc_is_running() {
             self.lua.gc_restart();
+        }
+        // However the script ended (a Lua 5.4 `__close` handler can replace an error on its way
+        // out, where a `pcall` could then catch it), a command the model refused is the reply.
+        if let Some(what) = target.refused {
+            let refusal = NotModelled(what).to_string();
+            return match reply {
+                Ok(Reply::Error(text)) if text.starts_with(&refusal) => Reply::Error(text),
+                _ => Reply::Error(format!("{refusal} script: {}.", script.sha1)),
+            };
         }
         // Only a failure of the engine itself (e.g. out of memory) gets here; script errors are
         // replies.
@@ -399,6 +478,40 @@ struct Target {
     now_ms: u64,
     /// A user's script's `KEYS`: the only keys its commands may name (see [`undeclared_key`]).
     keys: Option<Vec<String>>,
+    /// The first command of the run the model does not have (see [`NotModelled`]).
+    refused: Option<String>,
+}
+
+/// The error `redis.call` and `redis.pcall` raise for a command, or a form of one, that the
+/// simulated Redis does not model ([`ParseError::NotModelled`]). It is no Redis error reply on
+/// purpose: a script must not catch it and carry on against a server that is not Redis, so the
+/// sandbox's `pcall` and `xpcall` pass it on, and the script's reply is this refusal however it
+/// ended.
+#[derive(Debug)]
+struct NotModelled(String);
+
+impl fmt::Display for NotModelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", ParseError::NotModelled(self.0.clone()))
+    }
+}
+
+impl std::error::Error for NotModelled {}
+
+/// Refuses `what`, which the model lacks, for the rest of the script's run (see [`NotModelled`]).
+fn refuse_for_the_run(lua: &Lua, what: String) -> mlua::Result<()> {
+    if let Some(mut target) = lua.app_data_mut::<Target>() {
+        target.refused.get_or_insert_with(|| what.clone());
+    }
+    Err(mlua::Error::external(NotModelled(what)))
+}
+
+/// The text of a [`NotModelled`], through the wrapping mlua adds when it leaves the callback.
+fn refusal_text(err: &mlua::Error) -> Option<String> {
+    match err {
+        mlua::Error::CallbackError { cause, .. } => refusal_text(cause),
+        other => other.downcast_ref::<NotModelled>().map(ToString::to_string),
+    }
 }
 
 /// The error `redis.call` raises, carrying the text of the `{err=…}` table Redis would raise. A
@@ -442,25 +555,33 @@ fn execute(lua: &Lua, argv: MultiValue) -> mlua::Result<Result<Value, String>> {
             }
         });
     }
+    // A command never runs Lua, so this borrow is the only one while it lasts.
+    let mut target = lua
+        .app_data_mut::<Target>()
+        .ok_or_else(|| mlua::Error::runtime("redis.call is only available while a script runs"))?;
+    let Target {
+        keyspace,
+        effects,
+        now_ms,
+        keys,
+        refused,
+    } = &mut *target;
+    // Once refused, always: a script that got past the refusal runs nothing more.
+    if let Some(what) = refused {
+        return Err(mlua::Error::external(NotModelled(what.clone())));
+    }
     let reply = match parse_command(&args) {
-        Ok(cmd) => {
-            // A command never runs Lua, so this borrow is the only one while it lasts.
-            let mut target = lua.app_data_mut::<Target>().ok_or_else(|| {
-                mlua::Error::runtime("redis.call is only available while a script runs")
-            })?;
-            let Target {
-                keyspace,
-                effects,
-                now_ms,
-                keys,
-            } = &mut *target;
-            match keys.as_deref().and_then(|keys| undeclared_key(&cmd, keys)) {
-                Some(err) => Reply::Error(err),
-                None => keyspace.exec(&cmd, *now_ms, effects),
-            }
+        Ok(cmd) => match keys.as_deref().and_then(|keys| undeclared_key(&cmd, keys)) {
+            Some(err) => Reply::Error(err),
+            None => keyspace.exec(&cmd, *now_ms, effects),
+        },
+        Err(ParseError::Redis(err)) => Reply::Error(err),
+        Err(ParseError::NotModelled(what)) => {
+            *refused = Some(what.clone());
+            return Err(mlua::Error::external(NotModelled(what)));
         }
-        Err(err) => Reply::Error(err),
     };
+    drop(target);
     match reply {
         Reply::Error(err) => Ok(Err(lua_error_text(&err))),
         other => Ok(Ok(reply_to_lua(lua, &other)?)),
@@ -584,7 +705,9 @@ fn error_handler(lua: &Lua, tostring: &Function, err: Value) -> mlua::Result<Tab
         Value::Table(t) => t,
         other => {
             let text = match &other {
-                Value::Error(e) => call_error_text(e).map(str::to_owned),
+                Value::Error(e) => call_error_text(e)
+                    .map(str::to_owned)
+                    .or_else(|| refusal_text(e)),
                 _ => None,
             };
             let text = match text {
@@ -1084,7 +1207,54 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
             Reply::Error("ERR Please specify at least one argument for this redis lib call".into())
         );
         let r = error_text(eval(&mut m, "return redis.call('FLUSHALL')"));
-        assert!(r.starts_with("ERR unknown command 'FLUSHALL'"), "{r}");
+        assert!(
+            r.starts_with("not modelled by the simulated Redis: FLUSHALL script: "),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn a_command_the_model_lacks_cannot_be_caught_by_the_script() {
+        let mut m = RedisModel::new();
+        let refused = |what: &str, source: &str| {
+            format!(
+                "not modelled by the simulated Redis: {what} script: {}, on @user_script:1.",
+                Script::new(source).sha1
+            )
+        };
+        for source in [
+            "return redis.call('OBJECT', 'ENCODING', 'k')",
+            "return redis.pcall('OBJECT', 'ENCODING', 'k')",
+            "local ok, err = pcall(redis.call, 'OBJECT', 'ENCODING', 'k') return 'caught'",
+            "local ok, err = pcall(function() return redis.pcall('object', 'encoding', 'k') end) return 'caught'",
+            "local ok, err = xpcall(function() return redis.call('OBJECT', 'ENCODING', 'k') end, function(e) return e end) return 'caught'",
+        ] {
+            assert_eq!(
+                eval(&mut m, source),
+                Reply::Error(refused("OBJECT", source)),
+                "{source}"
+            );
+        }
+        // A form of a modelled command that the model lacks is refused the same way.
+        let source = "return redis.pcall('ZADD', 'z', 'NX', 1, 'a')";
+        assert_eq!(
+            eval(&mut m, source),
+            Reply::Error(refused("ZADD NX", source))
+        );
+        // Lua 5.4 lets a to-be-closed variable replace the error on its way out, where a pcall
+        // catches the replacement: the reply is the refusal all the same, and no command runs
+        // after it.
+        let source = "local ok = pcall(function() local guard <close> = setmetatable({}, {__close = function() error('other') end}) redis.call('CLIENT', 'ID') end) redis.call('SET', 'after', 1) return 'caught'";
+        let Reply::Error(text) = eval(&mut m, source) else {
+            panic!("{source}: not refused");
+        };
+        assert!(
+            text.starts_with("not modelled by the simulated Redis: CLIENT"),
+            "{text}"
+        );
+        assert!(m.is_empty(), "no command runs after the refusal");
+        // The engine is usable after it.
+        assert_eq!(eval(&mut m, "return 1"), Reply::Int(1));
     }
 
     #[test]
@@ -1230,17 +1400,58 @@ return redis.call('zscore', KEYS[3], ARGV[1])"#;
         assert!(matches!(eval(&mut m, probe), Reply::Error(_)));
         let probe = "local g = {}; for _, n in ipairs({'os', 'io', 'print', 'dofile', 'require', 'loadfile'}) do \
                      g[#g + 1] = type(rawget(_G, n)) end; \
-                     g[#g + 1] = type(math.random); g[#g + 1] = type(math.floor); \
+                     g[#g + 1] = type(math.floor); \
                      g[#g + 1] = type(string.format); g[#g + 1] = type(table.concat); \
                      g[#g + 1] = type(unpack); return g";
         let expected: Vec<Reply> = [
-            "nil", "nil", "nil", "nil", "nil", "nil", "nil", "function", "function", "function",
+            "nil", "nil", "nil", "nil", "nil", "nil", "function", "function", "function",
             "function",
         ]
         .iter()
         .map(|s| bulk(s))
         .collect();
         assert_eq!(eval(&mut m, probe), Reply::Array(expected));
+    }
+
+    #[test]
+    fn what_redis_gives_scripts_and_the_model_lacks_is_refused_when_used() {
+        let mut m = RedisModel::new();
+        for (source, what) in [
+            ("return math.random(10)", "math.random"),
+            (
+                "local ok = pcall(math.randomseed, 1) return 1",
+                "math.randomseed",
+            ),
+            ("return cjson.encode({1})", "cjson.encode"),
+            (
+                "local ok = pcall(function() return cmsgpack.pack(1) end) return 1",
+                "cmsgpack.pack",
+            ),
+            ("return redis.setresp(3)", "redis.setresp"),
+        ] {
+            let Reply::Error(text) = eval(&mut m, source) else {
+                panic!("{source}: not refused");
+            };
+            assert!(
+                text.starts_with(&format!(
+                    "not modelled by the simulated Redis: {what} script: "
+                )) && text.ends_with(", on @user_script:1."),
+                "{source}: {text}"
+            );
+        }
+        // `type(cjson)` is a table in Redis too; what is cheap is there.
+        assert_eq!(eval(&mut m, "return type(cjson)"), bulk("table"));
+        assert_eq!(
+            eval(&mut m, "return redis.sha1hex('x')"),
+            bulk("11f6ad8ec52a2984abaafd7c3b516503785c2072")
+        );
+        assert_eq!(
+            eval(
+                &mut m,
+                "redis.log(redis.LOG_WARNING, 'hi') return redis.replicate_commands()"
+            ),
+            Reply::Int(1)
+        );
     }
 
     #[test]

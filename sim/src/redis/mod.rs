@@ -2,6 +2,7 @@
 //! Lua (`lua`), whose `redis.call` reads its arguments with Redis's command parser ([`parse`]),
 //! wrapped as a madsim node ([`node`]), and the client side ([`store`]).
 
+mod bit;
 mod lua;
 pub mod model;
 pub mod node;

@@ -1,14 +1,15 @@
-//! Deadlines (Redis's `expire.c`): `PEXPIRE`, `EXPIRE` and `PTTL`, lazy expiry (every lookup
+//! Deadlines (Redis's `expire.c`): the `EXPIRE` family with Redis 7's conditions, `PERSIST`,
+//! `TTL` and `PTTL`, lazy expiry (every lookup
 //! goes through [`Keyspace::live`]) and active expiry ([`RedisModel::expire_due`], run when the
 //! harness chooses).
 
-use lockcheck_algorithms::redis::command::Reply;
+use lockcheck_algorithms::redis::command::{ExpireCommand, ExpireOptions, Reply};
 
 use super::{Entry, KeyEffect, Keyspace, RedisModel};
 
 impl Entry {
     /// Redis's `keyIsExpired`: a key is still there at its deadline and gone one millisecond
-    /// later. (`PEXPIRE` uses `<=` instead; see [`Keyspace::pexpire`].)
+    /// later. (The `EXPIRE` family uses `<=` instead; see [`Keyspace::expire_generic`].)
     fn is_expired(&self, now_ms: u64) -> bool {
         self.expires_at_ms.is_some_and(|when| now_ms > when)
     }
@@ -36,24 +37,52 @@ impl Keyspace {
         self.data.get_mut(key)
     }
 
-    /// `PEXPIRE`, following Redis's `expireGenericCommand`: an overflowing deadline is an error
-    /// even for a missing key; a deadline at or before now (`ms <= 0`) deletes the key at once and
-    /// still replies 1 (Redis propagates it as a `DEL` and fires a `del` event, hence `Deleted`).
-    pub(super) fn pexpire(
+    /// The `EXPIRE` family (`EXPIRE`, `PEXPIRE`, `EXPIREAT`, `PEXPIREAT`), following Redis's
+    /// `expireGenericCommand`: a deadline that overflows is an error even for a missing key; a
+    /// missing key replies 0, and so does a key whose deadline fails the condition (NX: it has
+    /// one; XX: it has none; GT: the new one is not later, or it has none, which counts as
+    /// infinite; LT: it has one and the new one is not earlier); a deadline at or before now
+    /// deletes the key at once and still replies 1 (Redis propagates it as a `DEL` and fires a
+    /// `del` event, hence `Deleted`).
+    pub(super) fn expire_generic(
         &mut self,
         key: &str,
-        ms: i64,
-        command: &str,
+        command: ExpireCommand,
+        time: i64,
+        options: ExpireOptions,
         now_ms: u64,
         effects: &mut Vec<KeyEffect>,
     ) -> Reply {
         let now = signed(now_ms);
-        let Some(when) = now.checked_add(ms) else {
-            return Reply::Error(format!("ERR invalid expire time in '{command}' command"));
+        let invalid = || {
+            Reply::Error(format!(
+                "ERR invalid expire time in '{}' command",
+                command.name().to_ascii_lowercase()
+            ))
+        };
+        let time = if command.in_seconds() {
+            match time.checked_mul(1000) {
+                Some(ms) => ms,
+                None => return invalid(),
+            }
+        } else {
+            time
+        };
+        let base = if command.absolute() { 0 } else { now };
+        let Some(when) = time.checked_add(base) else {
+            return invalid();
         };
         let Some(entry) = self.live(key, now_ms, effects) else {
             return Reply::Int(0);
         };
+        let current = entry.expires_at_ms.map(signed);
+        let refused = (options.nx && current.is_some())
+            || (options.xx && current.is_none())
+            || (options.gt && current.is_none_or(|current| when <= current))
+            || (options.lt && current.is_some_and(|current| when >= current));
+        if refused {
+            return Reply::Int(0);
+        }
         if when <= now {
             if let Some((key, entry)) = self.data.remove_entry(key) {
                 effects.push(KeyEffect::Deleted {
@@ -72,32 +101,53 @@ impl Keyspace {
         Reply::Int(1)
     }
 
-    pub(super) fn expire(
+    /// `PERSIST`: the key's deadline removed (an `ExpiryChanged` to none), 1; 0 when it has
+    /// none or does not exist.
+    pub(super) fn persist(
         &mut self,
         key: &str,
-        seconds: i64,
         now_ms: u64,
         effects: &mut Vec<KeyEffect>,
     ) -> Reply {
-        // Redis's expireGenericCommand rejects a seconds count whose milliseconds overflow.
-        match seconds.checked_mul(1000) {
-            Some(ms) => self.pexpire(key, ms, "expire", now_ms, effects),
-            None => Reply::Error("ERR invalid expire time in 'expire' command".into()),
+        match self.live(key, now_ms, effects) {
+            Some(entry) if entry.expires_at_ms.is_some() => {
+                entry.expires_at_ms = None;
+                effects.push(KeyEffect::ExpiryChanged {
+                    key: key.to_owned(),
+                    expires_at_ms: None,
+                });
+                Reply::Int(1)
+            }
+            _ => Reply::Int(0),
         }
     }
 
+    /// `PTTL`: the remaining milliseconds, -1 without a deadline, -2 when the key is missing.
     pub(super) fn pttl(&mut self, key: &str, now_ms: u64, effects: &mut Vec<KeyEffect>) -> Reply {
+        Reply::Int(self.remaining_ms(key, now_ms, effects))
+    }
+
+    /// `TTL`: as `PTTL`, in seconds rounded to the nearest (`ttlGenericCommand`'s
+    /// `(ttl+500)/1000`), so a key with 1.5 s left says 2 and one with 0.4 s left says 0.
+    pub(super) fn ttl(&mut self, key: &str, now_ms: u64, effects: &mut Vec<KeyEffect>) -> Reply {
+        match self.remaining_ms(key, now_ms, effects) {
+            ms if ms < 0 => Reply::Int(ms),
+            ms => Reply::Int(ms.saturating_add(500) / 1000),
+        }
+    }
+
+    fn remaining_ms(&mut self, key: &str, now_ms: u64, effects: &mut Vec<KeyEffect>) -> i64 {
         match self.live(key, now_ms, effects) {
-            None => Reply::Int(-2),
+            None => -2,
             Some(Entry {
                 expires_at_ms: None,
                 ..
-            }) => Reply::Int(-1),
+            }) => -1,
             // A live key is at or before its deadline, so this is >= 0 (0 at the deadline itself).
             Some(Entry {
                 expires_at_ms: Some(when),
                 ..
-            }) => Reply::Int(signed(*when).saturating_sub(signed(now_ms)).max(0)),
+            }) => signed(*when).saturating_sub(signed(now_ms)).max(0),
         }
     }
 
@@ -392,5 +442,110 @@ mod tests {
             }]
         );
         assert_eq!(reply(&mut late, "GET counter", 5_000), bulk("7"));
+    }
+
+    #[test]
+    fn expire_conditions_follow_redis_7() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET k v", 0);
+        // Without a deadline: NX sets, XX and GT refuse, LT sets (none counts as infinite).
+        assert_eq!(reply(&mut m, "PEXPIRE k 100 XX", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "PEXPIRE k 100 GT", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "PTTL k", 0), Reply::Int(-1));
+        let (r, effects) = run(&mut m, "PEXPIRE k 100 NX", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::ExpiryChanged {
+                key: "k".into(),
+                expires_at_ms: Some(100)
+            }]
+        );
+        // With one: NX refuses; GT only later, LT only earlier; XX GT combined.
+        assert_eq!(run(&mut m, "PEXPIRE k 500 NX", 0), (Reply::Int(0), vec![]));
+        assert_eq!(reply(&mut m, "PEXPIRE k 100 GT", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "PEXPIRE k 200 XX GT", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "PEXPIRE k 200 LT", 0), Reply::Int(0));
+        assert_eq!(reply(&mut m, "PEXPIRE k 150 LT", 0), Reply::Int(1));
+        assert_eq!(reply(&mut m, "PTTL k", 0), Reply::Int(150));
+        // LT to a time already past deletes the key.
+        let (r, effects) = run(&mut m, "EXPIRE k -1 LT", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::Deleted {
+                key: "k".into(),
+                value: Some("v".into())
+            }]
+        );
+        // A missing key: 0 whatever the condition.
+        assert_eq!(reply(&mut m, "EXPIRE k 1 LT", 0), Reply::Int(0));
+        reply(&mut m, "SET k v", 0);
+        assert_eq!(reply(&mut m, "PEXPIRE k -5 LT", 0), Reply::Int(1));
+        assert!(m.is_empty());
+    }
+
+    #[test]
+    fn expireat_and_pexpireat_take_instants() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET k v", 1_000);
+        assert_eq!(reply(&mut m, "EXPIREAT k 3", 1_000), Reply::Int(1));
+        assert_eq!(reply(&mut m, "PTTL k", 1_000), Reply::Int(2_000));
+        assert_eq!(reply(&mut m, "PEXPIREAT k 1200", 1_000), Reply::Int(1));
+        assert_eq!(reply(&mut m, "PTTL k", 1_000), Reply::Int(200));
+        // At or before now: deleted at once, 1.
+        let (r, effects) = run(&mut m, "PEXPIREAT k 1000", 1_000);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(effects.len(), 1);
+        assert!(matches!(effects[0], KeyEffect::Deleted { .. }));
+        let err =
+            |command: &str| Reply::Error(format!("ERR invalid expire time in '{command}' command"));
+        assert_eq!(
+            reply(&mut m, &format!("EXPIREAT k {}", i64::MAX / 1000 + 1), 0),
+            err("expireat")
+        );
+        // No clock is added to an instant, so the largest one is fine.
+        reply(&mut m, "SET k v", 1_000);
+        assert_eq!(
+            reply(&mut m, &format!("PEXPIREAT k {}", i64::MAX), 1_000),
+            Reply::Int(1)
+        );
+        assert_eq!(
+            reply(&mut m, &format!("PEXPIRE k {} GT", i64::MAX), 1_000),
+            err("pexpire")
+        );
+    }
+
+    #[test]
+    fn persist_removes_a_deadline() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "PERSIST k", 0), Reply::Int(0));
+        reply(&mut m, "SET k v", 0);
+        assert_eq!(run(&mut m, "PERSIST k", 0), (Reply::Int(0), vec![]));
+        reply(&mut m, "PEXPIRE k 100", 0);
+        let (r, effects) = run(&mut m, "PERSIST k", 0);
+        assert_eq!(r, Reply::Int(1));
+        assert_eq!(
+            effects,
+            vec![KeyEffect::ExpiryChanged {
+                key: "k".into(),
+                expires_at_ms: None
+            }]
+        );
+        assert_eq!(reply(&mut m, "PTTL k", 0), Reply::Int(-1));
+    }
+
+    #[test]
+    fn ttl_rounds_the_remaining_time_to_the_nearest_second() {
+        let mut m = RedisModel::new();
+        assert_eq!(reply(&mut m, "TTL k", 0), Reply::Int(-2));
+        reply(&mut m, "SET k v", 0);
+        assert_eq!(reply(&mut m, "TTL k", 0), Reply::Int(-1));
+        reply(&mut m, "SET k v PX 10000", 0);
+        assert_eq!(reply(&mut m, "TTL k", 0), Reply::Int(10));
+        assert_eq!(reply(&mut m, "TTL k", 8_501), Reply::Int(1));
+        assert_eq!(reply(&mut m, "TTL k", 8_500), Reply::Int(2));
+        assert_eq!(reply(&mut m, "TTL k", 9_600), Reply::Int(0));
+        assert_eq!(reply(&mut m, "TTL k", 10_001), Reply::Int(-2));
     }
 }

@@ -25,7 +25,9 @@ mod scripting;
 mod sorted_sets;
 mod strings;
 
-use lockcheck_algorithms::redis::command::{Command, Reply};
+use lockcheck_algorithms::redis::command::{
+    Command, ExpireCommand, ExpireOptions, Reply, SetOptions,
+};
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -46,7 +48,10 @@ use sorted_sets::SortedSet;
 /// Redis never keeps an empty hash, list or sorted set, so there is no "now empty" state to report.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyEffect {
-    /// The key was written as a string: by `SET`, or by `INCR` (which keeps the key's deadline).
+    /// The key was written as a string: by `SET` and its older forms (`SETNX`, `SETEX`,
+    /// `PSETEX`, `GETSET`), or by a counter (`INCR`, `INCRBY`, `DECR`, `DECRBY`, which keep the
+    /// key's deadline). A `SET … PXAT` with an instant already past is followed at once by the
+    /// key's [`KeyEffect::Expired`].
     Set {
         /// The key.
         key: String,
@@ -55,8 +60,9 @@ pub enum KeyEffect {
         /// The key's absolute deadline on the server's clock, if it has one.
         expires_at_ms: Option<u64>,
     },
-    /// The key was removed by a command: `DEL`, `PEXPIRE`/`EXPIRE` with a deadline already past,
-    /// or a command that removed the last field or element of a hash, list or sorted set.
+    /// The key was removed by a command: `DEL`, `UNLINK`, `GETDEL`, the `EXPIRE` family with a
+    /// deadline not in the future, or a command that removed the last field or element of a
+    /// hash, list or sorted set (`ZREMRANGEBYSCORE` among them).
     Deleted {
         /// The key.
         key: String,
@@ -71,11 +77,12 @@ pub enum KeyEffect {
         /// The string it held (`None` if it held another type).
         value: Option<String>,
     },
-    /// The key's deadline was set by `PEXPIRE` or `EXPIRE`.
+    /// The key's deadline was set by the `EXPIRE` family (`EXPIRE`, `PEXPIRE`, `EXPIREAT`,
+    /// `PEXPIREAT`), or removed by `PERSIST` (`None`).
     ExpiryChanged {
         /// The key.
         key: String,
-        /// The new absolute deadline on the server's clock.
+        /// The new absolute deadline on the server's clock; `None`: none any more.
         expires_at_ms: Option<u64>,
     },
     /// A field of the hash at `key` was written (`HSET`, `HINCRBY`: `Some` new value) or removed
@@ -213,16 +220,66 @@ impl Keyspace {
                 key,
                 value,
                 options,
-            } => self.set(key, value, options, now_ms, effects),
+            } => self.set(key, value, options, "set", now_ms, effects),
+            Command::SetNx { key, value } => self.setnx(key, value, now_ms, effects),
+            Command::SetEx {
+                key,
+                seconds,
+                value,
+            } => {
+                let options = SetOptions {
+                    px: Some(seconds.saturating_mul(1000)),
+                    ..SetOptions::default()
+                };
+                self.set(key, value, &options, "setex", now_ms, effects)
+            }
+            Command::PSetEx { key, ms, value } => {
+                let options = SetOptions {
+                    px: Some(*ms),
+                    ..SetOptions::default()
+                };
+                self.set(key, value, &options, "psetex", now_ms, effects)
+            }
+            // `getsetCommand` is `SET … GET` without options: the old deadline goes.
+            Command::GetSet { key, value } => {
+                let options = SetOptions {
+                    get: true,
+                    ..SetOptions::default()
+                };
+                self.set(key, value, &options, "getset", now_ms, effects)
+            }
             Command::Get { key } => self.get(key, now_ms, effects),
-            Command::Del { keys } => self.del(keys, now_ms, effects),
+            Command::GetDel { key } => self.getdel(key, now_ms, effects),
+            // UNLINK frees the memory in the background; the key is gone at once all the same.
+            Command::Del { keys } | Command::Unlink { keys } => self.del(keys, now_ms, effects),
             Command::Exists { key } => {
                 Reply::Int(i64::from(self.live(key, now_ms, effects).is_some()))
             }
-            Command::PExpire { key, ms } => self.pexpire(key, *ms, "pexpire", now_ms, effects),
-            Command::Expire { key, seconds } => self.expire(key, *seconds, now_ms, effects),
+            Command::PExpire { key, ms } => {
+                let (command, options) = (ExpireCommand::PExpire, ExpireOptions::default());
+                self.expire_generic(key, command, *ms, options, now_ms, effects)
+            }
+            Command::Expire { key, seconds } => {
+                let (command, options) = (ExpireCommand::Expire, ExpireOptions::default());
+                self.expire_generic(key, command, *seconds, options, now_ms, effects)
+            }
+            Command::Expiry {
+                command,
+                key,
+                time,
+                options,
+            } => self.expire_generic(key, *command, *time, *options, now_ms, effects),
+            Command::Persist { key } => self.persist(key, now_ms, effects),
             Command::PTtl { key } => self.pttl(key, now_ms, effects),
-            Command::Incr { key } => self.incr(key, now_ms, effects),
+            Command::Ttl { key } => self.ttl(key, now_ms, effects),
+            Command::Incr { key } => self.incr_by(key, Some(1), now_ms, effects),
+            Command::IncrBy { key, increment } => {
+                self.incr_by(key, Some(*increment), now_ms, effects)
+            }
+            Command::Decr { key } => self.incr_by(key, Some(-1), now_ms, effects),
+            Command::DecrBy { key, decrement } => {
+                self.incr_by(key, decrement.checked_neg(), now_ms, effects)
+            }
             Command::HSet { key, fields } => self.hset(key, fields, now_ms, effects),
             Command::HGet { key, field } => self.hget(key, field, now_ms, effects),
             Command::HIncrBy {
@@ -260,6 +317,16 @@ impl Keyspace {
                 max,
                 with_scores,
             } => self.zrangebyscore(key, *min, *max, *with_scores, now_ms, effects),
+            Command::ZRemRangeByScore { key, min, max } => {
+                self.zremrangebyscore(key, *min, *max, now_ms, effects)
+            }
+            // `timeCommand`: the server's wall clock, seconds and microseconds. Inside a script
+            // it is the script's frozen clock, as every other command sees it here (a real
+            // server reads its clock again; a script takes no simulated time).
+            Command::Time => Reply::Array(vec![
+                Reply::Bulk((now_ms / 1000).to_string()),
+                Reply::Bulk((now_ms % 1000 * 1000).to_string()),
+            ]),
             Command::Publish { channel, message } => {
                 self.published.push((channel.clone(), message.clone()));
                 Reply::Int(
@@ -658,8 +725,18 @@ mod tests {
             "ZCARD {}",
             "ZRANGE {} 0 -1",
             "ZRANGEBYSCORE {} -inf +inf",
+            "ZREMRANGEBYSCORE {} -inf +inf",
         ];
-        let string_cmds = ["GET {}", "INCR {}", "SET {} x GET"];
+        let string_cmds = [
+            "GET {}",
+            "INCR {}",
+            "SET {} x GET",
+            "GETSET {} x",
+            "GETDEL {}",
+            "INCRBY {} 2",
+            "DECR {}",
+            "DECRBY {} 2",
+        ];
         let families: [(&str, &[&str]); 4] = [
             ("s", &string_cmds),
             ("h", &hash_cmds),
@@ -774,6 +851,36 @@ mod tests {
                 value: None
             }]
         );
+    }
+
+    #[test]
+    fn time_answers_from_the_clock_it_is_given() {
+        let mut m = RedisModel::new();
+        let (r, effects) = run(&mut m, "TIME", 1_700_000_000_123);
+        assert_eq!(r, array(&["1700000000", "123000"]));
+        assert!(effects.is_empty());
+        assert!(!cmd("TIME").is_write());
+        assert!(cmd("TIME").keys().is_empty());
+    }
+
+    #[test]
+    fn unlink_deletes_as_del_does() {
+        let mut m = RedisModel::new();
+        reply(&mut m, "SET a 1", 0);
+        reply(&mut m, "RPUSH l x", 0);
+        let (r, effects) = run(&mut m, "UNLINK a l a missing", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert_eq!(
+            effects,
+            vec![
+                KeyEffect::Deleted {
+                    key: "a".into(),
+                    value: Some("1".into())
+                },
+                deleted("l")
+            ]
+        );
+        assert!(m.is_empty());
     }
 
     #[test]

@@ -131,6 +131,34 @@ impl Keyspace {
         Reply::Int(count(removed))
     }
 
+    /// `ZREMRANGEBYSCORE`: the members whose scores lie between the bounds removed, how many;
+    /// the key deleted if none is left.
+    pub(super) fn zremrangebyscore(
+        &mut self,
+        key: &str,
+        min: ScoreBound,
+        max: ScoreBound,
+        now_ms: u64,
+        effects: &mut Vec<KeyEffect>,
+    ) -> Reply {
+        let zset = match self.zset(key, now_ms, effects) {
+            Err(reply) => return reply,
+            Ok(None) => return Reply::Int(0),
+            Ok(Some(zset)) => zset,
+        };
+        let doomed: Vec<String> = zset
+            .iter()
+            .skip_while(|(_, score)| !min.admits_from_below(*score))
+            .take_while(|(_, score)| max.admits_from_above(*score))
+            .map(|(member, _)| member.to_owned())
+            .collect();
+        for member in &doomed {
+            zset.remove(member);
+        }
+        self.delete_if_empty(key, effects);
+        Reply::Int(count(doomed.len()))
+    }
+
     pub(super) fn zcard(&mut self, key: &str, now_ms: u64, effects: &mut Vec<KeyEffect>) -> Reply {
         match self.zset(key, now_ms, effects) {
             Err(reply) => reply,
@@ -317,5 +345,24 @@ mod tests {
         assert_eq!(reply(&mut m, "ZADD z 0 a", 0), Reply::Int(0));
         // Redis's zsetAdd sees no change and keeps the stored -0.
         assert_eq!(reply(&mut m, "ZSCORE z a", 0), bulk("-0"));
+    }
+
+    #[test]
+    fn zremrangebyscore_removes_the_range_and_the_key_when_empty() {
+        let mut m = RedisModel::new();
+        assert_eq!(
+            reply(&mut m, "ZREMRANGEBYSCORE z -inf +inf", 0),
+            Reply::Int(0)
+        );
+        reply(&mut m, "ZADD z 1 a 2 b 2 c 3 d", 0);
+        let (r, effects) = run(&mut m, "ZREMRANGEBYSCORE z (1 2", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert!(effects.is_empty());
+        assert_eq!(reply(&mut m, "ZRANGE z 0 -1", 0), array(&["a", "d"]));
+        assert_eq!(reply(&mut m, "ZREMRANGEBYSCORE z 5 1", 0), Reply::Int(0));
+        let (r, effects) = run(&mut m, "ZREMRANGEBYSCORE z -inf +inf", 0);
+        assert_eq!(r, Reply::Int(2));
+        assert_eq!(effects, vec![deleted("z")]);
+        assert!(m.is_empty());
     }
 }
