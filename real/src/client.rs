@@ -30,7 +30,8 @@ pub struct RealStores {
     servers: Vec<SocketAddr>,
     /// With Redis replicas: how this client finds the primary through Sentinel.
     sentinel: Option<crate::replication::SentinelRoute>,
-    /// The node this client is (its number for a client), which picks its ZooKeeper member.
+    /// The node this client is (its number for a client), which picks its ZooKeeper or etcd
+    /// member.
     me: usize,
     timeout: Duration,
     session_timeout: Duration,
@@ -100,9 +101,12 @@ impl Stores for RealStores {
         })
     }
 
+    /// A client of the lone member, or of the cluster, starting on the member this client's
+    /// number picks (client `i` on member `i mod n`, as in the simulation).
     fn etcd(&self) -> RealEtcd {
-        RealEtcd::new(
-            self.servers[0],
+        RealEtcd::cluster(
+            self.servers.clone(),
+            self.me,
             self.etcd_ttl,
             self.timeout,
             self.gate.clone(),

@@ -2,10 +2,13 @@
 //! port and data directory, every one named in every member's `--initial-cluster`, and
 //! partitions between its members.
 //!
-//! What it is for so far: pinning how a real cluster behaves (its leader, a leader's crash or
-//! isolation and the election after it, what the new leader does to the leases) against which a
-//! simulated cluster will be built (issue 38). A member's crash, restart and pause act on it
-//! through the launcher; a partition acts on the links between members ([`Cluster::cut`]).
+//! What it is for: a real run's topology when a scenario asks for an etcd cluster
+//! (`params.nodes` > 1, `crate::runner`, which makes the highest member the leader with
+//! [`make_leader`], as the simulated cluster starts), and the conformance tests that pin how a
+//! real cluster behaves (its leader, a leader's crash or isolation and the election after it,
+//! what the new leader does to the leases; `real/tests/etcd_cluster.rs`). A member's crash,
+//! restart and pause act on it through the launcher; a partition acts on the links between
+//! members ([`Cluster::cut`]); loss and delay on a member impair its links ([`Cluster::link`]).
 //!
 //! **Links.** Member `j` listens for its peers on a port only the cluster's proxies dial, and
 //! advertises its front door ([`PeerFront`]), which every member's `--initial-cluster` names.
@@ -254,6 +257,84 @@ pub async fn launch(
         fronts,
         _proxies: proxies,
     })
+}
+
+/// How long [`make_leader`] waits for a leader, and then for the one it wants.
+const LEADER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Makes member `wanted` (member order) the leader of the cluster at `members` (their client
+/// addresses): waits for a leader every member agrees on, and, when it is another, moves
+/// leadership to `wanted` (`POST /v3/maintenance/transfer-leadership` to the leader, etcd's
+/// `MoveLeader`, which waits until the transferee leads), then checks that every member says
+/// `wanted` leads. Fails, naming `wanted`, when that does not happen in 30 s.
+pub async fn make_leader(members: &[SocketAddr], wanted: usize) -> Result<(), RealError> {
+    let name = format!("etcd-{wanted}");
+    let started = tokio::time::Instant::now();
+    let target = loop {
+        if let Some(status) = member_status(members[wanted]).await {
+            break status.member;
+        }
+        if started.elapsed() > LEADER_WAIT {
+            return Err(fail(&name, "does not answer its status".into()));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    let mut asked = false;
+    loop {
+        let agreed = agreed_leader(members).await;
+        match agreed {
+            Some(leader) if leader == target => break,
+            Some(leader) if !asked => {
+                // The leader's own client port: MoveLeader is refused by a follower.
+                let at = futures_util::future::join_all(members.iter().map(|&a| member_status(a)))
+                    .await
+                    .iter()
+                    .position(|s| s.is_some_and(|s| s.member == leader));
+                if let Some(at) = at {
+                    let mut connection = Connection::open(members[at])
+                        .await
+                        .map_err(|e| fail(&name, format!("cannot reach the leader: {e:?}")))?;
+                    let (code, answer) = connection
+                        .post(
+                            "/v3/maintenance/transfer-leadership",
+                            &json!({ "targetID": target.to_string() }),
+                        )
+                        .await
+                        .map_err(|e| fail(&name, format!("transfer-leadership: {e:?}")))?;
+                    if code != 200 {
+                        return Err(fail(
+                            &name,
+                            format!("etcd-{at} refused to hand it leadership: {code} {answer}"),
+                        ));
+                    }
+                    tracing::info!("etcd cluster: leadership moved from etcd-{at} to {name}");
+                    asked = true;
+                }
+            }
+            _ => {}
+        }
+        if started.elapsed() > LEADER_WAIT {
+            let said =
+                futures_util::future::join_all(members.iter().map(|&a| member_status(a))).await;
+            return Err(fail(
+                &name,
+                format!(
+                    "expected to lead the cluster (the highest member, as the simulated cluster \
+                     starts), but the members say {said:?}"
+                ),
+            ));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tracing::info!("etcd cluster: {name} leads");
+    Ok(())
+}
+
+/// The leader's member id, when every member answers and names the same one.
+async fn agreed_leader(members: &[SocketAddr]) -> Option<u64> {
+    let said = futures_util::future::join_all(members.iter().map(|&a| member_status(a))).await;
+    let first = said.first().copied().flatten()?.leader;
+    (first != 0 && said.iter().all(|s| s.is_some_and(|s| s.leader == first))).then_some(first)
 }
 
 /// What a member says of itself in `/v3/maintenance/status`.

@@ -10,11 +10,21 @@
 //!   within the TTL of the last one (5 s before the first), and an answer with TTL 0 ends it at
 //!   once;
 //! - a watch for a key's deletion is a streamed `POST /v3/watch` on a connection of its own,
-//!   registered again from the same revision when that connection breaks;
+//!   registered again from the same revision when that connection breaks; its registration
+//!   waits at most the store's timeout, and one that fails is tried again 500 ms later;
 //! - each request waits at most the store's timeout. No answer in time → [`StoreError::Timeout`]
 //!   (the connection is dropped: a late answer would be read as the next one's); a refused
 //!   connection → [`StoreError::Unreachable`] (not applied); a connection that broke after the
-//!   request may have gone out → [`StoreError::ConnectionLost`].
+//!   request may have gone out → [`StoreError::ConnectionLost`]. A member's refusal to serve
+//!   is what the simulated member's `Unavailable` is: `request timed out` a timeout, `no
+//!   leader` or a dropped proposal unreachable;
+//! - of a cluster ([`RealEtcd::cluster`]), the simulated client's rules, the Go client 3.4's:
+//!   each request and each watch's registration to the next member round-robin (client `i`
+//!   starting on member `i mod n`), moving on while a member refuses the connection; the
+//!   keep-alives on one member until one fails, then on the next. Each member is reached
+//!   through the client's own proxy to it, which answers a refused connection (a crashed
+//!   member) with a reset once it has accepted it: a refusal is told from a connection that
+//!   broke after the request went out by asking again ([`EtcdClient::telling_refusals`]).
 //!
 //! [`EtcdClient`] is the same requests without the session, for the conformance suite.
 
@@ -31,6 +41,7 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 /// How soon a watch is registered again after it could not be (the Go client's retry wait).
@@ -41,6 +52,9 @@ pub struct EtcdClient {
     addr: SocketAddr,
     timeout: Duration,
     connection: RefCell<Option<Connection>>,
+    /// Whether a fresh connection that breaks before its answer is checked for a refusal (see
+    /// [`EtcdClient::telling_refusals`]).
+    check_open: bool,
 }
 
 impl EtcdClient {
@@ -50,11 +64,35 @@ impl EtcdClient {
             addr,
             timeout,
             connection: RefCell::new(None),
+            check_open: false,
         }
+    }
+
+    /// The same client, telling a member that refuses connections from one that broke a
+    /// connection after the request went out: a member reached through a proxy answers a
+    /// refused connection with a reset once the proxy has accepted it, as a member killed while
+    /// it served the request does. So when a connection this request opened breaks before its
+    /// answer, the member is asked its status (`/v3/maintenance/status`) on a connection of its
+    /// own: reset (or refused) again, the member is down and the request is
+    /// [`StoreError::Unreachable`], not applied, and a cluster's client moves on to the next
+    /// member as the Go balancer does; answered or unanswered, it is
+    /// [`StoreError::ConnectionLost`] as before. Nothing is sent ahead of the request, so what
+    /// reaches a member is what the simulated client sends. (A member killed while it served
+    /// the first request of a connection, and still down when asked, reads as a refusal: the
+    /// one case told wrong, a request applied as the member died.)
+    pub fn telling_refusals(mut self) -> EtcdClient {
+        self.check_open = true;
+        self
+    }
+
+    /// The gateway's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// `POST path` with `body`: the status and the answer.
     pub async fn call(&self, path: &str, body: Value) -> Result<(u16, Value), StoreError> {
+        let fresh = self.connection.borrow().is_none();
         let exchange = async {
             let taken = self.connection.borrow_mut().take();
             let mut connection = match taken {
@@ -66,7 +104,31 @@ impl EtcdClient {
             *self.connection.borrow_mut() = Some(connection);
             Ok::<_, HttpError>(answer)
         };
-        match tokio::time::timeout(self.timeout, exchange).await {
+        let timed = tokio::time::timeout(self.timeout, exchange).await;
+        match timed {
+            Ok(Err(HttpError::Broken(why))) if fresh => Err(self.broken(why).await),
+            timed => self.outcome(timed),
+        }
+    }
+
+    /// What a fresh connection that broke before its answer stands for (see
+    /// [`EtcdClient::telling_refusals`]).
+    async fn broken(&self, why: String) -> StoreError {
+        if self.check_open && refuses(self.addr, self.timeout).await {
+            StoreError::Unreachable(format!(
+                "etcd at {}: refused (the connection was reset, and so is the next): {why}",
+                self.addr
+            ))
+        } else {
+            StoreError::ConnectionLost(why)
+        }
+    }
+
+    fn outcome<T>(
+        &self,
+        timed: Result<Result<T, HttpError>, tokio::time::error::Elapsed>,
+    ) -> Result<T, StoreError> {
+        match timed {
             Ok(Ok(answer)) => Ok(answer),
             Ok(Err(HttpError::Connect(e))) => Err(StoreError::Unreachable(format!(
                 "etcd at {}: {e}",
@@ -79,25 +141,17 @@ impl EtcdClient {
 
     /// `LeaseGrant`: the lease and the TTL granted.
     pub async fn grant(&self, ttl_s: i64) -> Result<(LeaseId, i64), StoreError> {
-        let (_, answer) = self
-            .call("/v3/lease/grant", json!({ "TTL": ttl_s.to_string() }))
-            .await?;
-        Ok((int(&answer, "ID"), int(&answer, "TTL")))
+        granted(self.call(GRANT, grant_json(ttl_s)).await?)
     }
 
     /// One `LeaseKeepAlive`: the lease's TTL, 0 when the member does not have it.
     pub async fn keep_alive(&self, lease: LeaseId) -> Result<i64, StoreError> {
-        let (_, answer) = self
-            .call("/v3/lease/keepalive", json!({ "ID": lease.to_string() }))
-            .await?;
-        Ok(answer.get("result").map_or(0, |r| int(r, "TTL")))
+        kept_alive(self.call(KEEP_ALIVE, lease_json(lease)).await?)
     }
 
     /// `LeaseRevoke`.
     pub async fn revoke(&self, lease: LeaseId) -> Result<Result<(), EtcdError>, StoreError> {
-        let (status, answer) = self
-            .call("/v3/lease/revoke", json!({ "ID": lease.to_string() }))
-            .await?;
+        let (status, answer) = self.call("/v3/lease/revoke", lease_json(lease)).await?;
         Ok(match status {
             200 => Ok(()),
             _ => Err(server_error(&answer)?),
@@ -106,52 +160,168 @@ impl EtcdClient {
 
     /// `Txn`.
     pub async fn txn(&self, txn: &Txn) -> Result<Result<TxnResult, EtcdError>, StoreError> {
-        let (status, answer) = self.call("/v3/kv/txn", etcd_gateway::txn_json(txn)).await?;
-        Ok(match status {
-            200 => Ok(etcd_gateway::txn_result(&answer, txn)),
-            _ => Err(server_error(&answer)?),
-        })
+        txn_answer(self.call(TXN, etcd_gateway::txn_json(txn)).await?, txn)
     }
 
     /// `Range`, with the header's revision.
     pub async fn range(&self, range: &Range) -> Result<(Vec<KeyValue>, Revision), StoreError> {
-        let (_, answer) = self
-            .call("/v3/kv/range", etcd_gateway::range_json(range))
-            .await?;
-        Ok((kvs(&answer), revision(&answer)))
+        ranged(self.call(RANGE, etcd_gateway::range_json(range)).await?)
     }
 
     /// `DeleteRange` of one key: how many keys it deleted, and the header's revision.
     pub async fn delete(&self, key: &str) -> Result<(i64, Revision), StoreError> {
-        let (_, answer) = self
-            .call("/v3/kv/deleterange", json!({ "key": b64(key) }))
-            .await?;
-        Ok((int(&answer, "deleted"), revision(&answer)))
+        deleted(self.call(DELETE, json!({ "key": b64(key) })).await?)
     }
 }
 
-/// The etcd error an error answer stands for; one the algorithms do not know is a broken
-/// exchange, named.
+const GRANT: &str = "/v3/lease/grant";
+const KEEP_ALIVE: &str = "/v3/lease/keepalive";
+const TXN: &str = "/v3/kv/txn";
+const RANGE: &str = "/v3/kv/range";
+const DELETE: &str = "/v3/kv/deleterange";
+
+fn grant_json(ttl_s: i64) -> Value {
+    json!({ "TTL": ttl_s.to_string() })
+}
+
+fn lease_json(lease: LeaseId) -> Value {
+    json!({ "ID": lease.to_string() })
+}
+
+/// Whether the member at `addr` refuses connections now: a connection to it is refused, or
+/// reset before it answers a status request (what a proxy does when its member refuses). A
+/// member that answers, or does not within `bound`, does not refuse.
+async fn refuses(addr: SocketAddr, bound: Duration) -> bool {
+    let ask = async {
+        match Connection::open(addr).await {
+            Err(HttpError::Connect(_)) => true,
+            Err(HttpError::Broken(_)) => true,
+            Ok(mut connection) => matches!(
+                connection.post("/v3/maintenance/status", &json!({})).await,
+                Err(HttpError::Broken(_))
+            ),
+        }
+    };
+    tokio::time::timeout(bound, ask).await.unwrap_or(false)
+}
+
+/// A `LeaseGrant` answer: the lease and the TTL granted.
+fn granted((status, answer): (u16, Value)) -> Result<(LeaseId, i64), StoreError> {
+    if status != 200 {
+        return Err(failure(&answer));
+    }
+    Ok((int(&answer, "ID"), int(&answer, "TTL")))
+}
+
+/// A `LeaseKeepAlive` answer: the lease's TTL, 0 when the member does not have it. An error
+/// (the stream's `{"error": …}`, e.g. a follower that found no leader) is an error, not a TTL.
+fn kept_alive((_, answer): (u16, Value)) -> Result<i64, StoreError> {
+    match answer.get("result") {
+        Some(result) => Ok(int(result, "TTL")),
+        None => Err(failure(&answer)),
+    }
+}
+
+/// A `Txn` answer.
+fn txn_answer(
+    (status, answer): (u16, Value),
+    txn: &Txn,
+) -> Result<Result<TxnResult, EtcdError>, StoreError> {
+    Ok(match status {
+        200 => Ok(etcd_gateway::txn_result(&answer, txn)),
+        _ => Err(server_error(&answer)?),
+    })
+}
+
+/// A `Range` answer, with the header's revision.
+fn ranged((status, answer): (u16, Value)) -> Result<(Vec<KeyValue>, Revision), StoreError> {
+    if status != 200 {
+        return Err(failure(&answer));
+    }
+    Ok((kvs(&answer), revision(&answer)))
+}
+
+/// A `DeleteRange` answer: how many keys it deleted, and the header's revision.
+fn deleted((status, answer): (u16, Value)) -> Result<(i64, Revision), StoreError> {
+    if status != 200 {
+        return Err(failure(&answer));
+    }
+    Ok((int(&answer, "deleted"), revision(&answer)))
+}
+
+/// The message of an error answer: a unary call's `"error"` is a string, a stream's an object
+/// with a `"message"`.
+fn error_message(answer: &Value) -> &str {
+    match answer.get("error") {
+        Some(Value::String(message)) => message,
+        Some(error) => error.get("message").and_then(Value::as_str).unwrap_or(""),
+        None => "",
+    }
+}
+
+/// What a member's refusal to serve stands for, as the simulated member's `Unavailable`
+/// answers do: `request timed out` (a proposal that may yet commit) is a timeout; a member
+/// without a leader, a proposal raft dropped, a read cut short by a change of leader were never
+/// applied. `None` for any other error.
+fn unavailable(message: &str) -> Option<StoreError> {
+    const NOT_APPLIED: [&str; 5] = [
+        "no leader",
+        "proposal dropped",
+        "leader changed",
+        "not leader",
+        "too many requests",
+    ];
+    if message.contains("request timed out") {
+        Some(StoreError::Timeout)
+    } else if NOT_APPLIED.iter().any(|m| message.contains(m)) {
+        Some(StoreError::Unreachable(format!("etcd: {message}")))
+    } else {
+        None
+    }
+}
+
+/// An error answer where the call has no error of its own to give: a refusal to serve
+/// ([`unavailable`]), or a broken exchange, named.
+fn failure(answer: &Value) -> StoreError {
+    unavailable(error_message(answer))
+        .unwrap_or_else(|| StoreError::ConnectionLost(format!("etcd answered an error: {answer}")))
+}
+
+/// The etcd error an error answer stands for; a refusal to serve is that ([`unavailable`]); one
+/// the algorithms do not know is a broken exchange, named.
 fn server_error(answer: &Value) -> Result<EtcdError, StoreError> {
-    let message = answer.get("error").and_then(Value::as_str).unwrap_or("");
+    let message = error_message(answer);
     if message.contains("requested lease not found") {
         Ok(EtcdError::LeaseNotFound)
     } else if message.contains("duplicate key given in txn request") {
         Ok(EtcdError::DuplicateKey)
     } else {
-        Err(StoreError::ConnectionLost(format!(
-            "etcd answered an error: {answer}"
-        )))
+        Err(failure(answer))
     }
 }
 
 /// Waits, on a connection of its own, for the deletion of `key` at or after revision `from`:
 /// `Ok(())` when it came, an error when the connection failed first.
 pub async fn watch_deleted(addr: SocketAddr, key: &str, from: Revision) -> Result<(), HttpError> {
+    let connection = register_watch(addr, key, from).await?;
+    follow_watch(connection).await
+}
+
+/// A watch of `key` from revision `from`, registered on a connection of its own to `addr`.
+async fn register_watch(
+    addr: SocketAddr,
+    key: &str,
+    from: Revision,
+) -> Result<Connection, HttpError> {
     let mut connection = Connection::open(addr).await?;
     let request =
         json!({ "create_request": { "key": b64(key), "start_revision": from.to_string() } });
     connection.post_stream("/v3/watch", &request).await?;
+    Ok(connection)
+}
+
+/// Reads a registered watch until it reports a deletion (`Ok`) or its connection fails.
+async fn follow_watch(mut connection: Connection) -> Result<(), HttpError> {
     while let Some(message) = connection.next_line().await? {
         let events = message
             .get("result")
@@ -178,12 +348,23 @@ struct Session {
     done: bool,
 }
 
-/// One client's connection to a real etcd member, with its session.
+/// One client's connections to real etcd members (one, or a cluster's), with its session.
+///
+/// With several members it follows the simulated client's rules (`lockcheck_sim::etcd::store`),
+/// which are the Go client 3.4's: each request, and each registration of a watch, goes to the
+/// next member round-robin, starting at the member the client was given, and to the ones after
+/// it while a member refuses the connection; the keep-alives stay on one member until one fails,
+/// then go to the next. Each member is reached on a connection of its own, kept between
+/// requests.
 pub struct RealEtcd {
-    client: Rc<EtcdClient>,
-    /// Where keep-alives go: each on a connection of its own, with no timeout short of the
-    /// lease's (an answer counts whenever it comes).
-    addr: SocketAddr,
+    /// Per member (member order): its client, with the connection kept between requests.
+    members: Vec<EtcdClient>,
+    /// The member the next request goes to (an index into `members`).
+    next: Cell<usize>,
+    /// The member the keep-alives go to, until one fails.
+    stream: Rc<Cell<usize>>,
+    /// How long a request, or a watch's registration, waits.
+    timeout: Duration,
     /// The store's clock starts here: [`KeepAlive`] reads durations since.
     epoch: Instant,
     /// When the client's first keep-alive started: the lessor's deadline loop wakes every
@@ -195,6 +376,19 @@ pub struct RealEtcd {
     ended: Rc<Notify>,
     /// Bumped when a session ends, so that a waiter that looked before the notice still sees it.
     ends: Rc<Cell<u64>>,
+    /// The keep-alive tasks: aborted when the store is dropped, as a killed process's are. A
+    /// crashed client's task drops its store, and its lease must then lapse, not be kept alive
+    /// by tasks that outlived it (the simulation kills every task of a crashed client's node).
+    tasks: Rc<RefCell<JoinSet<()>>>,
+}
+
+impl Drop for RealEtcd {
+    fn drop(&mut self) {
+        // A task may hold the set for a moment only; never across an await.
+        if let Ok(mut tasks) = self.tasks.try_borrow_mut() {
+            tasks.abort_all();
+        }
+    }
 }
 
 impl RealEtcd {
@@ -202,9 +396,36 @@ impl RealEtcd {
     /// each request waits at most `timeout`. The client passes `gate` before and after every
     /// request (see [`PauseGate`]).
     pub fn new(addr: SocketAddr, ttl: Duration, timeout: Duration, gate: PauseGate) -> RealEtcd {
+        RealEtcd::cluster(vec![addr], 0, ttl, timeout, gate)
+    }
+
+    /// A client of the members at `addrs` (member order, each through its proxy), starting on
+    /// member `first mod n`, as [`RealEtcd::new`] is of one.
+    pub fn cluster(
+        addrs: Vec<SocketAddr>,
+        first: usize,
+        ttl: Duration,
+        timeout: Duration,
+        gate: PauseGate,
+    ) -> RealEtcd {
+        let first = first % addrs.len().max(1);
+        let check_open = addrs.len() > 1;
+        let members = addrs
+            .iter()
+            .map(|&addr| {
+                let client = EtcdClient::new(addr, timeout);
+                if check_open {
+                    client.telling_refusals()
+                } else {
+                    client
+                }
+            })
+            .collect();
         RealEtcd {
-            client: Rc::new(EtcdClient::new(addr, timeout)),
-            addr,
+            members,
+            next: Cell::new(first),
+            stream: Rc::new(Cell::new(first)),
+            timeout,
             epoch: Instant::now(),
             lessor_started: Rc::default(),
             ttl,
@@ -212,12 +433,30 @@ impl RealEtcd {
             session: Rc::default(),
             ended: Rc::new(Notify::new()),
             ends: Rc::default(),
+            tasks: Rc::default(),
         }
     }
 
-    async fn gated<T>(&self, request: impl std::future::Future<Output = T>) -> T {
+    /// The member the next request goes to, the round-robin moved past it.
+    fn take_next(&self) -> usize {
+        let first = self.next.get();
+        self.next.set((first + 1) % self.members.len());
+        first
+    }
+
+    /// `POST path` with `body` to the next member, and to the ones after it while a member
+    /// refuses the connection; gated.
+    async fn call(&self, path: &str, body: Value) -> Result<(u16, Value), StoreError> {
         self.gate.pass().await;
-        let result = request.await;
+        let n = self.members.len();
+        let first = self.take_next();
+        let mut result = Err(StoreError::Unreachable("no member".into()));
+        for k in 0..n {
+            result = self.members[(first + k) % n].call(path, body.clone()).await;
+            if !matches!(result, Err(StoreError::Unreachable(_))) {
+                break;
+            }
+        }
         self.gate.pass().await;
         result
     }
@@ -246,11 +485,15 @@ impl RealEtcd {
             s.lease == Some(lease) && !s.done
         };
         let bound = lessor::answer_bound(self.ttl);
-        let addr = self.addr;
+        let addrs: Rc<[SocketAddr]> = self.members.iter().map(EtcdClient::addr).collect();
+        let stream = self.stream.clone();
+        let tasks = Rc::downgrade(&self.tasks);
+        // Finished sends are reaped here, so the set holds only what runs.
+        while self.tasks.borrow_mut().try_join_next().is_some() {}
         {
             let (gate, session, ended, ends) =
                 (gate.clone(), session.clone(), ended.clone(), ends.clone());
-            tokio::task::spawn_local(async move {
+            self.tasks.borrow_mut().spawn_local(async move {
                 while current(&session) {
                     gate.pass().await;
                     let due = session
@@ -260,10 +503,21 @@ impl RealEtcd {
                     if due {
                         let (gate, session, ended, ends) =
                             (gate.clone(), session.clone(), ended.clone(), ends.clone());
-                        tokio::task::spawn_local(async move {
-                            let answer = EtcdClient::new(addr, bound).keep_alive(lease).await;
+                        let (addrs, stream) = (addrs.clone(), stream.clone());
+                        let Some(tasks) = tasks.upgrade() else {
+                            return;
+                        };
+                        let mut tasks = tasks.borrow_mut();
+                        while tasks.try_join_next().is_some() {}
+                        tasks.spawn_local(async move {
+                            // Any failure moves the stream on: no refusal to tell.
+                            let answer = EtcdClient::new(addrs[stream.get()], bound)
+                                .keep_alive(lease)
+                                .await;
                             gate.pass().await;
                             let Ok(ttl_s) = answer else {
+                                // The stream failed: the next is made on another member.
+                                stream.set((stream.get() + 1) % addrs.len());
                                 return;
                             };
                             if !current(&session) {
@@ -285,7 +539,7 @@ impl RealEtcd {
             });
         }
         let origin = self.lessor_started.get().unwrap_or_default();
-        tokio::task::spawn_local(async move {
+        self.tasks.borrow_mut().spawn_local(async move {
             loop {
                 let wake = lessor::next_deadline_check(origin, Self::clock(epoch));
                 tokio::time::sleep_until(epoch + wake).await;
@@ -303,6 +557,29 @@ impl RealEtcd {
             }
         });
     }
+
+    /// Registers a watch of `key` from `from` on the next member, or the ones after it while a
+    /// member refuses the connection: the watch's connection, or `None` when no member took it
+    /// within the request timeout.
+    async fn register(&self, key: &str, from: Revision) -> Option<Connection> {
+        let n = self.members.len();
+        let first = self.take_next();
+        for k in 0..n {
+            let member = &self.members[(first + k) % n];
+            let registering = register_watch(member.addr(), key, from);
+            let outcome = match tokio::time::timeout(self.timeout, registering).await {
+                // A watch's connection is always fresh.
+                Ok(Err(HttpError::Broken(why))) => Err(member.broken(why).await),
+                timed => member.outcome(timed),
+            };
+            match outcome {
+                Ok(connection) => return Some(connection),
+                Err(StoreError::Unreachable(_)) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
 }
 
 impl EtcdStore for RealEtcd {
@@ -314,7 +591,7 @@ impl EtcdStore for RealEtcd {
             }
         }
         let ttl_s = self.ttl.as_secs().max(1) as i64;
-        let (lease, _) = self.gated(self.client.grant(ttl_s)).await?;
+        let (lease, _) = granted(self.call(GRANT, grant_json(ttl_s)).await?)?;
         // `NewSession` asks for keep-alive as soon as the grant is answered.
         let now = Self::clock(self.epoch);
         if self.lessor_started.get().is_none() {
@@ -346,27 +623,32 @@ impl EtcdStore for RealEtcd {
     }
 
     async fn txn(&self, txn: Txn) -> Result<Result<TxnResult, EtcdError>, StoreError> {
-        self.gated(self.client.txn(&txn)).await
+        txn_answer(self.call(TXN, etcd_gateway::txn_json(&txn)).await?, &txn)
     }
 
     async fn range(&self, range: Range) -> Result<(Vec<KeyValue>, Revision), StoreError> {
-        self.gated(self.client.range(&range)).await
+        ranged(self.call(RANGE, etcd_gateway::range_json(&range)).await?)
     }
 
     async fn delete(&self, key: &str) -> Result<i64, StoreError> {
-        Ok(self.gated(self.client.delete(key)).await?.0)
+        Ok(deleted(self.call(DELETE, json!({ "key": b64(key) })).await?)?.0)
     }
 
     async fn wait_deleted(&self, key: &str, from: Revision) {
         loop {
             self.gate.pass().await;
-            let watched = watch_deleted(self.client.addr, key, from).await;
+            let registered = self.register(key, from).await;
             self.gate.pass().await;
-            match watched {
-                Ok(()) => return,
-                // The watch's connection failed: register it again, from the same revision.
-                Err(_) => tokio::time::sleep(RESEND).await,
+            let Some(connection) = registered else {
+                // Not registered: again after the Go client's retry wait.
+                tokio::time::sleep(RESEND).await;
+                continue;
+            };
+            if follow_watch(connection).await.is_ok() {
+                return;
             }
+            // The watch's connection failed: registered again at once, from the same revision,
+            // on the next member (as the simulated client does when its connection is lost).
         }
     }
 }

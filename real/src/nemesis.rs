@@ -23,11 +23,14 @@
 //!   accesses and their replies, as lost messages do in the simulation, or, for a partition that
 //!   holds messages, keeps them in flight until the heal and then delivers them, late, as the
 //!   simulation does. A link between two members of a ZooKeeper ensemble is each member's
-//!   proxies to the other (`crate::ensemble`), cut both ways. Nothing flows in real mode
+//!   proxies to the other (`crate::ensemble`), cut both ways; between two members of an etcd
+//!   cluster, the pair's proxies behind the members' front doors
+//!   ([`crate::etcd_cluster::Cluster::cut`], both ways), counted per pair. Nothing flows in real mode
 //!   between other servers, two clients, or a server and the resource, so cutting those changes
 //!   nothing, as in the simulation of independent servers;
 //! - loss / delay on a node: every proxy of that node (a client's to each server, or each
-//!   client's to that server) is impaired with what a message across it suffers
+//!   client's to that server, and an etcd cluster member's links to the other members) is
+//!   impaired with what a message across it suffers
 //!   ([`crate::proxy::Impairment`]: TCP turns a loss into a retransmission's stall), and the
 //!   node's accesses to the resource are dropped and delayed as in the simulation.
 //!
@@ -65,6 +68,10 @@ pub struct Nemesis {
     pending: std::collections::VecDeque<(u64, Action, String)>,
     /// The replicated servers' Sentinel, which performs failovers.
     replication: Option<Rc<Replication>>,
+    /// Per pair of etcd cluster members (lower, higher; server order): how many partitions in
+    /// force cut them apart. The cluster cuts a pair once ([`crate::etcd_cluster::Cluster::cut`]),
+    /// so overlapping partitions are counted here, as a proxy's link counts its causes.
+    member_cuts: RefCell<BTreeMap<(usize, usize), u32>>,
 }
 
 impl Nemesis {
@@ -84,6 +91,7 @@ impl Nemesis {
             quiet_ns: lockcheck_core::schedule::quiet_after_ns(&schedule),
             pending: schedule.into(),
             replication: None,
+            member_cuts: RefCell::default(),
         }
     }
 
@@ -281,7 +289,8 @@ impl Nemesis {
     }
 
     /// Cuts (or heals) every link between `group` and the rest that carries anything in real
-    /// mode: a client's proxy to a server, a client's way to the resource.
+    /// mode: a client's proxy to a server, a client's way to the resource, the links between
+    /// two members of a ZooKeeper ensemble or of an etcd cluster.
     fn partition(&self, partition: &lockcheck_core::schedule::Cut, cut: bool) {
         let world = &self.world;
         let topology = world.topology();
@@ -311,6 +320,30 @@ impl Nemesis {
                         link.cut();
                     } else {
                         link.heal();
+                    }
+                }
+            }
+        }
+        // Between etcd cluster members: the pair's links, both ways, through the cluster; cut
+        // by the first partition in force across the pair, healed after the last.
+        if let Some(cluster) = world.etcd_cluster() {
+            let mut counts = self.member_cuts.borrow_mut();
+            for (i, &a) in servers.iter().enumerate() {
+                for (j, &b) in servers.iter().enumerate().skip(i + 1) {
+                    if !partition.cuts(a, b) {
+                        continue;
+                    }
+                    let count = counts.entry((i, j)).or_default();
+                    if cut {
+                        *count += 1;
+                        if *count == 1 {
+                            cluster.cut(i, j);
+                        }
+                    } else if *count > 0 {
+                        *count -= 1;
+                        if *count == 0 {
+                            cluster.heal(i, j);
+                        }
                     }
                 }
             }

@@ -10,6 +10,7 @@ use crate::client_process::{ClientCommand, ClientProcesses};
 use crate::endpoints::Endpoints;
 use crate::ensemble::{self, Ensemble};
 use crate::error::RealError;
+use crate::etcd_cluster::{self, Cluster};
 use crate::launcher::Launcher;
 use crate::nemesis::Nemesis;
 use crate::proxy::Proxy;
@@ -198,25 +199,34 @@ pub fn preflight_on(scenario: &Scenario, servers: &Servers) -> Result<(), RealEr
     Ok(())
 }
 
-/// Starts `scenario`'s servers with `launcher` and waits until they are ready: their addresses,
-/// the shift files of those whose clock the scenario moves (by server order), and, for a
-/// ZooKeeper ensemble, its member-to-member proxies.
+/// What [`launch`] started: the servers' addresses (server order), the shift files of those
+/// whose clock the scenario moves (by server order), and the links between the members of a
+/// ZooKeeper ensemble or an etcd cluster, which must live as long as the run.
+struct Launched {
+    addrs: Vec<SocketAddr>,
+    server_clocks: BTreeMap<usize, ClockFile>,
+    ensemble: Option<Ensemble>,
+    etcd_cluster: Option<Rc<Cluster>>,
+}
+
+/// Starts `scenario`'s servers with `launcher` and waits until they are ready.
 async fn launch(
     scenario: &Scenario,
     launcher: &Rc<RefCell<Launcher>>,
-) -> Result<
-    (
-        Vec<SocketAddr>,
-        BTreeMap<usize, ClockFile>,
-        Option<Ensemble>,
-    ),
-    RealError,
-> {
+) -> Result<Launched, RealError> {
     let topology = scenario.topology();
     let server_nodes = topology.with_role(Role::Server);
     if scenario.is_zookeeper_ensemble() {
         let (addrs, ensemble) = ensemble::launch(scenario, launcher).await?;
-        return Ok((addrs, BTreeMap::new(), Some(ensemble)));
+        return Ok(Launched {
+            addrs,
+            server_clocks: BTreeMap::new(),
+            ensemble: Some(ensemble),
+            etcd_cluster: None,
+        });
+    }
+    if scenario.is_etcd_cluster() {
+        return launch_etcd_cluster(scenario, launcher).await;
     }
     // The servers, all started at once, then each waited for. A server whose clock the
     // scenario moves runs with the time-shift library, from the start (a preload cannot be added
@@ -250,7 +260,57 @@ async fn launch(
             .join(", ")
     );
 
-    Ok((addrs, server_clocks, None))
+    Ok(Launched {
+        addrs,
+        server_clocks,
+        ensemble: None,
+        etcd_cluster: None,
+    })
+}
+
+/// Starts `scenario`'s etcd cluster (`etcd-0`, …, launcher index `i` for member `i`, which is
+/// its server order) and makes its highest member the leader, as the simulated cluster starts
+/// ([`etcd_cluster::make_leader`]).
+async fn launch_etcd_cluster(
+    scenario: &Scenario,
+    launcher: &Rc<RefCell<Launcher>>,
+) -> Result<Launched, RealError> {
+    let topology = scenario.topology();
+    let names: Vec<&str> = topology
+        .with_role(Role::Server)
+        .into_iter()
+        .map(|n| topology.name(n))
+        .collect();
+    let members = names.len();
+    let cluster = etcd_cluster::launch(members, launcher).await?;
+    for (i, name) in names.iter().enumerate() {
+        // The nemesis acts on launcher index `i` for server `i`: the cluster's members must be
+        // the launcher's first servers, named as the scenario names them.
+        let started = launcher.borrow().name(i).to_string();
+        if started != *name {
+            return Err(RealError::Server {
+                server: name.to_string(),
+                reason: format!("the cluster started {started} as server {i}"),
+            });
+        }
+    }
+    etcd_cluster::make_leader(cluster.members(), members - 1).await?;
+    let addrs = cluster.members().to_vec();
+    tracing::info!(
+        "etcd cluster ready, {} leads: {}",
+        names[members - 1],
+        addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(Launched {
+        addrs,
+        server_clocks: BTreeMap::new(),
+        ensemble: None,
+        etcd_cluster: Some(Rc::new(cluster)),
+    })
 }
 
 /// Whether `scenario` jumps or drifts the clock of node `name`.
@@ -270,7 +330,12 @@ async fn execute(
     let topology = scenario.topology();
     let params = &scenario.params;
     let server_nodes = topology.with_role(Role::Server);
-    let (addrs, server_clocks, ensemble) = match servers {
+    let Launched {
+        addrs,
+        server_clocks,
+        ensemble,
+        etcd_cluster,
+    } = match servers {
         Servers::Launched => launch(scenario, &launcher).await?,
         Servers::Endpoints(endpoints) => {
             use crate::endpoints::{occupied, prepare, reach};
@@ -302,7 +367,12 @@ async fn execute(
             for (name, &addr) in named() {
                 prepare(scenario, name, addr, login).await?;
             }
-            (endpoints.addrs.clone(), BTreeMap::new(), None)
+            Launched {
+                addrs: endpoints.addrs.clone(),
+                server_clocks: BTreeMap::new(),
+                ensemble: None,
+                etcd_cluster: None,
+            }
         }
     };
 
@@ -399,6 +469,7 @@ async fn execute(
         .unwrap_or_default();
     let mut world = RealWorld::new(scenario.clone(), addrs, routes)
         .with_peer_links(peer_links)
+        .with_etcd_cluster(etcd_cluster.clone())
         .with_login(login);
     if !probe_proxies.is_empty() {
         world = world.with_probe_routes(probe_proxies.iter().map(Proxy::addr).collect());
@@ -532,6 +603,9 @@ async fn execute(
     drop(probe_proxies);
     drop(replication);
     drop(ensemble);
+    // The run's handle on the cluster; its proxies and front doors close with the world's (at
+    // the latest when `run_with` drops the tasks' `LocalSet`, after the members are stopped).
+    drop(etcd_cluster);
     Ok(Outcome::of(world.recorder.history(), scenario))
 }
 

@@ -34,15 +34,9 @@ pub fn check(scenario: &Scenario) -> Result<(), RealError> {
     // such, whatever else is wrong with it.
     check_algorithm(scenario.algorithm)?;
     scenario.validate()?;
-    if scenario.is_etcd_cluster() {
-        return Err(RealError::Unsupported(format!(
-            "params.nodes: {}: real mode runs one etcd member so far; a real cluster with \
-             partitions between its members exists for the conformance tests \
-             (real/tests/etcd_cluster.rs), not yet as a run's topology; the simulation runs \
-             this scenario",
-            scenario.algorithm.servers(&scenario.params)
-        )));
-    }
+    // An etcd cluster (`params.nodes` > 1) is real: `etcd_cluster` starts it, its members'
+    // crashes, restarts and pauses act on their processes, and partitions and message faults
+    // between members act on the links behind the members' front doors (see `nemesis`).
     // Replicas (`params.redis.replicas`) are real: `replication` starts them under a Sentinel,
     // and `Scenario::validate` has checked that the algorithm has them.
     let replicated = scenario.params.redis.replicas > 0;
@@ -170,7 +164,17 @@ pub fn check_endpoints(scenario: &Scenario, endpoints: usize) -> Result<(), Real
             names.join(", ")
         )));
     }
+    let members_apart = scenario.is_etcd_cluster() || scenario.is_zookeeper_ensemble();
     for (i, fault) in scenario.faults.iter().enumerate() {
+        if members_apart && between_servers(scenario, fault) {
+            return Err(RealError::Endpoints(format!(
+                "faults[{i}] ({}: {}) acts between two members of the cluster, whose links \
+                 lockcheck relays only for members it starts; drop the fault or let lockcheck \
+                 start the servers",
+                fault.kind(),
+                fault.describe()
+            )));
+        }
         let on_server = fault
             .nodes()
             .iter()
@@ -196,18 +200,95 @@ pub fn check_endpoints(scenario: &Scenario, endpoints: usize) -> Result<(), Real
     Ok(())
 }
 
+/// Whether `fault` acts on a link between two servers: a partition with servers on both sides,
+/// or loss or delay on a server (which reaches its links to the other servers too).
+fn between_servers(scenario: &Scenario, fault: &Fault) -> bool {
+    let topology = scenario.topology();
+    let server = |n: &String| {
+        topology
+            .index_of(n)
+            .is_some_and(|i| topology.role(i) == Role::Server)
+    };
+    match fault {
+        Fault::Partition { isolate, from, .. } => {
+            let inside = isolate.iter().any(server);
+            let outside = match from {
+                Some(from) => from.iter().any(server),
+                None => topology
+                    .with_role(Role::Server)
+                    .iter()
+                    .any(|&s| !isolate.iter().any(|n| n == topology.name(s))),
+            };
+            inside && outside
+        }
+        Fault::Loss { node, .. } | Fault::Delay { node, .. } => server(node),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn an_etcd_cluster_is_refused_with_the_reason_and_one_member_runs() {
+    fn an_etcd_cluster_runs_with_faults_between_members_and_no_clock_fault_on_one() {
         let mut s = Scenario::new(Algorithm::EtcdMutex);
         assert!(check(&s).is_ok());
         s.params.nodes = Some(3);
+        check(&s).expect("a cluster without faults");
+        for fault in [
+            Fault::Partition {
+                at_ms: 3_000,
+                isolate: vec!["etcd-2".into()],
+                for_ms: 8_000,
+                hold: false,
+                from: Some(vec!["etcd-0".into(), "etcd-1".into()]),
+            },
+            Fault::Pause {
+                at_ms: 0,
+                node: "etcd-0".into(),
+                for_ms: 9_721,
+            },
+            Fault::Crash {
+                at_ms: 10,
+                node: "etcd-2".into(),
+                scope: lockcheck_core::scenario::CrashScope::Process,
+            },
+            Fault::Delay {
+                at_ms: 10,
+                node: "etcd-1".into(),
+                extra_ms: 50,
+                for_ms: 100,
+            },
+        ] {
+            s.faults = vec![fault.clone()];
+            check(&s).unwrap_or_else(|e| panic!("{fault:?}: {e}"));
+        }
+        // Against servers the user runs, lockcheck relays no link between members.
+        s.faults = vec![Fault::Partition {
+            at_ms: 3_000,
+            isolate: vec!["etcd-2".into()],
+            for_ms: 8_000,
+            hold: false,
+            from: None,
+        }];
+        let e = check_endpoints(&s, 3).unwrap_err().to_string();
+        assert!(e.contains("between two members"), "{e}");
+        s.faults = vec![Fault::Partition {
+            at_ms: 3_000,
+            isolate: vec!["client-0".into()],
+            for_ms: 8_000,
+            hold: false,
+            from: None,
+        }];
+        check_endpoints(&s, 3).expect("a client cut off from the members");
+        s.faults = vec![Fault::ClockJump {
+            at_ms: 10,
+            node: "etcd-1".into(),
+            by_ms: 5_000,
+        }];
         let e = check(&s).unwrap_err().to_string();
-        assert!(e.contains("real mode runs one etcd member so far"), "{e}");
-        assert!(e.contains("the simulation runs this scenario"), "{e}");
+        assert!(e.contains("vDSO"), "{e}");
     }
 
     #[test]

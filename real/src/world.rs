@@ -58,6 +58,9 @@ pub struct RealWorld {
     /// Between the servers of an ensemble: each member's proxies to each other member (empty
     /// for servers that do not talk to each other), which partitions cut.
     pub peer_links: Vec<crate::ensemble::PeerLink>,
+    /// An etcd cluster's member-to-member links, which partitions cut and message faults on a
+    /// member impair.
+    etcd_cluster: Option<Rc<crate::etcd_cluster::Cluster>>,
     /// Per client: partitions in force between it and the resource.
     resource_cuts: RefCell<Vec<ResourceCuts>>,
     /// Woken whenever a partition between a client and the resource heals, for the accesses a
@@ -136,6 +139,7 @@ impl RealWorld {
             probe_routes: None,
             links,
             peer_links: Vec::new(),
+            etcd_cluster: None,
             resource_cuts: RefCell::new(vec![ResourceCuts::default(); clients]),
             resource_healed: tokio::sync::Notify::new(),
             messages: RefCell::new(MessageFaults::new(topology.len())),
@@ -225,6 +229,20 @@ impl RealWorld {
     pub fn with_peer_links(mut self, peer_links: Vec<crate::ensemble::PeerLink>) -> RealWorld {
         self.peer_links = peer_links;
         self
+    }
+
+    /// The world with `cluster`'s links between its servers (an etcd cluster's), if any.
+    pub fn with_etcd_cluster(
+        mut self,
+        cluster: Option<Rc<crate::etcd_cluster::Cluster>>,
+    ) -> RealWorld {
+        self.etcd_cluster = cluster;
+        self
+    }
+
+    /// The etcd cluster the servers are, if they are one.
+    pub fn etcd_cluster(&self) -> Option<&crate::etcd_cluster::Cluster> {
+        self.etcd_cluster.as_deref()
     }
 
     /// The run's nodes.
@@ -330,8 +348,9 @@ impl RealWorld {
     }
 
     /// Starts (`Some((loss, delay))`) or ends (`None`) message fault `id` on node `node`, and
-    /// impairs every link of `node` (a client's proxies, or every client's proxy to a server)
-    /// with what a message across it suffers now.
+    /// impairs every link of `node` (a client's proxies, or every client's proxy to a server,
+    /// and a cluster member's links to the other members, both ways) with what a message across
+    /// it suffers now.
     pub fn set_message_fault(&self, node: usize, id: usize, fault: Option<(f64, Duration)>) {
         self.messages.borrow_mut().set(node, id, fault);
         let topology = &self.topology();
@@ -342,6 +361,18 @@ impl RealWorld {
             for (&server, link) in servers.iter().zip(links) {
                 if client == node || server == node {
                     let (loss, delay) = messages.between(client, server);
+                    link.impair(Impairment { delay, loss });
+                }
+            }
+        }
+        if let Some(cluster) = &self.etcd_cluster {
+            for (i, &from) in servers.iter().enumerate() {
+                for (j, &to) in servers.iter().enumerate() {
+                    let Some(link) = cluster.link(i, j).filter(|_| from == node || to == node)
+                    else {
+                        continue;
+                    };
+                    let (loss, delay) = messages.between(from, to);
                     link.impair(Impairment { delay, loss });
                 }
             }
