@@ -156,7 +156,7 @@ fn a_killed_leader_is_replaced_and_the_lock_stays_safe() {
 /// An odd cluster is a valid scenario; an even one is refused, naming the quorum it would need.
 /// (Real mode refuses any cluster so far: `real/src/support.rs`'s tests.)
 #[test]
-fn an_even_cluster_is_refused_and_an_odd_one_runs() {
+fn an_even_cluster_is_refused_and_an_odd_one_is_valid() {
     let mut s = leader_isolated();
     assert!(s.validate().is_ok());
     s.params.nodes = Some(4);

@@ -140,9 +140,6 @@ pub struct Changes {
     pub notes: Vec<(usize, String)>,
     /// Key effects of commits (a lease expired), recorded at the leader.
     pub effects: Vec<KeyEffect>,
-    /// Whether the committed state moved (a watch may fire; a keep-alive waiting for a
-    /// revocation may be answered).
-    pub committed: bool,
 }
 
 /// The ticks of member `me`'s election timeout in `term`: 10–19 (raft's
@@ -265,12 +262,11 @@ impl State {
 
     /// Commits at `leader` (which [`State::commits`]): a new entry at its term, every
     /// follower it reaches caught up.
-    pub fn commit_entry(&mut self, world: &World, leader: usize, changes: &mut Changes) {
+    pub fn commit_entry(&mut self, world: &World, leader: usize) {
         let term = self.m[leader].term;
         let index = self.commit.1.max(self.m[leader].last.1) + 1;
         self.m[leader].last = (term, index);
         self.commit = (term, index);
-        changes.committed = true;
         self.replicate(world, leader);
     }
 
@@ -433,7 +429,7 @@ impl State {
                 self.deposed.insert(old, self.model.clone());
             }
         }
-        self.commit_entry(world, me, changes);
+        self.commit_entry(world, me);
         self.model.promote(now_of(me));
         changes
             .notes
@@ -449,7 +445,7 @@ impl State {
         let mut effects = Vec::new();
         self.model.expire_due(now, &mut effects);
         if !effects.is_empty() {
-            self.commit_entry(world, leader, changes);
+            self.commit_entry(world, leader);
             changes.effects.extend(effects);
         }
     }
@@ -609,7 +605,7 @@ mod tests {
         }
         let majority = s.current_leader().unwrap();
         assert_ne!(majority, old);
-        s.commit_entry(&world, majority, &mut Changes::default());
+        s.commit_entry(&world, majority);
         assert!(s.m[old].term > s.m[majority].term, "campaigned alone");
         for other in (0..3).filter(|&o| o != old) {
             heal(&world, &s, old, other);

@@ -48,6 +48,8 @@ pub struct EtcdMember {
     _pusher: crate::net::Port,
     /// When its raft next ticks, on its monotonic clock.
     next_tick_ms: Cell<u64>,
+    /// The cluster's members' nodes (member order): fixed for the run, read at every tick.
+    members: Vec<usize>,
 }
 
 /// Where a request stands while it waits (see the module's documentation).
@@ -102,12 +104,14 @@ impl Server for EtcdMember {
             me
         };
         let first = node.mono_ms() + TICK_MS;
+        let members = cluster.lock().members.clone();
         EtcdMember {
             node,
             cluster,
             me,
             _pusher: pusher,
             next_tick_ms: Cell::new(first),
+            members,
         }
     }
 
@@ -189,8 +193,7 @@ impl Server for EtcdMember {
         let mut state = self.cluster.lock();
         if now.mono_ms >= self.next_tick_ms.get() {
             self.next_tick_ms.set(now.mono_ms + TICK_MS);
-            let members = state.members.clone();
-            let now_of = |m: usize| clocks_of(world, members[m]);
+            let now_of = |m: usize| clocks_of(world, self.members[m]);
             state.tick(world, self.me, now_of, &mut changes);
         }
         if state.m[self.me].role == Role::Leader {
@@ -313,7 +316,7 @@ impl EtcdMember {
                     | EtcdRequest::Watch { .. } => return None,
                 };
                 let mut changes = Changes::default();
-                state.commit_entry(world, proposed.leader, &mut changes);
+                state.commit_entry(world, proposed.leader);
                 changes.effects.extend(effects);
                 self.settle(&mut state, Some((proposed.leader, client)), changes);
                 Some(response)

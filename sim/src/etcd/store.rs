@@ -116,12 +116,18 @@ impl<E: Env + Clone + 'static> SimEtcd<E> {
         let first = self.next.get();
         self.next.set((first + 1) % n);
         let mut result = Err(StoreError::Unreachable("no member".into()));
+        let mut request = Some(request);
         for k in 0..n {
             let server = self.servers[(first + k) % n];
-            result = self
-                .rpc
-                .call(server, request.clone(), self.request_timeout)
-                .await;
+            // A copy only while another member may still be asked (one member: none).
+            let Some(this) = (if k + 1 < n {
+                request.clone()
+            } else {
+                request.take()
+            }) else {
+                break;
+            };
+            result = self.rpc.call(server, this, self.request_timeout).await;
             if !matches!(result, Err(StoreError::Unreachable(_))) {
                 break;
             }
