@@ -36,7 +36,12 @@ fn main() -> ExitCode {
     match dispatch(cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("lockcheck: {}", message(&e));
+            // Errors quote input (names, paths, a client's stderr): never to the terminal raw.
+            let message = message(&e);
+            eprintln!(
+                "lockcheck: {}",
+                lockcheck_core::input::terminal_text(&message)
+            );
             ExitCode::from(EXIT_USAGE)
         }
     }

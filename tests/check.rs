@@ -439,6 +439,151 @@ fn merge_refuses_shards_that_do_not_fit() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// Copies the files of `from` (a shard's output directory) into `to`.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// Issue 40 item 7: `merge` reads each shard's reports inside that shard's directory only (a
+/// report path with `..`, an absolute one, a symbolic link out: refused), and checks each UNSAFE
+/// cell against its report: a report swapped for another cell's, or edited, is refused naming
+/// the cell, before anything is written.
+#[test]
+fn merge_refuses_a_report_outside_its_shard_or_not_the_cells_own() {
+    let scratch = Scratch::new("merge-reports");
+    small_matrix(&scratch.0.join("s1"), &["--shard", "1/2"]);
+    small_matrix(&scratch.0.join("s2"), &["--shard", "2/2"]);
+    let shard = scratch.0.join("s2/out");
+    let matrix: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shard.join("matrix.json")).unwrap()).unwrap();
+    let found: Vec<usize> = matrix["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c["verdict"] == "unsafe")
+        .map(|(i, _)| i)
+        .collect();
+    let (a, b) = (found[0], *found.last().unwrap());
+    let cell = |i: usize| matrix["cells"][i]["id"].as_str().unwrap().to_string();
+    let report = |i: usize| matrix["cells"][i]["report"].as_str().unwrap().to_string();
+    assert_ne!(cell(a), cell(b));
+    let ok = lockcheck_in(
+        &scratch.0,
+        &["merge", "s1/out", "s2/out", "--out", "merged"],
+    );
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok));
+    std::fs::remove_dir_all(scratch.0.join("merged")).unwrap();
+
+    type Tamper<'a> = Box<dyn Fn(&Path, &mut serde_json::Value) + 'a>;
+    let edit_report = |edit: fn(&mut serde_json::Value)| -> Tamper<'_> {
+        Box::new(move |dir: &Path, _: &mut serde_json::Value| {
+            let path = dir.join(report(a));
+            let mut json: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            edit(&mut json);
+            std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+        })
+    };
+    let cases: Vec<(&str, Tamper, &str)> = vec![
+        (
+            "up",
+            Box::new(|dir: &Path, m: &mut serde_json::Value| {
+                std::fs::copy(dir.join(report(a)), dir.join("../stolen.json")).unwrap();
+                m["cells"][a]["report"] = "../stolen.json".into();
+            }),
+            "is not a file of the shard's own directory",
+        ),
+        (
+            "absolute",
+            Box::new(|dir: &Path, m: &mut serde_json::Value| {
+                let outside = dir.join("../stolen.json");
+                std::fs::copy(dir.join(report(a)), &outside).unwrap();
+                m["cells"][a]["report"] = outside.to_str().unwrap().into();
+            }),
+            "is not a file of the shard's own directory",
+        ),
+        (
+            "link",
+            Box::new(|dir: &Path, _: &mut serde_json::Value| {
+                let outside = dir.join("../stolen.json");
+                std::fs::rename(dir.join(report(a)), &outside).unwrap();
+                std::os::unix::fs::symlink(&outside, dir.join(report(a))).unwrap();
+            }),
+            "is a symbolic link",
+        ),
+        (
+            "other-cell",
+            Box::new(|_: &Path, m: &mut serde_json::Value| {
+                m["cells"][a]["report"] = report(b).into();
+            }),
+            "is not this cell's",
+        ),
+        (
+            "swapped",
+            Box::new(|dir: &Path, _: &mut serde_json::Value| {
+                std::fs::copy(dir.join(report(b)), dir.join(report(a))).unwrap();
+            }),
+            "is not this cell's",
+        ),
+        (
+            "summary",
+            edit_report(|r| r["summary"] = "no violation in this run".into()),
+            "was edited: it does not replay as written (summary)",
+        ),
+        (
+            "violations",
+            edit_report(|r| r["violations"] = serde_json::json!([])),
+            "tells another story than the cell",
+        ),
+        (
+            "history",
+            edit_report(|r| r["history"][3]["true_ns"] = 1.into()),
+            "was edited: its history does not have the hash it records",
+        ),
+        (
+            "story",
+            Box::new(|_: &Path, m: &mut serde_json::Value| {
+                m["cells"][a]["story"] = "a story of another run".into();
+            }),
+            "tells another story than the cell",
+        ),
+    ];
+    for (name, tamper, needle) in cases {
+        let dir = scratch.0.join(name).join("out");
+        copy_dir(&shard, &dir);
+        let mut m = matrix.clone();
+        tamper(&dir, &mut m);
+        std::fs::write(
+            dir.join("matrix.json"),
+            serde_json::to_string_pretty(&m).unwrap(),
+        )
+        .unwrap();
+        let shard_out = format!("{name}/out");
+        let o = lockcheck_in(
+            &scratch.0,
+            &["merge", "s1/out", &shard_out, "--out", "merged"],
+        );
+        let all = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{name}: {all}");
+        assert!(
+            all.contains(&format!("cell {}: report", cell(a))),
+            "{name}: {all}"
+        );
+        assert!(all.contains(needle), "{name}: {all}");
+        assert!(!scratch.0.join("merged").exists(), "{name}: written");
+    }
+}
+
 #[test]
 fn matrix_usage_errors_exit_2() {
     let scratch = Scratch::new("usage");

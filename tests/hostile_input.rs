@@ -412,3 +412,338 @@ fn an_edited_report_does_not_replay_as_identical() {
         }
     }
 }
+
+/// `lockcheck ARGS` in `dir`, its stdout and stderr read, with how much memory it took at most
+/// (its peak resident set, in KiB, from `wait4`).
+// Reaped by `wait4`, which `Child::wait` cannot stand in for (it gives no resource usage).
+#[allow(clippy::zombie_processes)]
+fn lockcheck_measured(dir: &std::path::Path, args: &[&str]) -> (Output, i64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .current_dir(dir)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        stdout.read_to_end(&mut out).unwrap();
+        out
+    });
+    stderr.read_to_end(&mut err).unwrap();
+    let out = reader.join().unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own unreaped child, with valid pointers.
+    let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as libc::pid_t);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    (
+        Output {
+            status,
+            stdout: out,
+            stderr: err,
+        },
+        usage.ru_maxrss,
+    )
+}
+
+/// Issue 40 item 7: a report past the cap (1 GiB) is refused before a byte of it is read: it
+/// used to be read to the cap first (`replay` and `timeline` of a huge file peaked at gigabytes
+/// before refusing it).
+#[test]
+fn a_report_past_the_cap_is_refused_before_it_is_read() {
+    let scratch = Scratch::new("huge-report");
+    let big = scratch.0.join("big.json");
+    // Sparse: it claims the size, and takes no room.
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len((1 << 30) + 1)
+        .unwrap();
+    for verb in ["replay", "timeline"] {
+        let (o, peak_kib) = lockcheck_measured(&scratch.0, &[verb, "big.json"]);
+        assert_usage(&o, &["big.json", "larger than 1 GiB"], verb);
+        assert!(
+            peak_kib < 100 << 10,
+            "{verb}: {peak_kib} KiB at the peak to refuse a file it need not read"
+        );
+    }
+}
+
+/// Issue 40 item 7: a TLS file is read up to 4 MiB, never more.
+#[test]
+fn a_tls_file_past_its_cap_is_refused() {
+    let scratch = Scratch::new("tls-cap");
+    let ca = scratch.0.join("ca.pem");
+    std::fs::File::create(&ca)
+        .unwrap()
+        .set_len((4 << 20) + 1)
+        .unwrap();
+    for flag in ["--tls-ca", "--tls-cert", "--tls-key"] {
+        let mut args = vec![
+            "real",
+            "--algorithm",
+            "single-redis",
+            "--endpoints",
+            "127.0.0.1:6399",
+            flag,
+            ca.to_str().unwrap(),
+        ];
+        if flag != "--tls-ca" {
+            // A certificate goes with its key.
+            let other = if flag == "--tls-cert" {
+                "--tls-key"
+            } else {
+                "--tls-cert"
+            };
+            args.extend([other, ca.to_str().unwrap()]);
+        }
+        let o = lockcheck(&args);
+        assert_usage(&o, &["ca.pem", "larger than 4 MiB"], flag);
+    }
+}
+
+/// Issue 40 item 7: a TOML list where a table belongs would be read as the table's fields in
+/// order (`params = [...]` as `key`, `nodes`, …); it is refused, naming where, as JSON's is.
+#[test]
+fn a_toml_list_where_a_table_belongs_is_refused() {
+    let scratch = Scratch::new("toml-positional");
+    for (body, needle) in [
+        (
+            "params = [\"k\", 1, false, 10000]\n",
+            "e.toml:1: [[expect]] 'x': params: expected a table",
+        ),
+        (
+            "params = { redis = [1] }\n",
+            "params.redis: expected a table",
+        ),
+    ] {
+        let file = scratch.file(
+            "e.toml",
+            &format!(
+                "[[expect]]\nname = \"x\"\nalgorithm = \"single-redis\"\nfaults = [\"pause\"]\n\
+                 cases = 1\nexpect = \"unsafe\"\n{body}"
+            ),
+        );
+        let o = lockcheck(&["check", file.to_str().unwrap()]);
+        assert_usage(&o, &[needle, "by position"], body);
+    }
+    // A script file's step written as a list.
+    let script = scratch.file(
+        "lock.toml",
+        "release = [\"return redis.call('DEL', KEYS[1])\", \"\", [\"key\"]]\n\n\
+         [[acquire]]\nscript = \"return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])\"\n\
+         keys = [\"key\"]\nargv = [\"token\", \"ttl_ms\"]\nacquired = \"ok\"\n",
+    );
+    let o = lockcheck(&[
+        "explore",
+        "--algorithm",
+        "redis-script",
+        "--script",
+        script.to_str().unwrap(),
+        "--faults",
+        "none",
+    ]);
+    assert_usage(&o, &["release: expected a table", "by position"], "script");
+}
+
+/// Issue 40 item 7: a name read from a file is printed with what would act on the terminal (an
+/// escape sequence, a carriage return) escaped, on standard error and on standard output.
+#[test]
+fn escape_sequences_in_names_never_reach_the_terminal() {
+    let scratch = Scratch::new("escapes");
+    for (name, text) in [
+        (
+            "algorithm.json",
+            r#"{"algorithm": "single\u001b[31mredis\r"}"#.to_string(),
+        ),
+        (
+            "node.json",
+            r#"{"algorithm": "single-redis", "faults": [
+                {"fault": "pause", "at_ms": 1, "node": "cl\u001b[2Jient", "for_ms": 5}]}"#
+                .to_string(),
+        ),
+    ] {
+        let o = run_text(&scratch, name, &text);
+        assert_usage(&o, &["\\u{1b}["], name);
+        assert!(!o.stderr.contains(&0x1b), "{name}: {:?}", stderr(&o));
+    }
+    // A directory whose name holds an escape, printed on standard output.
+    let file = scratch.file(
+        "s.json",
+        r#"{"algorithm": "single-redis", "duration_ms": 3000, "seed": 4}"#,
+    );
+    let out = scratch.0.join("re\u{1b}]0;pwned\u{7}ports");
+    let o = lockcheck(&[
+        "run",
+        file.to_str().unwrap(),
+        "--report",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("re\\u{1b}]0;pwned\\u{7}ports"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!o.stdout.contains(&0x1b) && !o.stdout.contains(&0x07));
+}
+
+/// Issue 40 item 7: a float out of range is quoted in a few characters (`{}` of 1e308 is 309
+/// digits; the README promises at most 60 characters of a value), and so is one in range.
+#[test]
+fn a_huge_or_tiny_float_is_printed_in_a_few_characters() {
+    let scratch = Scratch::new("floats");
+    for (text, needle) in [
+        (
+            r#"{"algorithm": "single-redis", "faults": [
+                {"fault": "clock_drift", "at_ms": 0, "node": "redis-0", "rate": 1e308}]}"#,
+            "rate must be in (0, 100], got 1e308",
+        ),
+        (
+            r#"{"algorithm": "single-redis", "params": {"drift_factor": -1e300}}"#,
+            "drift_factor must be in [0, 1), got -1e300",
+        ),
+        (
+            r#"{"algorithm": "single-redis", "faults": [
+                {"fault": "loss", "at_ms": 0, "node": "redis-0", "rate": 1e308, "for_ms": 5}]}"#,
+            "rate must be in [0, 1], got 1e308",
+        ),
+    ] {
+        let o = run_text(&scratch, "f.json", text);
+        assert_usage(&o, &[needle], text);
+        assert!(stderr(&o).len() < 200, "{}", stderr(&o));
+    }
+    let o = lockcheck(&[
+        "explore",
+        "--algorithm",
+        "single-redis",
+        "--faults",
+        "clock-drift",
+        "--max-drift",
+        "1e308",
+    ]);
+    assert_usage(&o, &["got 1e308"], "--max-drift");
+    assert!(stderr(&o).len() < 200, "{}", stderr(&o));
+    // In range, and tiny: the schedule says it in a few characters too.
+    let file = scratch.file(
+        "slow.json",
+        r#"{"algorithm": "single-redis", "duration_ms": 3000, "faults": [
+            {"fault": "clock_drift", "at_ms": 0, "node": "redis-0", "rate": 1e-300}]}"#,
+    );
+    let out = scratch.0.join("reports");
+    let o = lockcheck(&[
+        "run",
+        file.to_str().unwrap(),
+        "--report",
+        out.to_str().unwrap(),
+    ]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", stderr(&o));
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report_in(&out)).unwrap()).unwrap();
+    let line = report["schedule"][0].as_str().unwrap();
+    assert_eq!(line, "0 ms: redis-0's clocks run at 1e-300x");
+}
+
+/// `lockcheck ARGS` in `dir`, unable to write a file past `bytes` (RLIMIT_FSIZE, with SIGXFSZ
+/// ignored, so a write past it fails with EFBIG as on a full disk): a full `--out`.
+fn lockcheck_on_a_full_disk(dir: &std::path::Path, bytes: u64, args: &[&str]) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_lockcheck"));
+    command.current_dir(dir).args(args);
+    // SAFETY: signal and setrlimit are async-signal-safe; nothing else runs in the child.
+    unsafe {
+        command.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: bytes,
+                rlim_max: bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.output().expect("the binary runs")
+}
+
+/// Issue 40 item 7: an output directory that cannot take the report (full, read-only) does not
+/// hide an UNSAFE finding: the verdict is printed, then what could not be written, and the exit
+/// code is 2.
+#[test]
+fn a_full_output_directory_does_not_hide_an_unsafe_finding() {
+    let scratch = Scratch::new("full-out");
+    let story = scratch.file("pause.json", PAUSE_STORY);
+    let expectations = scratch.file(
+        "e.toml",
+        "[[expect]]\nname = \"pause\"\nalgorithm = \"single-redis\"\nfaults = [\"pause\"]\n\
+         cases = 100\nexpect = \"unsafe\"\n",
+    );
+    let cases: [(&str, Vec<&str>); 4] = [
+        (
+            "explore",
+            vec![
+                "explore",
+                "--algorithm",
+                "single-redis",
+                "--faults",
+                "pause",
+                "--out",
+                "explore",
+            ],
+        ),
+        (
+            "check",
+            vec!["check", expectations.to_str().unwrap(), "--out", "check"],
+        ),
+        (
+            "matrix",
+            vec![
+                "matrix",
+                "--algorithms",
+                "single-redis",
+                "--faults",
+                "pause",
+                "--cases",
+                "50",
+                "--out",
+                "matrix",
+            ],
+        ),
+        (
+            "run",
+            vec!["run", story.to_str().unwrap(), "--report", "run"],
+        ),
+    ];
+    let mut cases = cases.to_vec();
+    if common::installed("redis-server") {
+        cases.push((
+            "real",
+            vec![
+                "real",
+                "--algorithm",
+                "single-redis",
+                "--faults",
+                "pause",
+                "--report",
+                "real",
+            ],
+        ));
+    }
+    for (verb, args) in cases {
+        let o = lockcheck_on_a_full_disk(&scratch.0, 2048, &args);
+        let (out, err) = (stdout(&o), stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{verb}: {out}{err}");
+        assert!(
+            out.contains("UNSAFE"),
+            "{verb}: the verdict is hidden: {out}{err}"
+        );
+        assert!(err.contains("File too large"), "{verb}: {err}");
+        assert!(!err.contains("panicked"), "{verb}: {err}");
+    }
+}

@@ -24,15 +24,18 @@ fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
     }
 }
 
-/// The run directories (`lockcheck-real-*`) in `tmp`.
+/// The run directories in `tmp`: `real-PID-N` in the user's private directory there
+/// (`lockcheck-UID`, `lockcheck_real::private_dir`).
 fn run_dirs(tmp: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(tmp)
+    // SAFETY: geteuid has no preconditions.
+    let private = tmp.join(format!("lockcheck-{}", unsafe { libc::geteuid() }));
+    std::fs::read_dir(private)
         .map(|entries| {
             entries
                 .map(|e| e.unwrap().path())
                 .filter(|p| {
                     p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("lockcheck-real-"))
+                        .is_some_and(|n| n.to_string_lossy().starts_with("real-"))
                 })
                 .collect()
         })
@@ -131,6 +134,45 @@ fn sigterm_and_sigint_stop_every_server_and_remove_the_run_directory() {
         let (status, stderr) = finish(child);
         assert_nothing_left(&tmp, status, code, &stderr);
     }
+}
+
+/// Issue 40 item 7: SIGKILL cannot be caught, so a killed run leaves its directory (its
+/// servers die with it: `PR_SET_PDEATHSIG`); the next run removes it, since its process is gone.
+#[test]
+fn a_run_killed_with_sigkill_leaves_its_directory_to_the_next_run_which_removes_it() {
+    if !common::installed("redis-server") {
+        return;
+    }
+    let scratch = Scratch::new("sigkill");
+    let tmp = scratch.0.clone();
+    let child = real(&tmp, &["--algorithm", "single-redis", "--faults", "none"]);
+    let pid = child.id();
+    wait_for("the redis server runs", || {
+        !processes_in(&tmp, &[pid]).is_empty()
+    });
+    signal(pid, libc::SIGKILL);
+    let (status, _) = finish(child);
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    let left = run_dirs(&tmp);
+    assert_eq!(left.len(), 1, "{left:?}");
+    wait_for("the killed run's server is gone", || {
+        processes_in(&tmp, &[]).is_empty()
+    });
+    let next = real(
+        &tmp,
+        &[
+            "--algorithm",
+            "single-redis",
+            "--faults",
+            "none",
+            "--duration-ms",
+            "1000",
+        ],
+    );
+    let (status, stderr) = finish(next);
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(!left[0].exists(), "{} is still there", left[0].display());
+    assert_eq!(run_dirs(&tmp), Vec::<PathBuf>::new());
 }
 
 #[test]

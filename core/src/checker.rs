@@ -337,10 +337,10 @@ pub fn wakeups(history: &[Entry]) -> Wakeups {
 /// Acquisition attempts and how many succeeded.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rate {
-    /// Attempts.
-    pub attempts: u32,
+    /// Attempts (a fold of refusals counts as its `count`).
+    pub attempts: u64,
     /// Attempts that acquired the lock.
-    pub acquired: u32,
+    pub acquired: u64,
 }
 
 /// How available the lock was, by how many servers the attempting client could reach (the Redis
@@ -378,8 +378,11 @@ pub fn availability(history: &[Entry]) -> Availability {
             } else {
                 &mut a.majority_unreachable
             };
-            rate.attempts += 1;
-            rate.acquired += u32::from(acquired);
+            let count = e.attempts();
+            rate.attempts = rate.attempts.saturating_add(count);
+            if acquired {
+                rate.acquired = rate.acquired.saturating_add(count);
+            }
         }
     }
     a

@@ -35,6 +35,32 @@ pub const MAX_JOBS: usize = 1_024;
 /// The largest time budget per matrix cell, in seconds (`--budget-seconds`): 30 days.
 pub const MAX_BUDGET_SECONDS: u64 = 30 * 24 * 60 * 60;
 
+/// The most entries one run's history holds ([`crate::history::Recording`]). A run that would
+/// record more stops there and is refused (exit 2) naming what made it long; a workload that
+/// asks for more ([`workload_entries`]) is refused before it runs. An entry is about 400 bytes
+/// in memory, 260 in a report and up to 700 in its timeline, and drawing the timeline takes
+/// the most: at the cap a run with its report peaks near 1.2 GB (README, "Bounds").
+pub const MAX_HISTORY_ENTRIES: usize = 500_000;
+
+/// The fewest history entries one critical section records: the acquisition (invoke, an
+/// attempt, ok), the two accesses (invoke, the resource's observation and ok each), the release
+/// (invoke, ok), and the lock written and removed on a server.
+pub const SECTION_ENTRIES: u64 = 13;
+
+/// The fewest entries a nested acquisition of a reentrant lock adds: its acquire (invoke, an
+/// attempt, ok) and its release (invoke, ok).
+pub const NESTED_ENTRIES: u64 = 5;
+
+/// The fewest history entries a run records if it does every critical section its workload asks
+/// for: `sections` in all, `depth` acquisitions deep, each renewed `renewals` times while held
+/// (a renewal moves the lock's expiry on a server: an entry). Saturates rather than wraps.
+pub fn workload_entries(sections: u64, depth: u64, renewals: u64) -> u64 {
+    let per_section = SECTION_ENTRIES
+        .saturating_add(NESTED_ENTRIES.saturating_mul(depth.saturating_sub(1)))
+        .saturating_add(renewals);
+    sections.saturating_mul(per_section)
+}
+
 /// `Ok` when `lo <= value <= hi`; else why, naming `field`.
 pub fn within<T: PartialOrd + Display>(field: &str, value: T, lo: T, hi: T) -> Result<(), String> {
     if value >= lo && value <= hi {
@@ -117,6 +143,13 @@ pub fn rows() -> Vec<(&'static str, String, &'static str)> {
             "above 1 for reentrant locks only",
         ),
         ("`workload.read_fraction`", "[0, 1]".into(), ""),
+        (
+            "history entries a workload asks for: 13 a critical section (`clients` × \
+             `workload.acquisitions_per_client`), 5 more per nested acquisition, 1 per watchdog \
+             renewal",
+            format!("0..={MAX_HISTORY_ENTRIES}"),
+            "a run keeps at most this many entries (see Bounds)",
+        ),
         ("`faults`", format!("0..={MAX_FAULTS} entries"), ""),
         ("`faults[].at_ms`", "0..`duration_ms`".into(), ""),
         (

@@ -805,7 +805,10 @@ impl Fault {
                 format!("{at_ms} ms: {node}'s wall clock jumps by {by_ms:+} ms")
             }
             Fault::ClockDrift { at_ms, node, rate } => {
-                format!("{at_ms} ms: {node}'s clocks run at {rate}x")
+                format!(
+                    "{at_ms} ms: {node}'s clocks run at {}x",
+                    crate::input::float_text(*rate)
+                )
             }
             Fault::Crash {
                 at_ms,
@@ -838,7 +841,10 @@ impl Fault {
                 node,
                 rate,
                 for_ms,
-            } => format!("{at_ms} ms: drop {rate} of {node}'s messages for {for_ms} ms"),
+            } => format!(
+                "{at_ms} ms: drop {} of {node}'s messages for {for_ms} ms",
+                crate::input::float_text(*rate)
+            ),
             Fault::Delay {
                 at_ms,
                 node,
@@ -1288,7 +1294,63 @@ impl Scenario {
                     .into(),
             );
         }
+        self.validate_history_size()
+            .map_err(ScenarioError::Invalid)?;
         self.validate_faults()
+    }
+
+    /// The workload fits in one run's history: a run that does every critical section it asks
+    /// for records at least [`limits::workload_entries`] entries, and a history holds at most
+    /// [`limits::MAX_HISTORY_ENTRIES`]. Refused before it runs, naming what asks for the most.
+    /// (What grows with time instead, waits and retries, is folded or stops the run at the cap:
+    /// [`crate::history::Recording`].)
+    fn validate_history_size(&self) -> Result<(), String> {
+        use crate::limits::{
+            workload_entries, MAX_HISTORY_ENTRIES, NESTED_ENTRIES, SECTION_ENTRIES,
+        };
+        let w = &self.workload;
+        let sections = u64::from(self.clients) * u64::from(w.acquisitions_per_client);
+        let depth = u64::from(w.reentrant_depth);
+        // The watchdog renews every third of the lease while a section is held.
+        let renewals = match self.params.ttl_ms_for(self.algorithm) {
+            Some(ttl) if self.params.watchdog && !w.hold_until_validity => {
+                w.hold_ms.saturating_mul(3) / ttl.max(1)
+            }
+            _ => 0,
+        };
+        let max = MAX_HISTORY_ENTRIES as u64;
+        let entries = workload_entries(sections, depth, renewals);
+        if entries <= max {
+            return Ok(());
+        }
+        let per_section = workload_entries(1, depth, renewals);
+        let nested = NESTED_ENTRIES * (depth - 1);
+        let (field, why) = if renewals > SECTION_ENTRIES + nested {
+            (
+                "workload.hold_ms",
+                format!(
+                    ", {renewals} of them the watchdog's renewals of a {} ms lease over a {} ms \
+                     hold",
+                    self.params.ttl_ms_for(self.algorithm).unwrap_or(0),
+                    w.hold_ms
+                ),
+            )
+        } else if nested > SECTION_ENTRIES {
+            (
+                "workload.reentrant_depth",
+                format!(", {nested} of them for {} nested acquisitions", depth - 1),
+            )
+        } else {
+            ("workload.acquisitions_per_client", String::new())
+        };
+        Err(format!(
+            "{field}: {} client(s) × {} critical section(s) would record at least {entries} \
+             history entries ({per_section} a section{why}), more than a run keeps ({max}); \
+             {} section(s) in all would fit",
+            self.clients,
+            w.acquisitions_per_client,
+            max / per_section
+        ))
     }
 
     /// `params.redis.script` given exactly to the algorithm that runs it, in a shape it can
@@ -1353,7 +1415,7 @@ impl Scenario {
         if !(0.0..1.0).contains(&p.drift_factor) {
             return Err(format!(
                 "params.drift_factor must be in [0, 1), got {}",
-                p.drift_factor
+                crate::input::float_text(p.drift_factor)
             ));
         }
         any_ms("params.restart_delay_ms", p.restart_delay_ms)?;
@@ -1415,7 +1477,10 @@ impl Scenario {
         )?;
         if let Some(f) = w.read_fraction {
             if !(0.0..=1.0).contains(&f) {
-                return Err(format!("workload.read_fraction must be in [0, 1], got {f}"));
+                return Err(format!(
+                    "workload.read_fraction must be in [0, 1], got {}",
+                    crate::input::float_text(f)
+                ));
             }
         }
         if self.faults.len() > limits::MAX_FAULTS {
@@ -1435,7 +1500,11 @@ impl Scenario {
                 Fault::Loss { for_ms, rate, .. } => {
                     positive_ms(&field("for_ms"), *for_ms)?;
                     if !(0.0..=1.0).contains(rate) {
-                        return Err(format!("{} must be in [0, 1], got {rate}", field("rate")));
+                        return Err(format!(
+                            "{} must be in [0, 1], got {}",
+                            field("rate"),
+                            crate::input::float_text(*rate)
+                        ));
                     }
                 }
                 Fault::Delay {
@@ -1465,9 +1534,10 @@ impl Scenario {
                     if !(*rate > 0.0 && *rate <= limits::MAX_DRIFT_RATE) =>
                 {
                     return Err(format!(
-                        "{} must be in (0, {}], got {rate}",
+                        "{} must be in (0, {}], got {}",
                         field("rate"),
-                        limits::MAX_DRIFT_RATE
+                        limits::MAX_DRIFT_RATE,
+                        crate::input::float_text(*rate)
                     ));
                 }
                 _ => {}

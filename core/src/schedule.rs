@@ -194,7 +194,10 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
             Fault::ClockDrift { node, rate, .. } => push(
                 at,
                 Action::ClockDrift(idx(node), *rate),
-                format!("{node}'s clocks now run at {rate}x"),
+                format!(
+                    "{node}'s clocks now run at {}x",
+                    crate::input::float_text(*rate)
+                ),
             ),
             Fault::Crash { node, scope, .. } => {
                 let n = idx(node);
@@ -281,7 +284,10 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
                 push(
                     at,
                     Action::MessagesStart(n, i, *rate, Duration::ZERO),
-                    format!("drop {rate} of {node}'s messages"),
+                    format!(
+                        "drop {} of {node}'s messages",
+                        crate::input::float_text(*rate)
+                    ),
                 );
                 push(
                     at + ms(*for_ms),

@@ -44,6 +44,8 @@ pub struct RealStores {
     login: Login,
     /// MySQL: the database and the session settings of the run.
     mysql: (String, Option<SessionSettings>),
+    /// etcd: where the run writes down the session leases its clients are granted.
+    leases: crate::etcd_store::LeaseLedger,
     gate: PauseGate,
 }
 
@@ -111,6 +113,7 @@ impl Stores for RealStores {
             self.timeout,
             self.gate.clone(),
         )
+        .with_ledger(self.leases.clone())
     }
 }
 
@@ -141,13 +144,8 @@ impl Client {
                 world.record(
                     me,
                     Kind::Observe,
-                    Op::Attempt {
-                        acquired,
-                        accepted,
-                        of,
-                        // Replicas are no lock servers until promoted.
-                        unreachable: world.lock_servers_down(),
-                    },
+                    // Replicas are no lock servers until promoted.
+                    Op::attempt(acquired, accepted, of, world.lock_servers_down()),
                 );
             })
         };
@@ -174,6 +172,7 @@ impl Client {
                 // MySQL one has nothing to apply.
                 SessionSettings::of(&world.scenario).ok(),
             ),
+            leases: world.leases.clone(),
             gate: gate.clone(),
         };
         Client {

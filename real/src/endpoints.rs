@@ -17,8 +17,10 @@
 //!   server's process is refused with endpoints ([`crate::support::check_endpoints`]).
 //! - **Nothing left behind.** [`remove`] deletes what the run created, unless the user keeps it
 //!   (`--keep`): the Redis keys of [`lockcheck_algorithms::redis::keys_of`], the ZooKeeper node
-//!   `/KEY` with its children, the etcd keys under `/KEY/`, the MariaDB database `KEY` (its
-//!   `lock_table` and `lock_fence`).
+//!   `/KEY` with its children, the etcd keys under `/KEY/` and the session leases the run's
+//!   clients were granted ([`revoke_leases`]), the MariaDB database `KEY` (its `lock_table` and
+//!   `lock_fence`). A `--client`'s library declares the names it writes of its own
+//!   (`--client-keys`): [`crate::declared`] checks them free and removes them alongside.
 //! - **Credentials.** A user name and a password ([`Login`]): Redis `AUTH` (ACL user or
 //!   `requirepass`), MariaDB's account, ZooKeeper's `digest` scheme; and TLS, with a client
 //!   certificate when given ([`crate::tls`]). etcd's authentication is not supported: a run that
@@ -222,6 +224,137 @@ pub async fn reach(
             .await
         }
     }
+}
+
+/// Who a server given with `--endpoints` is, as far as it says: two addresses of one server
+/// (`127.0.0.1:6379` and `10.0.0.5:6379` of a Redis bound to both, a name and an address that
+/// resolve differently but reach the same process through a proxy or NAT) would count twice in a
+/// quorum, and the verdict would be about a topology that does not exist. [`distinct`] refuses
+/// them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// What the server calls itself, one process's alone: Redis's `run_id` (`INFO server`,
+    /// drawn at each start), an etcd member's id in its cluster (`/v3/maintenance/status`).
+    Named(String),
+    /// The id of a ZooKeeper session just opened on it. ZooKeeper has no name of its own to ask
+    /// for (`srvr` says no server id, `conf` and `envi` are off by default), but a server draws
+    /// its session ids from one counter that starts at its own id (the top byte: 1 standalone,
+    /// its `myid` in an ensemble) and the millisecond it started: two sessions opened one after
+    /// the other on the same server are a few ids apart, on two servers (two members of an
+    /// ensemble, or two servers not started in the same millisecond) far apart.
+    ZkSession(i64),
+    /// The server does not tell (a MariaDB: its locks run against one server, so there is
+    /// never a second one to tell it from).
+    Unknown,
+}
+
+impl Identity {
+    /// Whether `self` (asked first) and `later` (asked after it) are one server.
+    fn same_as(&self, later: &Identity) -> bool {
+        match (self, later) {
+            (Identity::Named(a), Identity::Named(b)) => a == b,
+            (Identity::ZkSession(a), Identity::ZkSession(b)) => {
+                // Same server: same top byte, and the later session a few ids on (other clients
+                // may open sessions in between, far fewer than 2^16).
+                (a >> 56) == (b >> 56) && b.wrapping_sub(*a) > 0 && b.wrapping_sub(*a) < 1 << 16
+            }
+            _ => false,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Identity::Named(name) => name.clone(),
+            Identity::ZkSession(id) => format!("ZooKeeper sessions {id:#x} and the next"),
+            Identity::Unknown => "unknown".into(),
+        }
+    }
+}
+
+/// Asks `server` at `addr` who it is ([`Identity`]).
+pub async fn identity(
+    scenario: &Scenario,
+    server: &str,
+    addr: SocketAddr,
+    login: &Login,
+) -> Result<Identity, RealError> {
+    match scenario.algorithm.backend() {
+        Backend::Redis => {
+            let info = bounded(server, addr, "INFO server", async {
+                let (mut c, _route) = redis_connection(addr, login).await?;
+                redis::cmd("INFO")
+                    .arg("server")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .map_err(|e| redis_reason(&e))
+            })
+            .await?;
+            Ok(info_field(&info, "run_id").map_or(Identity::Unknown, |id| {
+                Identity::Named(format!("Redis run_id {id}"))
+            }))
+        }
+        Backend::ZooKeeper => {
+            bounded(server, addr, "opening a session", async {
+                let (client, _route) = zk_session(scenario, addr, login).await?;
+                let id = client.session_id().0;
+                // Not detached: dropping the client closes its session.
+                drop(client);
+                Ok(Identity::ZkSession(id))
+            })
+            .await
+        }
+        Backend::Mysql => Ok(Identity::Unknown),
+        Backend::Etcd => {
+            bounded(server, addr, "etcd status", async {
+                let (mut c, _route) = etcd_connection(addr, login).await?;
+                let (status, answer) = c
+                    .post("/v3/maintenance/status", &json!({}))
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                if status != 200 {
+                    return Err(format!("HTTP {status}: {answer}"));
+                }
+                let header = &answer["header"];
+                let field = |name: &str| match &header[name] {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Number(n) => Some(n.to_string()),
+                    _ => None,
+                };
+                Ok(match (field("member_id"), field("cluster_id")) {
+                    (Some(member), Some(cluster)) => {
+                        Identity::Named(format!("etcd member {member} of cluster {cluster}"))
+                    }
+                    _ => Identity::Unknown,
+                })
+            })
+            .await
+        }
+    }
+}
+
+/// Refuses servers given twice: `asked` holds, in the order they were asked, each server's node
+/// name, address and [`Identity`].
+pub fn distinct(asked: &[(&str, SocketAddr, Identity)]) -> Result<(), RealError> {
+    for (j, (later, later_addr, b)) in asked.iter().enumerate() {
+        for (first, first_addr, a) in &asked[..j] {
+            if a.same_as(b) {
+                return Err(RealError::Endpoints(format!(
+                    "{first_addr} ({first}) and {later_addr} ({later}) are the same server \
+                     ({}): it would count as two; give each server once",
+                    a.describe()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The value of `name` in a Redis `INFO` answer.
+fn info_field(info: &str, name: &str) -> Option<String> {
+    info.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 /// What already exists on `server` at `addr` under a name the run could write: empty when the
@@ -475,9 +608,45 @@ pub async fn remove(
     }
 }
 
+/// Revokes the etcd session leases `leases` that the run's clients were granted, through the
+/// first of `endpoints` that answers (a lease is the cluster's, not a member's): what was
+/// revoked, in words. A lease the server no longer has (expired, or revoked by its client) is
+/// not counted.
+pub async fn revoke_leases(
+    server: &str,
+    endpoints: &Endpoints,
+    leases: &[lockcheck_algorithms::etcd::store::LeaseId],
+) -> Result<Vec<String>, RealError> {
+    let mut last = None;
+    for &addr in &endpoints.addrs {
+        let exchange = async {
+            let (mut c, _route) = etcd_connection(addr, &endpoints.login).await?;
+            let mut revoked = 0;
+            for lease in leases {
+                let (status, answer) = c
+                    .post("/v3/lease/revoke", &json!({ "ID": lease.to_string() }))
+                    .await
+                    .map_err(|e| format!("{e:?}"))?;
+                match status {
+                    200 => revoked += 1,
+                    _ if answer.to_string().contains("lease not found") => {}
+                    _ => return Err(format!("HTTP {status}: {answer}")),
+                }
+            }
+            Ok(revoked)
+        };
+        match bounded(server, addr, "revoking the run's session leases", exchange).await {
+            Ok(0) => return Ok(vec![]),
+            Ok(n) => return Ok(vec![format!("{n} etcd session lease(s)")]),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| RealError::Endpoints("no server to revoke leases on".into())))
+}
+
 /// Sends `path` (`/v3/kv/range`, counting only; `/v3/kv/deleterange`) for every key under
 /// `prefix`: the keys it `counted` (its answer's field of that name), in words, if any.
-async fn on_etcd_prefix(
+pub(crate) async fn on_etcd_prefix(
     addr: SocketAddr,
     login: &Login,
     prefix: &str,
@@ -508,18 +677,13 @@ async fn on_etcd_prefix(
 /// The eviction policy of a Redis whose `INFO memory` is `info`, when it may evict keys: a
 /// memory limit, and a policy other than `noeviction`.
 fn evicts(info: &str) -> Option<String> {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
-            .map(|v| v.trim().to_string())
-    };
-    let limit: u64 = field("maxmemory")?.parse().ok()?;
-    let policy = field("maxmemory_policy")?;
+    let limit: u64 = info_field(info, "maxmemory")?.parse().ok()?;
+    let policy = info_field(info, "maxmemory_policy")?;
     (limit > 0 && policy != "noeviction").then_some(policy)
 }
 
 /// Deletes `path` and everything under it, children first; the paths deleted.
-async fn delete_tree(client: &zk::Client, path: &str) -> Result<Vec<String>, zk::Error> {
+pub(crate) async fn delete_tree(client: &zk::Client, path: &str) -> Result<Vec<String>, zk::Error> {
     let mut removed = Vec::new();
     let mut stack = vec![(path.to_string(), false)];
     while let Some((node, expanded)) = stack.pop() {
@@ -568,7 +732,7 @@ async fn each_redis_key(
 }
 
 /// A Redis connection to `addr` as `login`, without the library's name announced.
-async fn redis_connection(
+pub(crate) async fn redis_connection(
     addr: SocketAddr,
     login: &Login,
 ) -> Result<(redis::aio::MultiplexedConnection, Option<Proxy>), String> {
@@ -598,7 +762,7 @@ async fn route(addr: SocketAddr, login: &Login) -> Result<(SocketAddr, Option<Pr
 
 /// An HTTP connection to the etcd gateway at `addr`, over TLS when `login` says so; the guard
 /// keeps its route open.
-async fn etcd_connection(
+pub(crate) async fn etcd_connection(
     addr: SocketAddr,
     login: &Login,
 ) -> Result<(Connection, Option<Proxy>), String> {
@@ -608,7 +772,7 @@ async fn etcd_connection(
 }
 
 /// A Redis error in words that say what to do about it.
-fn redis_reason(e: &redis::RedisError) -> String {
+pub(crate) fn redis_reason(e: &redis::RedisError) -> String {
     let text = e.to_string();
     if text.contains("NOAUTH") || text.contains("WRONGPASS") || text.contains("invalid password") {
         format!(
@@ -621,7 +785,7 @@ fn redis_reason(e: &redis::RedisError) -> String {
 }
 
 /// A ZooKeeper session with `addr` as `login`, asking for the scenario's session timeout.
-async fn zk_session(
+pub(crate) async fn zk_session(
     scenario: &Scenario,
     addr: SocketAddr,
     login: &Login,
@@ -692,6 +856,43 @@ mod tests {
         assert_eq!(
             evicts(&info(1 << 20, "volatile-ttl")),
             Some("volatile-ttl".to_string())
+        );
+    }
+
+    #[test]
+    fn one_server_is_told_from_two_by_what_it_says_it_is() {
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let named = |s: &str| Identity::Named(s.into());
+        let ok = [
+            ("redis-0", addr("127.0.0.1:1"), named("Redis run_id a")),
+            ("redis-1", addr("127.0.0.1:2"), named("Redis run_id b")),
+            ("redis-2", addr("127.0.0.1:3"), Identity::Unknown),
+            ("redis-3", addr("127.0.0.1:4"), Identity::Unknown),
+        ];
+        distinct(&ok).unwrap();
+        let twice = [
+            ("redis-0", addr("127.0.0.1:1"), named("Redis run_id a")),
+            ("redis-1", addr("127.0.0.2:1"), named("Redis run_id a")),
+        ];
+        let e = distinct(&twice).unwrap_err().to_string();
+        assert!(
+            e.contains("127.0.0.1:1 (redis-0) and 127.0.0.2:1 (redis-1) are the same server"),
+            "{e}"
+        );
+        // ZooKeeper: the next session of one server, or of another member (top byte) or of a
+        // server started in another millisecond.
+        let started = 0x0100_0190_0000_0000_i64;
+        let zk = |id: i64| Identity::ZkSession(id);
+        assert!(zk(started + 3).same_as(&zk(started + 5)));
+        assert!(!zk(started + 3).same_as(&zk(started + 3 + (2 << 56))));
+        assert!(!zk(started + 3).same_as(&zk(started + (1 << 16) + 3)));
+        assert!(!zk(started + 5).same_as(&zk(started + 3)));
+        assert_eq!(
+            info_field(
+                "# Server\r\nredis_version:7.0.15\r\nrun_id:abc\r\n",
+                "run_id"
+            ),
+            Some("abc".to_string())
         );
     }
 

@@ -339,6 +339,11 @@ async fn follow_watch(mut connection: Connection) -> Result<(), HttpError> {
     Err(HttpError::Broken("the watch stream ended".into()))
 }
 
+/// Every session lease the clients of one run were granted, in the order they were granted: on
+/// servers the user runs, the run revokes them at its end ([`crate::endpoints::revoke_leases`])
+/// rather than leave each one on the server for its TTL.
+pub type LeaseLedger = Rc<RefCell<Vec<LeaseId>>>;
+
 /// The session as the client knows it.
 #[derive(Default)]
 struct Session {
@@ -380,6 +385,8 @@ pub struct RealEtcd {
     /// crashed client's task drops its store, and its lease must then lapse, not be kept alive
     /// by tasks that outlived it (the simulation kills every task of a crashed client's node).
     tasks: Rc<RefCell<JoinSet<()>>>,
+    /// Where each lease granted is written down for the run ([`RealEtcd::with_ledger`]).
+    ledger: Option<LeaseLedger>,
 }
 
 impl Drop for RealEtcd {
@@ -434,7 +441,14 @@ impl RealEtcd {
             ended: Rc::new(Notify::new()),
             ends: Rc::default(),
             tasks: Rc::default(),
+            ledger: None,
         }
+    }
+
+    /// The same client, writing down in `ledger` every session lease it is granted.
+    pub fn with_ledger(mut self, ledger: LeaseLedger) -> RealEtcd {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// The member the next request goes to, the round-robin moved past it.
@@ -592,6 +606,9 @@ impl EtcdStore for RealEtcd {
         }
         let ttl_s = self.ttl.as_secs().max(1) as i64;
         let (lease, _) = granted(self.call(GRANT, grant_json(ttl_s)).await?)?;
+        if let Some(ledger) = &self.ledger {
+            ledger.borrow_mut().push(lease);
+        }
         // `NewSession` asks for keep-alive as soon as the grant is answered.
         let now = Self::clock(self.epoch);
         if self.lessor_started.get().is_none() {

@@ -13,20 +13,16 @@
 use crate::error::RealError;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::sync::OnceLock;
 
 /// The library's source.
 pub const SOURCE: &str = include_str!("../peerlink/peerlink.c");
 /// The variable that gives the library its rewrites.
 pub const PORTS_VAR: &str = "LOCKCHECK_PEER_PORTS";
 
-/// The library, built on first use ([`crate::preload::build`]).
+/// The library, built on first use and checked each time it is asked for, before a member
+/// loads it ([`crate::preload::build`]).
 pub fn library() -> Result<PathBuf, RealError> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| crate::preload::build("peerlink", SOURCE))
-        .clone()
-        .map_err(RealError::PeerLink)
+    crate::preload::build("peerlink", SOURCE).map_err(RealError::PeerLink)
 }
 
 /// The environment of a member whose connections to a peer's real port `from` are to go to its

@@ -1,6 +1,6 @@
 //! The history of a real run, stamped with real time.
 
-use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::history::{History, Kind, Op, Recording};
 use lockcheck_core::topology::Topology;
 use std::cell::RefCell;
 use std::time::{Instant, SystemTime};
@@ -16,7 +16,9 @@ pub struct Recorder {
     topology: Topology,
     start: Instant,
     wall_start: SystemTime,
-    history: RefCell<History>,
+    /// Folded and capped as the simulation records ([`Recording`]), so both worlds' histories
+    /// have one shape.
+    history: RefCell<Recording>,
 }
 
 impl Recorder {
@@ -26,7 +28,7 @@ impl Recorder {
             topology,
             start: Instant::now(),
             wall_start: SystemTime::now(),
-            history: RefCell::new(History::default()),
+            history: RefCell::new(Recording::default()),
         }
     }
 
@@ -61,6 +63,6 @@ impl Recorder {
 
     /// The history so far.
     pub fn history(&self) -> History {
-        self.history.borrow().clone()
+        self.history.borrow().history().clone()
     }
 }

@@ -24,24 +24,16 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::OnceLock;
 
 /// The library's source.
 pub const SOURCE: &str = include_str!("../timeshift/timeshift.c");
 /// The variable that names the shift file to the library.
 pub const FILE_VAR: &str = "LOCKCHECK_TIMESHIFT";
 
-/// The compiled library's path, compiling it on first use.
+/// The compiled library's path, compiling it on first use; checked each time it is asked for,
+/// before a server loads it ([`crate::preload`]).
 pub fn library() -> Result<PathBuf, RealError> {
-    static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BUILT
-        .get_or_init(compile)
-        .clone()
-        .map_err(RealError::TimeShift)
-}
-
-fn compile() -> Result<PathBuf, String> {
-    crate::preload::build("timeshift", SOURCE)
+    crate::preload::build("timeshift", SOURCE).map_err(RealError::TimeShift)
 }
 
 /// The shift file's layout, shared with `struct shift` in the C source.

@@ -45,6 +45,8 @@ pub struct RealWorld {
     pub servers: Vec<SocketAddr>,
     /// How the clients log in to the servers (nothing, on servers lockcheck starts).
     pub login: Login,
+    /// etcd: every session lease the run's clients were granted ([`RealWorld::with_leases`]).
+    pub leases: crate::etcd_store::LeaseLedger,
     /// Per client, per server: the address of the proxy the client reaches that server through.
     pub routes: Vec<Vec<SocketAddr>>,
     /// How the liveness probe reaches the servers, when not directly (see
@@ -105,6 +107,13 @@ impl RealWorld {
         self
     }
 
+    /// The same world, its etcd clients writing down the session leases they are granted in
+    /// `ledger` (which outlives the world: the run revokes them at its end).
+    pub fn with_leases(mut self, ledger: crate::etcd_store::LeaseLedger) -> RealWorld {
+        self.leases = ledger;
+        self
+    }
+
     /// The world of `scenario`, whose servers listen on `servers`, each client reaching them
     /// through its `routes` (per client, per server: a proxy's address and link; a client
     /// without routes reaches the servers directly); time starts now. Each client's links are
@@ -157,6 +166,7 @@ impl RealWorld {
             client_error: RefCell::new(None),
             servers,
             login: Login::default(),
+            leases: Default::default(),
             scenario,
         }
     }

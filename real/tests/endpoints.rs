@@ -188,6 +188,82 @@ fn an_existing_key_is_refused_up_front_and_left_as_it_was() {
     }
 }
 
+/// A Redis of the user's that listens on three loopback addresses: one server, three names.
+struct OnThreeAddresses;
+
+impl ServerKind for OnThreeAddresses {
+    fn binary(&self) -> &'static str {
+        plain_redis().binary()
+    }
+    fn install(&self) -> &'static str {
+        plain_redis().install()
+    }
+    fn command(&self, dir: &std::path::Path, port: u16) -> std::process::Command {
+        let mut command = plain_redis().command(dir, port);
+        // The last `--bind` wins.
+        command.args(["--bind", "127.0.0.1", "127.0.0.2", "127.0.0.3"]);
+        command
+    }
+    fn prepare(&self, dir: &std::path::Path, port: u16) -> Result<(), String> {
+        plain_redis().prepare(dir, port)
+    }
+    fn ready(
+        &self,
+        addr: SocketAddr,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool>>> {
+        plain_redis().ready(addr)
+    }
+    fn logs(&self) -> &'static [&'static str] {
+        plain_redis().logs()
+    }
+}
+
+fn plain_redis() -> Redis {
+    Redis {
+        persistence: Persistence::None,
+    }
+}
+
+/// Issue 40 item 3: one Redis given as three Redlock masters, by three addresses that differ
+/// (so the check of the addresses themselves lets them through): it would count three times in
+/// the quorum. Its run id gives it away; the run is refused before anything is written, naming
+/// both endpoints.
+#[test]
+fn one_server_given_by_two_addresses_is_refused_by_its_run_id() {
+    if !redis_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start("redis-0", Box::new(OnThreeAddresses));
+    let port = server.addr.port();
+    let addrs: Vec<SocketAddr> = ["127.0.0.1", "127.0.0.2", "127.0.0.3"]
+        .iter()
+        .map(|ip| format!("{ip}:{port}").parse().unwrap())
+        .collect();
+    let mut s = story(Algorithm::Redlock, Profile::None, 2_000);
+    s.params.nodes = Some(3);
+    let servers = Servers::Endpoints(Endpoints {
+        addrs,
+        login: Login::default(),
+        keep: false,
+    });
+    let e = run_on(&s, &servers).unwrap_err();
+    let said = e.to_string();
+    assert!(matches!(e, RealError::Endpoints(_)), "{said}");
+    assert!(
+        said.contains(&format!(
+            "127.0.0.1:{port} (redis-0) and 127.0.0.2:{port} (redis-1) are the same server \
+             (Redis run_id "
+        )),
+        "{said}"
+    );
+    // Nothing was written: the server holds no key.
+    let keys = server
+        .runtime
+        .block_on(redis_query(server.addr, None, &["DBSIZE"]));
+    assert_eq!(keys, redis::Value::Int(0));
+}
+
 fn mariadb_installed() -> bool {
     common::installed(&MariaDb::of(&Scenario::new(Algorithm::MysqlRow), "mysql-0").unwrap())
 }
@@ -291,15 +367,72 @@ fn a_zookeeper_endpoint_refuses_a_session_timeout_it_would_not_grant_and_leaves_
     assert!(exists.is_none(), "/{key} is left");
 }
 
+/// A second address for the server at `to`: a port on loopback whose connections are relayed
+/// to it (what a NAT rule or a second listener of the user's would do), by threads of its own
+/// (the run blocks the test's thread). Lives as long as the test.
+fn second_address(to: SocketAddr) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = std::net::TcpStream::connect(to) else {
+                continue;
+            };
+            for (mut from, mut into) in [
+                (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                (server, client),
+            ] {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    addr
+}
+
+/// Issue 40 item 3, ZooKeeper: one server given as an ensemble of three, by its address and two
+/// others that reach it. ZooKeeper has no name to ask for, but its session ids come from one
+/// counter per server: three sessions opened one after the other are a few ids apart, and the
+/// run is refused naming both endpoints.
+#[test]
+fn one_zookeeper_given_as_three_members_is_refused_by_its_session_ids() {
+    if !zookeeper_installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let server = UsersServer::start("zk-0", Box::new(zookeeper()));
+    let (a, b) = (second_address(server.addr), second_address(server.addr));
+    let mut s = story(Algorithm::ZkSequential, Profile::None, 4_000);
+    s.params.nodes = Some(3);
+    let servers = Servers::Endpoints(Endpoints {
+        addrs: vec![server.addr, a, b],
+        login: Login::default(),
+        keep: false,
+    });
+    let e = run_on(&s, &servers).unwrap_err();
+    let said = e.to_string();
+    assert!(matches!(e, RealError::Endpoints(_)), "{said}");
+    assert!(
+        said.contains(&format!(
+            "{} (zk-0) and {a} (zk-1) are the same server (ZooKeeper sessions 0x",
+            server.addr
+        )),
+        "{said}"
+    );
+}
+
 fn etcd_installed() -> bool {
     common::installed(&lockcheck_real::launcher::Etcd)
 }
 
 /// etcd grants no lease shorter than 1.5 election timeouts (2 s with the defaults): on a user's
 /// etcd whose elections take 3 s, a scenario asking for 2 s is refused with what it grants (5 s);
-/// a run that fits leaves no key under its prefix.
+/// a run that fits leaves no key under its prefix, and no lease: the session leases its clients
+/// were granted are revoked at its end (issue 40 item 7: they used to stay until their TTL).
 #[test]
-fn an_etcd_endpoint_refuses_a_lease_it_would_not_grant_and_leaves_no_key() {
+fn an_etcd_endpoint_refuses_a_lease_it_would_not_grant_and_leaves_no_key_or_lease() {
     if !etcd_installed() {
         return;
     }
@@ -331,6 +464,25 @@ fn an_etcd_endpoint_refuses_a_lease_it_would_not_grant_and_leaves_no_key() {
         lockcheck_real::etcd_gateway::int(&answer, "count")
     });
     assert_eq!(count, 0, "keys left under /{key}/");
+    assert!(
+        real.removed
+            .iter()
+            .any(|r| r.contains("etcd session lease(s)")),
+        "{:?}",
+        real.removed
+    );
+    // The server was the run's alone: every lease on it was one of the run's.
+    let leases = server.runtime.block_on(async {
+        let mut c = lockcheck_real::etcd_gateway::Connection::open(server.addr)
+            .await
+            .unwrap();
+        let (_, answer) = c
+            .post("/v3/lease/leases", &serde_json::json!({}))
+            .await
+            .unwrap();
+        answer["leases"].as_array().cloned().unwrap_or_default()
+    });
+    assert!(leases.is_empty(), "leases left: {leases:?}");
 }
 
 fn base64_of(bytes: &[u8]) -> String {

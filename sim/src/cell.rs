@@ -108,6 +108,10 @@ pub struct Searched {
     pub verdict: CellVerdict,
     /// Where the time went.
     pub stats: CellStats,
+    /// What could not be written (the report, the regression entry: a read-only or full output
+    /// directory), each with why. The verdict stands all the same, for the caller to say before
+    /// these errors: an UNSAFE finding is never hidden behind a failed write.
+    pub unwritten: Vec<String>,
 }
 
 /// Searches one cell; `on_case` is called after every case the search runs.
@@ -117,6 +121,14 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     let started = Instant::now();
     let key = SearchKey::of(options);
     let regressions = regression::load(&cell.out, &cell.id, &key)?;
+    let unwritten = Mutex::new(Vec::new());
+    // A write that fails is said with the verdict, not instead of it.
+    let note = |e: &dyn std::fmt::Display| {
+        unwritten
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e.to_string())
+    };
     let mut stats = CellStats {
         regressions: regressions.len(),
         ..CellStats::default()
@@ -162,8 +174,8 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 stats.shrink = finding.shrink_elapsed;
                 stats.search = started.elapsed().saturating_sub(finding.shrink_elapsed);
                 let mut report = finding.report(&options.profiles, options.seed);
-                let path = report.write(&cell.out, &cell.id)?;
-                regression::record(
+                let (path, report_written) = written(&mut report, cell, &note);
+                let recorded = regression::record(
                     &cell.out,
                     &cell.id,
                     Regression {
@@ -173,12 +185,20 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                         scenario: finding.scenario.clone(),
                         history_hash: finding.outcome.digest(),
                     },
-                )?;
-                // The unshrunk failure's entry and report give way to the shrunk one's.
+                );
+                if let Err(e) = &recorded {
+                    note(e);
+                }
+                // The unshrunk failure's entry and report give way to the shrunk one's (kept
+                // when the shrunk one could not be written).
                 let unshrunk = unshrunk.into_inner().expect("never poisoned");
-                if let Some((scenario, report)) = unshrunk {
+                if let (Some((scenario, report)), true) =
+                    (unshrunk, recorded.is_ok() && report_written)
+                {
                     if scenario != finding.scenario {
-                        regression::forget(&cell.out, &cell.id, &key, &scenario)?;
+                        if let Err(e) = regression::forget(&cell.out, &cell.id, &key, &scenario) {
+                            note(&e);
+                        }
                     }
                     if let Some(unshrunk_report) = report.filter(|r| *r != path) {
                         let _ = std::fs::remove_file(Report::timeline_path(&unshrunk_report));
@@ -194,7 +214,11 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                     cases: finding.cases,
                     story,
                 }));
-                return Ok(Searched { verdict, stats });
+                return Ok(Searched {
+                    verdict,
+                    stats,
+                    unwritten: unwritten.into_inner().unwrap_or_else(|p| p.into_inner()),
+                });
             }
             Exploration::NotFound(Coverage {
                 cases,
@@ -207,7 +231,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
     let verdict = match still_failing {
         Some((regression, outcome)) => {
             let mut report = Report::of_run(&regression.scenario, &outcome);
-            let path = report.write(&cell.out, &cell.id)?;
+            let (path, _) = written(&mut report, cell, &note);
             let story = story(&report);
             let history_changed = outcome.digest() != regression.history_hash;
             CellVerdict::Found(Box::new(CellFinding {
@@ -227,7 +251,27 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
             simulated_ns,
         }),
     };
-    Ok(Searched { verdict, stats })
+    Ok(Searched {
+        verdict,
+        stats,
+        unwritten: unwritten.into_inner().unwrap_or_else(|p| p.into_inner()),
+    })
+}
+
+/// Writes `report` as the cell's ([`Report::write`]): where it goes, and whether it was
+/// written (a failure goes to `note`).
+fn written(
+    report: &mut Report,
+    cell: &CellSearch,
+    note: &dyn Fn(&dyn std::fmt::Display),
+) -> (PathBuf, bool) {
+    match report.write(&cell.out, &cell.id) {
+        Ok(path) => (path, true),
+        Err(e) => {
+            note(&e);
+            (report.path_in(&cell.out, &cell.id), false)
+        }
+    }
 }
 
 /// Runs `work` on every item with up to `jobs` threads; the results come back in the items'
@@ -395,7 +439,11 @@ fn fault_story(fault: &Fault, scenario: &Scenario) -> String {
             at(*at_ms)
         ),
         Fault::ClockDrift { at_ms, node, rate } => {
-            format!("{node}'s clocks ran at {rate}x from {}", secs(*at_ms))
+            format!(
+                "{node}'s clocks ran at {}x from {}",
+                lockcheck_core::input::float_text(*rate),
+                secs(*at_ms)
+            )
         }
         Fault::Crash { at_ms, node, scope } => {
             let persistence = match scenario.params.persistence_of(scenario.algorithm, node) {

@@ -68,12 +68,7 @@ impl Env for SimEnv {
         self.world.record(
             self.node,
             Kind::Observe,
-            Op::Attempt {
-                acquired,
-                accepted,
-                of,
-                unreachable,
-            },
+            Op::attempt(acquired, accepted, of, unreachable),
         );
     }
 }

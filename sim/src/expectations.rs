@@ -248,9 +248,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
             "no [[expect]] entry: the file checks nothing".into(),
         ));
     }
+    // The file as written, for what serde cannot tell: a list where a table belongs (`params =
+    // [10000]`) is read as the table's fields in order, and is refused below.
+    let written = toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|t| serde_json::to_value(t).ok())
+        .unwrap_or_default();
     let mut names: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
-    for spanned in file.expect {
+    for (i, spanned) in file.expect.into_iter().enumerate() {
         let line = line_of(text, spanned.span().start);
         let entry = spanned.into_inner();
         let bad = |m: String| {
@@ -276,6 +282,22 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         }
         if let Some(first) = names.insert(entry.name.clone(), line) {
             return bad(format!("name already used by the entry at line {first}"));
+        }
+        if let Some(params) = &entry.params {
+            let as_written = &written["expect"][i]["params"];
+            if let Err(e) = lockcheck_core::input::objects_where_written(as_written, params) {
+                let at = match e.path.as_str() {
+                    "." => "params".to_string(),
+                    path => format!("params.{path}"),
+                };
+                return bad(format!(
+                    "{at}: {}",
+                    e.message.replace(
+                        "an object with named fields (`{...}`)",
+                        "a table (named fields)"
+                    )
+                ));
+            }
         }
         if let Some(kind) = entry.violation {
             // A search that counts only safety violations never counts any other kind: such an

@@ -604,7 +604,7 @@ pub fn check_options(options: &ExploreOptions) -> Result<(), ExploreError> {
     if !(0.0..1.0).contains(&options.max_drift) {
         return invalid(format!(
             "max_drift must be in [0, 1) (--max-drift), got {}",
-            options.max_drift
+            lockcheck_core::input::float_text(options.max_drift)
         ));
     }
     if let Some(ms) = options.max_partition_ms {
@@ -698,6 +698,13 @@ pub fn explore_noting(
                 }
             };
             let outcome = run(&scenario);
+            if let Some(refusal) = outcome.refusal(&scenario) {
+                // A case too long to keep: the search is refused, as `run` refuses it.
+                *aborted.lock().expect("no worker panics holding it") =
+                    Some(format!("case {case}: {refusal}"));
+                first_failure.fetch_min(0, Ordering::Relaxed);
+                return;
+            }
             let failed = fails(options, &outcome);
             if failed {
                 first_failure.fetch_min(case, Ordering::Relaxed);
@@ -851,7 +858,11 @@ fn shrink(
             runs += 1;
             let candidate = tree.current();
             let tried = run(&candidate);
-            let worst = worst_counted(options, &tried.violations);
+            // A candidate cut short at the history's cap is not judged: it does not count.
+            let worst = match tried.cut_short() {
+                Some(_) => None,
+                None => worst_counted(options, &tried.violations),
+            };
             if worst.is_some() && worst <= bar {
                 smallest = candidate;
                 outcome = tried;

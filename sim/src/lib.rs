@@ -51,4 +51,4 @@ pub mod timer;
 pub mod world;
 pub mod zookeeper;
 
-pub use runner::{replay, run};
+pub use runner::{replay, run, run_keeping};

@@ -575,10 +575,14 @@ pub struct MatrixRun {
     pub matrix: Matrix,
     /// Where the time of each searched cell went, by cell name.
     pub stats: BTreeMap<String, CellStats>,
+    /// What could not be written (a report, a regression entry, the matrix's own files), each
+    /// with why: the matrix's verdicts stand, for the caller to say before these errors.
+    pub unwritten: Vec<String>,
 }
 
 /// Runs every cell of `options` and writes `matrix.json`, `matrix.md`, the counterexamples'
-/// reports and the regression files into `out`.
+/// reports and the regression files into `out`. A file that cannot be written (a read-only or
+/// full `out`) does not hide the verdicts: it is listed in [`MatrixRun::unwritten`].
 pub fn run_matrix(
     options: &MatrixOptions,
     out: &Path,
@@ -589,8 +593,8 @@ pub fn run_matrix(
     let specs = plan(&options.rows, &options.profiles);
     let results = cell::in_parallel(&specs, options.jobs, |(spec, base)| {
         let id = spec.id();
-        let (params, result, stats) = match spec.params(base.clone()) {
-            Err(reason) => (None, Ok(CellResult::Skipped { reason }), None),
+        let (params, result, stats, unwritten) = match spec.params(base.clone()) {
+            Err(reason) => (None, Ok(CellResult::Skipped { reason }), None, Vec::new()),
             Ok(params) => {
                 let search = CellSearch {
                     id: id.clone(),
@@ -603,6 +607,7 @@ pub fn run_matrix(
                         Some(params),
                         Ok(result_of(&searched.verdict)),
                         Some(searched.stats),
+                        searched.unwritten,
                     ),
                     Err(source) => (
                         Some(params),
@@ -611,6 +616,7 @@ pub fn run_matrix(
                             source,
                         }),
                         None,
+                        Vec::new(),
                     ),
                 }
             }
@@ -618,14 +624,16 @@ pub fn run_matrix(
         if let Ok(result) = &result {
             progress(MatrixEvent::CellDone { id: &id, result });
         }
-        (id, spec.clone(), params, result, stats)
+        (id, spec.clone(), params, result, stats, unwritten)
     });
     let mut cells = Vec::new();
     let mut stats = BTreeMap::new();
-    for (id, spec, params, result, cell_stats) in results {
+    let mut unwritten = Vec::new();
+    for (id, spec, params, result, cell_stats, not_written) in results {
         if let Some(s) = cell_stats {
             stats.insert(id.clone(), s);
         }
+        unwritten.extend(not_written.into_iter().map(|e| format!("{id}: {e}")));
         cells.push(Cell {
             id,
             spec,
@@ -643,9 +651,17 @@ pub fn run_matrix(
         profiles: options.profiles.clone(),
         cells,
     };
-    matrix.write(out)?;
-    matrix.remove_replaced(previous.as_ref(), out)?;
-    Ok(MatrixRun { matrix, stats })
+    if let Err(e) = matrix
+        .write(out)
+        .and_then(|()| matrix.remove_replaced(previous.as_ref(), out))
+    {
+        unwritten.push(e.to_string());
+    }
+    Ok(MatrixRun {
+        matrix,
+        stats,
+        unwritten,
+    })
 }
 
 /// The search of one cell.
@@ -1066,6 +1082,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Matrix, MatrixError> {
         if let Budget::Cases(n) = part.budget {
             check_shard_cells(dir, part, shard, n)?;
         }
+        check_shard_reports(dir, part)?;
         if let Some(other) = seen.insert(shard.index, dir) {
             return bad(format!(
                 "shard {}/{count} given twice: {} and {}",
@@ -1168,6 +1185,94 @@ fn check_shard_cells(
         if ran != expected {
             return bad(format!(
                 "{ran} cases run where the shard's slice has {expected}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks every UNSAFE cell of `part` (the shard in `dir`) against its report: the report is a
+/// file of the shard's own directory (a bare file name: no `..`, no absolute path, not a
+/// symbolic link, so that `merge` reads nothing outside the shards it was given), it is this
+/// cell's (named after the cell and its history's hash), it says what the cell says (UNSAFE,
+/// the same story, the same search), and it replays as written. A report swapped for another
+/// cell's or another run's, or edited, is refused here, naming the cell, before anything is
+/// written.
+fn check_shard_reports(dir: &Path, part: &Matrix) -> Result<(), MatrixError> {
+    for cell in &part.cells {
+        let CellResult::Found {
+            cases,
+            case_index,
+            story,
+            report,
+        } = &cell.result
+        else {
+            continue;
+        };
+        let bad = |m: String| {
+            Err(MatrixError::Invalid(format!(
+                "{}: cell {}: report '{}' {m}; it is not what `lockcheck matrix` wrote for this \
+                 cell",
+                dir.display(),
+                cell.id,
+                lockcheck_core::input::clip(report)
+            )))
+        };
+        let bare = {
+            let mut parts = Path::new(report).components();
+            matches!(
+                (parts.next(), parts.next()),
+                (Some(std::path::Component::Normal(_)), None)
+            ) && !report.contains(['/', '\\'])
+        };
+        if !bare {
+            return bad("is not a file of the shard's own directory (a bare file name)".into());
+        }
+        let path = dir.join(report);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                return bad("is a symbolic link, which merge does not follow".into());
+            }
+            Ok(meta) if !meta.file_type().is_file() => {
+                return bad("is not a regular file".into());
+            }
+            Ok(_) => {}
+            Err(e) => return bad(format!("cannot be read: {e}")),
+        }
+        let r = match Report::read(&path) {
+            Ok(r) => r,
+            Err(e) => return bad(format!("cannot be read: {e}")),
+        };
+        let named = r.path_in(Path::new(""), &cell.id);
+        if named.as_os_str() != report.as_str() {
+            return bad(format!(
+                "is not this cell's: a report of its history would be named '{}'",
+                named.display()
+            ));
+        }
+        if r.verdict != lockcheck_core::verdict::VerdictKind::Found {
+            return bad("reports no violation".into());
+        }
+        if r.history.digest() != r.history_hash {
+            return bad("was edited: its history does not have the hash it records".into());
+        }
+        if cell::story(&r) != *story {
+            return bad("tells another story than the cell".into());
+        }
+        let search = r.search.as_ref().map(|s| (s.seed, s.cases));
+        let expected = case_index.map(|_| (part.seed, *cases));
+        if search != expected {
+            return bad("was found by another search than the cell's".into());
+        }
+        let replayed = crate::runner::replay(&r);
+        if !replayed.identical() {
+            let what = match (replayed.first_difference, replayed.differences.first()) {
+                (Some(at), _) => format!("history entry {at}"),
+                (None, Some(d)) => d.field.to_string(),
+                (None, None) => "?".into(),
+            };
+            return bad(format!(
+                "was edited: it does not replay as written ({what})"
             ));
         }
     }

@@ -5,7 +5,7 @@ use crate::client::{run_client, run_probe};
 use crate::nemesis;
 use crate::resource::run_resource;
 use crate::world::World;
-use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::history::{History, Kind, Op, Retention};
 use lockcheck_core::outcome::Outcome;
 use lockcheck_core::report::{Replay, Report};
 use lockcheck_core::scenario::Scenario;
@@ -21,10 +21,17 @@ async fn wait_for_progress(world: &World, seen: u64, ns: u64) {
     futures_util::future::select(sleep, progress).await;
 }
 
-/// Runs `scenario` (which must be valid) and checks it. Same scenario, same outcome.
+/// Runs `scenario` (which must be valid) and checks it. Same scenario, same outcome. A run
+/// whose history reaches the cap stops there ([`Outcome::cut_short`]).
 pub fn run(scenario: &Scenario) -> Outcome {
+    run_keeping(scenario, Retention::default())
+}
+
+/// [`run`], its history kept as `retention` says: how tests compare a folded history with
+/// the same run recorded attempt by attempt, or reach the cap sooner.
+pub fn run_keeping(scenario: &Scenario, retention: Retention) -> Outcome {
     let runtime = Runtime::with_seed_and_config(scenario.seed, madsim::Config::default());
-    let history = runtime.block_on(simulate(scenario.clone()));
+    let history = runtime.block_on(simulate(scenario.clone(), retention));
     Outcome::of(history, scenario)
 }
 
@@ -53,11 +60,11 @@ where
     world.set_node_id(node, id);
 }
 
-async fn simulate(scenario: Scenario) -> History {
+async fn simulate(scenario: Scenario, retention: Retention) -> History {
     let handle = Handle::current();
     let timeline = lockcheck_core::schedule::timeline(&scenario);
     let quiet_ns = lockcheck_core::schedule::quiet_after_ns(&timeline);
-    let world = Arc::new(World::new(scenario));
+    let world = Arc::new(World::with_retention(scenario, retention));
     let topology = world.topology.clone();
     let params = world.scenario.params.clone();
 
@@ -89,11 +96,15 @@ async fn simulate(scenario: Scenario) -> History {
             .iter()
             .all(|&c| world.is_finished(c) || world.is_down(c));
         let now = world.true_ns();
-        if (settled && now >= quiet_ns) || now >= limit_ns {
+        if (settled && now >= quiet_ns) || now >= limit_ns || world.history_full() {
             break;
         }
         let until = if settled { quiet_ns } else { limit_ns };
         wait_for_progress(&world, seen, until - now).await;
+    }
+    if world.history_full() {
+        // Cut short: the faults still to come are not waited for.
+        nemesis.abort();
     }
     let _ = nemesis.await;
     for &c in &clients {
@@ -124,7 +135,9 @@ async fn simulate(scenario: Scenario) -> History {
         .filter(|&s| world.is_down(s))
         .collect();
     let service_down = down.len() > needed.len() / 2;
-    if !service_down {
+    if world.history_full() {
+        // Cut short: nothing more is recorded, and the run is refused rather than judged.
+    } else if !service_down {
         let wait = 2 * ttl;
         let w = world.clone();
         start_node(&handle, &world, probe, move |w2| run_probe(w2, probe, wait));
@@ -133,7 +146,7 @@ async fn simulate(scenario: Scenario) -> History {
         loop {
             let seen = w.progress.changes();
             let now = w.true_ns();
-            if handle.is_exit(w.node_id(probe)) || now >= probe_limit {
+            if handle.is_exit(w.node_id(probe)) || now >= probe_limit || w.history_full() {
                 break;
             }
             wait_for_progress(&w, seen, probe_limit - now).await;
@@ -151,7 +164,7 @@ async fn simulate(scenario: Scenario) -> History {
             },
         );
     }
-    let history = world.history();
+    let history = world.take_history();
     // Stop every node so that madsim drops their tasks with the runtime. A task waiting on a
     // waker it keeps in its own state (a mailbox, a watch) is a cycle nobody else breaks: the
     // task, the world it holds and its Lua states would outlive the run, a few hundred KB per

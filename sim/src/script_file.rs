@@ -211,6 +211,27 @@ pub fn load(path: &Path) -> Result<ScriptFile, ScriptFileError> {
     if let Some(one @ serde_json::Value::Object(_)) = value.get_mut("acquire") {
         *one = serde_json::Value::Array(vec![one.take()]);
     }
+    // serde would read a step written as a list (`release = ["return 1"]`) as its fields in
+    // order: a step is a table, or refused.
+    let by_position = |at: &str| {
+        format(format!(
+            "{at}: expected a table (named fields), got a list: lockcheck does not read fields \
+             by position"
+        ))
+    };
+    if value.is_array() {
+        return Err(by_position("."));
+    }
+    for step in ["release", "extend"] {
+        if value.get(step).is_some_and(serde_json::Value::is_array) {
+            return Err(by_position(step));
+        }
+    }
+    if let Some(steps) = value.get("acquire").and_then(serde_json::Value::as_array) {
+        if let Some(i) = steps.iter().position(serde_json::Value::is_array) {
+            return Err(by_position(&format!("acquire[{i}]")));
+        }
+    }
     let file: File = serde_path_to_error::deserialize(value)
         .map_err(|e| format(format!("{}: {}", e.path(), e.inner())))?;
     let dir = path.parent().unwrap_or(Path::new("."));

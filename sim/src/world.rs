@@ -6,7 +6,7 @@ use crate::links::Links;
 use crate::signal::Signal;
 use lockcheck_algorithms::describe::Servers;
 use lockcheck_core::clock::{NodeClock, WALL_ORIGIN_NS};
-use lockcheck_core::history::{History, Kind, Op};
+use lockcheck_core::history::{History, Kind, Op, Recording, Retention};
 use lockcheck_core::scenario::{CrashScope, Scenario};
 use lockcheck_core::topology::Topology;
 use madsim::task::NodeId;
@@ -33,7 +33,8 @@ pub struct World {
     /// Simulated time elapsed at the start of the run (madsim's clock, never the host's).
     start: Duration,
     clocks: Mutex<Vec<NodeClock>>,
-    history: Mutex<History>,
+    /// The history, folded and capped as both worlds record it ([`Recording`]).
+    history: Mutex<Recording>,
     /// Partitions and message faults (see [`Links`]).
     links: Mutex<Links>,
     node_ids: Mutex<Vec<Option<NodeId>>>,
@@ -96,6 +97,11 @@ impl Drop for World {
 impl World {
     /// A fresh world for `scenario`, with true time starting now. Call inside the runtime.
     pub fn new(scenario: Scenario) -> World {
+        World::with_retention(scenario, Retention::default())
+    }
+
+    /// [`World::new`], its history kept as `retention` says (tests fold sooner, or not at all).
+    pub fn with_retention(scenario: Scenario, retention: Retention) -> World {
         let topology = scenario.topology();
         let n = topology.len();
         let clients = scenario.clients as usize;
@@ -120,7 +126,7 @@ impl World {
             topology,
             start: madsim::time::TimeHandle::current().elapsed(),
             clocks: Mutex::new(clocks),
-            history: Mutex::new(History::default()),
+            history: Mutex::new(Recording::new(retention)),
             links: Mutex::new(Links::new(n)),
             node_ids: Mutex::new(vec![None; n]),
             power: Mutex::new(vec![Power::default(); n]),
@@ -188,25 +194,43 @@ impl World {
         self.clock(node).mono_ns(self.true_ns())
     }
 
-    /// Appends to the history, stamped with true time and `node`'s wall clock.
+    /// Appends to the history, stamped with true time and `node`'s wall clock. Once the
+    /// history is full ([`Recording`]'s cap), nothing more is kept, and the run is told to stop
+    /// (its main task waits on [`World::progress`]).
     pub fn record(&self, node: usize, kind: Kind, op: Op) {
         let true_ns = self.true_ns();
         let local_ns = self.clock(node).wall_ns(true_ns) - WALL_ORIGIN_NS;
         let name = self.topology.name(node);
-        self.history
-            .lock()
-            .unwrap()
-            .push(true_ns, name, local_ns, kind, op);
+        let mut history = self.history.lock().unwrap();
+        if history.is_full() {
+            return;
+        }
+        history.push(true_ns, name, local_ns, kind, op);
+        if history.is_full() {
+            drop(history);
+            self.progress.notify();
+        }
+    }
+
+    /// Whether the history is full: the run is to stop.
+    pub fn history_full(&self) -> bool {
+        self.history.lock().unwrap().is_full()
     }
 
     /// Reads the history so far without copying it.
     pub fn with_history<R>(&self, read: impl FnOnce(&History) -> R) -> R {
-        read(&self.history.lock().unwrap())
+        read(self.history.lock().unwrap().history())
     }
 
     /// The history so far.
     pub fn history(&self) -> History {
-        self.history.lock().unwrap().clone()
+        self.history.lock().unwrap().history().clone()
+    }
+
+    /// The history, taken out of the world (what a finished run hands on, without a copy).
+    pub fn take_history(&self) -> History {
+        let mut recording = self.history.lock().unwrap();
+        std::mem::take(&mut *recording).into_history()
     }
 
     /// Registers the madsim id of node `node`.

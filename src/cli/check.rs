@@ -99,7 +99,11 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     // standard error.
     let show = |line: &str| {
         if args.accept {
-            let _ = writeln!(std::io::stderr(), "{line}");
+            let _ = writeln!(
+                std::io::stderr(),
+                "{}",
+                lockcheck_core::input::terminal_text(line)
+            );
         } else {
             say!("{line}");
         }
@@ -131,8 +135,14 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     });
     bar.finish_and_clear();
     let mut judged = Vec::new();
+    let mut unwritten = Vec::new();
     for (&(_, entry), ran) in entries.iter().zip(results) {
-        let j = judge(file, entry, ran)?;
+        let (j, not_written) = judge(file, entry, ran)?;
+        unwritten.extend(
+            not_written
+                .into_iter()
+                .map(|e| format!("{}: {e}", entry.name)),
+        );
         // The formats for people print as they go, as they always have: an error in a later
         // entry leaves the earlier ones said. The machine formats are one document, or none.
         let at = format!("{}:{}", file.display(), entry.line);
@@ -165,7 +175,8 @@ pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     if args.accept {
         print_accepted(file, &all, &entries, &judged)?;
     }
-    Ok(if failed > 0 { EXIT_FOUND } else { EXIT_OK })
+    let code = if failed > 0 { EXIT_FOUND } else { EXIT_OK };
+    Ok(super::after_writes(code, &unwritten))
 }
 
 /// The entries `--only` names (all of them when it names none), each with its index in the file.
@@ -227,8 +238,10 @@ fn print_accepted(
     Ok(())
 }
 
-/// One entry's run judged against what it expects.
-fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
+/// One entry's run judged against what it expects; with what of it could not be written (its
+/// report, its regression entry), which is said after the verdicts rather than instead of them.
+fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<(Judged, Vec<String>)> {
+    let mut unwritten = Vec::new();
     let expected = match (&entry.check, entry.expect) {
         (_, VerdictKind::Found) => expected_word(&entry.check),
         (Check::Search(_), VerdictKind::NotFound) => "not found",
@@ -244,6 +257,7 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
     let judged = match ran {
         Ran::Search(result, options) => {
             let searched = result.map_err(|e| failed(&e))?;
+            unwritten.extend(searched.unwritten.iter().cloned());
             let (verdict, details) = search_verdict(&options, &searched);
             let mut j = Judged {
                 name: entry.name.clone(),
@@ -280,7 +294,7 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
                     j.violations = tally(&counted);
                     j.case_index = u.case_index;
                     j.cases = u.cases;
-                    j.report = Some(u.path.clone());
+                    j.report = searched.unwritten.is_empty().then(|| u.path.clone());
                     j.story = Some(u.story.clone());
                 }
                 CellVerdict::NotFound(coverage) => j.cases = coverage.cases,
@@ -293,7 +307,13 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
             report,
             stats,
         } => {
-            let report = report.map_err(|e| failed(&e))?;
+            let report = match report {
+                Ok(path) => Some(path),
+                Err(e) => {
+                    unwritten.push(e.to_string());
+                    None
+                }
+            };
             let found = !counted.is_empty();
             let worst = counted.iter().map(|(k, _)| k.severity()).min();
             let verdict = if let Some(worst) = worst {
@@ -314,11 +334,16 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
             let kinds: Vec<ViolationKind> = counted.iter().map(|(k, _)| *k).collect();
             let story = counted.first().map(|(_, s)| s.clone());
             let mut details: Vec<String> = counted.into_iter().map(|(_, s)| s).collect();
-            details.push(format!("report: {}", report.display()));
-            details.push(format!(
-                "timeline: {}",
-                Report::timeline_path(&report).display()
-            ));
+            match &report {
+                Some(report) => {
+                    details.push(format!("report: {}", report.display()));
+                    details.push(format!(
+                        "timeline: {}",
+                        Report::timeline_path(report).display()
+                    ));
+                }
+                None => details.push("report: could not be written (why: below)".into()),
+            }
             Judged {
                 name: entry.name.clone(),
                 line: entry.line,
@@ -333,14 +358,14 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<Judged> {
                 violations: tally(&kinds),
                 case_index: None,
                 cases: 1,
-                report: Some(report),
+                report,
                 story,
                 details,
                 stats,
             }
         }
     };
-    Ok(judged)
+    Ok((judged, unwritten))
 }
 
 /// How many violations of each kind, by the kinds' names.

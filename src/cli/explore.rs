@@ -203,12 +203,19 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             for line in &report.schedule {
                 say!("    {line}");
             }
-            say!("  report: {}", found.path.display());
-            say!(
-                "  timeline: {}",
-                Report::timeline_path(&found.path).display()
-            );
-            say!("  replay: {}", report.replay_command);
+            if searched.unwritten.is_empty() {
+                say!("  report: {}", found.path.display());
+                say!(
+                    "  timeline: {}",
+                    Report::timeline_path(&found.path).display()
+                );
+                say!("  replay: {}", report.replay_command);
+            } else {
+                say!(
+                    "  report: {} could not be written (why: below)",
+                    found.path.display()
+                );
+            }
             worst.exit_code()
         }
     };
@@ -216,7 +223,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
         "{}",
         rates(&[&searched.stats], started.elapsed(), options.jobs, false)
     );
-    Ok(code)
+    Ok(super::after_writes(code, &searched.unwritten))
 }
 
 /// Where a persisted failure was found, and whether its history is still the one it had then.
@@ -267,7 +274,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("redisson-2") && e.contains("redisson-3.44+, redisson-3.43"),
+            e.contains("redisson-2") && e.contains("redisson-3.52+, redisson-3.51"),
             "{e}"
         );
         let e = parse(&["--algorithm", "single-redis", "--variant", "redisson-3.23"])

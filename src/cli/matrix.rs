@@ -242,7 +242,15 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
     for c in &m.cells {
         if let CellResult::Found { story, report, .. } = &c.result {
             say!("UNSAFE {}: {story}", c.id);
-            say!("  report: {}", out.join(report).display());
+            let path = out.join(report);
+            if path.is_file() {
+                say!("  report: {}", path.display());
+            } else {
+                say!(
+                    "  report: {} could not be written (why: below)",
+                    path.display()
+                );
+            }
         }
     }
     say!(
@@ -256,7 +264,7 @@ fn run(options: &MatrixOptions, out: &Path) -> anyhow::Result<u8> {
     );
     let stats: Vec<&CellStats> = run.stats.values().collect();
     say!("{}", rates(&stats, started.elapsed(), options.jobs, true));
-    Ok(EXIT_OK)
+    Ok(super::after_writes(EXIT_OK, &run.unwritten))
 }
 /// Runs `lockcheck merge`.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<u8> {

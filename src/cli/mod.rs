@@ -5,7 +5,9 @@
 /// `println!` for the verdicts and paths the verbs print: a closed standard output (`lockcheck run
 /// F | head -1`) is not an error of the run. Printing stops quietly; the work goes on (a report is
 /// still written) and the exit code is the verdict's. Other write errors are ignored the same
-/// way, since there is nowhere left to say them.
+/// way, since there is nowhere left to say them. What would act on a terminal (an escape
+/// sequence, a carriage return in a name read from a file) is printed escaped
+/// ([`lockcheck_core::input::terminal_text`]).
 macro_rules! say {
     () => {{
         use std::io::Write as _;
@@ -13,7 +15,12 @@ macro_rules! say {
     }};
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let line = format!($($arg)*);
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            lockcheck_core::input::terminal_text(&line)
+        );
     }};
 }
 
@@ -43,6 +50,26 @@ pub const EXIT_FOUND: u8 = 1;
 /// Exit code: bad input (or an environment problem such as an unwritable directory, or a
 /// server binary that is not installed).
 pub const EXIT_USAGE: u8 = 2;
+
+/// The exit code of a verb whose verdict (exit `code`) was printed, when some of its files could
+/// not be written (`unwritten`: each failure, said here after the verdict): 2, so that the
+/// missing files do not pass unnoticed; the verdict, UNSAFE included, is on standard output
+/// all the same. `code` when everything was written.
+pub fn after_writes(code: u8, unwritten: &[String]) -> u8 {
+    if unwritten.is_empty() {
+        return code;
+    }
+    for e in unwritten {
+        eprintln!(
+            "lockcheck: not written: {}",
+            lockcheck_core::input::terminal_text(e)
+        );
+    }
+    eprintln!(
+        "lockcheck: the verdict above stands; the files named were not written (exit {EXIT_USAGE})"
+    );
+    EXIT_USAGE
+}
 
 /// The command line.
 #[derive(Parser)]

@@ -114,6 +114,9 @@ pub fn run_file(
 ) -> anyhow::Result<u8> {
     let scenario = read_scenario_with(file, script, variant)?;
     let outcome = run(&scenario);
+    if let Some(refusal) = outcome.refusal(&scenario) {
+        return Err(usage(format!("{}: {refusal}", file.display())));
+    }
     let mut report = Report::of_run(&scenario, &outcome);
     print_outcome(&report, &outcome);
     say!("history hash {}", outcome.digest());
@@ -151,6 +154,9 @@ pub fn replay(path: &Path) -> anyhow::Result<u8> {
         )));
     }
     let replayed = replay_report(&report);
+    if let Some(refusal) = replayed.outcome.refusal(&report.scenario) {
+        return Err(usage(format!("{}: {refusal}", path.display())));
+    }
     if replayed.identical() {
         say!(
             "identical: {} entries, history hash {} ({})",

@@ -139,8 +139,11 @@ pub fn stuck(history: &[Entry], liveness: &Liveness) -> Vec<Violation> {
         report_due(&mut s, e.true_ns, bound, &mut found);
         apply(&mut s, e, liveness);
     }
-    if let Some(last) = history.last() {
-        report_due(&mut s, last.true_ns, bound, &mut found);
+    // The end of the history: its last entry, or a fold of refusals that went on past it (a
+    // fold stands where its first attempt was; attempts change nothing this check reads, so
+    // only the time they reach matters).
+    if let Some(end) = history.iter().map(Entry::end_ns).max() {
+        report_due(&mut s, end, bound, &mut found);
     }
     found
 }

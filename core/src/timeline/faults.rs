@@ -350,7 +350,11 @@ pub(super) fn clock_charts(report: &Report, faults: &Faults, last_ns: u64) -> Ve
                 }
                 ClockChange::Rate(rate) => {
                     clock.set_rate(at, rate);
-                    described.push(format!("runs at {rate}× true time from {}", ms(at)));
+                    described.push(format!(
+                        "runs at {}× true time from {}",
+                        crate::input::float_text(rate),
+                        ms(at)
+                    ));
                 }
             }
             model.push((at, local(&clock, at)));

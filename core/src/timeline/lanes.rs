@@ -48,7 +48,16 @@ fn tick(at: Place, height: f64, entry: &Entry, ctx: &Ctx, shapes: &mut Vec<Shape
     }
     let x = ctx.axis.x(entry.true_ns);
     let bottom = at.top + height - 2.0;
-    let form = if class.ends_with("rejected") {
+    let form = if entry.attempts() > 1 {
+        // A fold of refusals: a band from the first to the last of them.
+        class.push_str(" folded");
+        ctx.bar(
+            entry.true_ns,
+            entry.end_ns(),
+            bottom - TICK_H / 2.0,
+            TICK_H / 2.0,
+        )
+    } else if class.ends_with("rejected") {
         // The fence turning a stale holder away: bigger than a tick, so it is seen.
         Form::Polygon(vec![
             (x, bottom - 10.0),

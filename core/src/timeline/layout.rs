@@ -154,7 +154,7 @@ pub(super) fn layout(report: &Report) -> Layout {
     let faults = Faults::of(report);
     let last_ns = entries
         .iter()
-        .map(|e| e.true_ns)
+        .map(Entry::end_ns)
         .chain(
             faults
                 .spans

@@ -51,7 +51,7 @@ pub(super) fn document(report: &Report, layout: &Layout) -> String {
     header(&mut out, report);
     out.push_str("<main>\n");
     timeline(&mut out, layout);
-    legend(&mut out);
+    legend(&mut out, report);
     violations(&mut out, report);
     clocks(&mut out, layout);
     schedule(&mut out, report);
@@ -59,6 +59,11 @@ pub(super) fn document(report: &Report, layout: &Layout) -> String {
     script(&mut out);
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// Whether the report's history holds a fold of refusals ([`crate::history::Recording`]).
+fn folds(report: &Report) -> bool {
+    report.history.entries.iter().any(|e| e.attempts() > 1)
 }
 
 fn head(out: &mut String, report: &Report) {
@@ -75,11 +80,17 @@ fn head(out: &mut String, report: &Report) {
          style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n\
          <meta name=\"generator\" content=\"lockcheck {}\">\n\
          <meta name=\"lockcheck-rendered\" content=\"not rendered by a browser\">\n\
-         <title>lockcheck: {} — {}</title>\n<style>\n{}</style>\n</head>\n<body>\n",
+         <title>lockcheck: {} — {}</title>\n<style>\n{}{}</style>\n</head>\n<body>\n",
         escape(&report.lockcheck),
         escape(algorithm),
         verdict,
-        css()
+        css(),
+        // Only a page that draws a fold of refusals styles one (the others stay as they were).
+        if folds(report) {
+            ".entry.folded { fill: #b0bec5; }\n"
+        } else {
+            ""
+        }
     );
 }
 
@@ -436,7 +447,7 @@ fn shape(out: &mut String, s: &Shape) {
     }
 }
 
-fn legend(out: &mut String) {
+fn legend(out: &mut String, report: &Report) {
     const ITEMS: [(&str, &str); 12] = [
         ("legend-belief who-0", "a client believes it holds the lock"),
         ("legend-validity", "the validity it was given"),
@@ -471,8 +482,15 @@ fn legend(out: &mut String) {
          (acquire, access, release: dark when they returned ok, red when they failed, amber when \
          the outcome is unknown), the small ticks at the bottom its observations (attempts, key \
          changes, faults). The violation marker stands at the true time the violation became \
-         certain.</p>\n</section>\n",
+         certain.",
     );
+    if folds(report) {
+        out.push_str(
+            " A thin band among the ticks is a client's identical refused attempts in a row, \
+             folded into one entry from the first to the last (hover it for the count).",
+        );
+    }
+    out.push_str("</p>\n</section>\n");
 }
 
 fn violations(out: &mut String, report: &Report) {

@@ -243,9 +243,15 @@ impl Launcher {
             }
             if tokio::time::Instant::now() >= deadline {
                 let l = launcher.borrow();
+                // What the server said last is what tells why it is not ready (a member
+                // that cannot reach its peers, a refused data directory).
                 return Err(l.fail(
                     l.name(index),
-                    format!("not ready on {addr} within {} s", within.as_secs()),
+                    format!(
+                        "not ready on {addr} within {} s; its log ends:\n  {}",
+                        within.as_secs(),
+                        tails(&l.log_texts(index), 5)
+                    ),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -339,32 +345,32 @@ impl Launcher {
         let server = &mut self.servers[index];
         let status = server.child.as_mut()?.try_wait().ok()??;
         server.child = None;
-        let texts: Vec<String> = ["stderr.log"]
-            .iter()
-            .chain(server.kind.logs())
-            .map(|file| std::fs::read_to_string(server.dir.join(file)).unwrap_or_default())
-            .collect();
+        let texts = self.log_texts(index);
         // Every server says it in these words (redis-server, mariadbd, the JVM's
         // BindException, Go's net package).
         let port_taken = texts
             .iter()
             .any(|t| t.to_ascii_lowercase().contains("address already in use"));
-        let logs: Vec<String> = texts
-            .iter()
-            .map(|text| {
-                let lines: Vec<&str> = text.lines().collect();
-                lines[lines.len().saturating_sub(5)..].join("\n  ")
-            })
-            .collect();
+        let server = &self.servers[index];
         let (name, binary) = (server.name.clone(), server.kind.binary());
         let error = self.fail(
             &name,
             format!(
                 "{binary} exited ({status}) before it was ready:\n  {}",
-                logs.join("\n  ")
+                tails(&texts, 5)
             ),
         );
         Some((error, port_taken))
+    }
+
+    /// The texts of server `index`'s logs (its stderr first), empty where one cannot be read.
+    fn log_texts(&self, index: usize) -> Vec<String> {
+        let server = &self.servers[index];
+        ["stderr.log"]
+            .iter()
+            .chain(server.kind.logs())
+            .map(|file| std::fs::read_to_string(server.dir.join(file)).unwrap_or_default())
+            .collect()
     }
 
     /// Kills server `index` with `SIGKILL` (a crash) and reaps it. Its directory stays.
@@ -438,6 +444,11 @@ impl Launcher {
     /// said as a warning naming the directory.
     pub fn close(&mut self) {
         self.stop_all();
+        self.remove_root();
+        crate::private_dir::release(&self.root);
+    }
+
+    fn remove_root(&self) {
         if !self.root.exists() {
             return;
         }
@@ -513,6 +524,19 @@ fn draw() -> u64 {
     let count = DRAWS.fetch_add(1, Ordering::Relaxed);
     lockcheck_core::randomness::mix(nanos ^ (u64::from(std::process::id()) << 32))
         ^ lockcheck_core::randomness::mix(count.wrapping_add(1))
+}
+
+/// The last `n` lines of each non-empty log text, indented under one another.
+fn tails(texts: &[String], n: usize) -> String {
+    texts
+        .iter()
+        .filter(|t| !t.trim().is_empty())
+        .map(|text| {
+            let lines: Vec<&str> = text.lines().collect();
+            lines[lines.len().saturating_sub(n)..].join("\n  ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n  ")
 }
 
 #[cfg(test)]

@@ -284,13 +284,23 @@ impl MysqlServer {
                 self.attempts
                     .borrow_mut()
                     .retain(|(client, _), c| *client != peer.addr || *c != conn);
+                // A locker first named by a statement that then fails wrote nothing: it is not
+                // kept (mysql-unique draws a token per attempt, so a waiter polling for a year
+                // would otherwise leave a year of them behind).
+                let mut new_locker = None;
                 if let Some(locker) = locker_of(&statement) {
-                    self.lockers.borrow_mut().insert(locker.to_string(), from);
+                    let mut lockers = self.lockers.borrow_mut();
+                    if lockers.insert(locker.to_string(), from).is_none() {
+                        new_locker = Some(locker.to_string());
+                    }
                 }
                 let applied = self
                     .model
                     .borrow_mut()
                     .apply(conn, &statement, now, &mut notices);
+                if let (Some(locker), Applied::Reply(Err(_))) = (&new_locker, &applied) {
+                    self.lockers.borrow_mut().remove(locker);
+                }
                 match applied {
                     Applied::Reply(reply) => MysqlResponse::Reply(reply),
                     Applied::Blocked => {
