@@ -445,7 +445,11 @@ fn real_refuses_what_it_cannot_do_yet_with_exit_2() {
         ),
         (
             vec!["--algorithm", "single-redis", "--faults", "clock-drift"],
-            "unknown fault profile 'clock-drift'",
+            "clock-drift is searched instead: add --cases N",
+        ),
+        (
+            vec!["--algorithm", "single-redis", "--faults", "nap"],
+            "unknown fault profile 'nap'",
         ),
         (
             vec![
@@ -563,6 +567,123 @@ fn real_without_redis_server_says_how_to_install_it_and_exits_2() {
     );
 }
 
+/// `real` and `explore` name faults alike: a story is named after explore's family
+/// (`crash-restart`, with `restart` still read), a search takes explore's names (and `restart`),
+/// and `real --help` lists explore's names. Refused before any server is needed.
+#[test]
+fn real_names_its_faults_as_explore_does() {
+    for faults in ["crash-restart", "restart"] {
+        // The restart story, refused only because it needs the server's process.
+        let o = lockcheck_real(
+            &[
+                "--algorithm",
+                "single-redis",
+                "--faults",
+                faults,
+                "--endpoints",
+                "127.0.0.1:1",
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{faults}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("kill redis-0's process")
+                && stderr(&o).contains("needs the server's process"),
+            "{faults}: {}",
+            stderr(&o)
+        );
+    }
+    // A search takes explore's names, and `restart` as crash-restart: refused here for the drift
+    // bound alone, which is checked after the names.
+    for faults in [
+        "crash-restart,crash-delayed-restart",
+        "restart",
+        "pause,clock-drift,delay",
+    ] {
+        let o = lockcheck_real(
+            &[
+                "--algorithm",
+                "single-redis",
+                "--cases",
+                "3",
+                "--faults",
+                faults,
+                "--max-drift",
+                "2",
+            ],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(2), "{faults}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("max_drift must be in [0, 1)"),
+            "{faults}: {}",
+            stderr(&o)
+        );
+    }
+    // A family with no story says how to search it.
+    for faults in ["crash-delayed-restart", "delay", "pause,partition"] {
+        let o = lockcheck_real(&["--algorithm", "single-redis", "--faults", faults], &[]);
+        assert_eq!(o.status.code(), Some(2), "{faults}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("add --cases N"),
+            "{faults}: {}",
+            stderr(&o)
+        );
+    }
+    let real_help = stdout(&lockcheck(&["real", "--help"]));
+    for name in [
+        "none",
+        "pause",
+        "partition",
+        "clock-jump",
+        "clock-drift",
+        "crash-restart",
+        "crash-delayed-restart",
+        "delay",
+        "failover",
+        "all",
+    ] {
+        assert!(real_help.contains(name), "real --help does not name {name}");
+    }
+    assert!(
+        real_help.contains("`restart`, its old name"),
+        "real --help says what became of `restart`"
+    );
+}
+
+/// The failover story is told on a primary and two replicas: a `--replicas` that says otherwise
+/// is refused, naming both, before any server starts (here no server could: PATH is empty), where
+/// it used to turn the README's safe WAIT story into a DEADLOCK on one replica.
+#[test]
+fn real_refuses_a_replica_count_that_contradicts_its_story_before_any_server_starts() {
+    let empty = Scratch::new("replicas-conflict");
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--replicas",
+            "1",
+            "--faults",
+            "failover",
+            "--wait-replicas",
+            "1",
+        ],
+        &[("PATH", empty.0.to_str().unwrap())],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}{}", stdout(&o), stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("--replicas 1 contradicts the failover story")
+            && err.contains("2 replicas (redis-0 primary, redis-1..2 replicas, sentinel)"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("apt-get install"),
+        "no server was looked for: {err}"
+    );
+    assert!(stdout(&o).is_empty(), "nothing ran: {}", stdout(&o));
+}
+
 fn redis_installed() -> bool {
     common::installed("redis-server")
 }
@@ -588,6 +709,12 @@ fn real_pause_finds_the_violation_and_reports_it_as_not_byte_replayable() {
     );
     assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("two holders at once"), "{}", stdout(&o));
+    // The header names the servers and their roles.
+    assert!(
+        stdout(&o).starts_with("real run: single-redis on redis-0 (one server) with 3 client(s)"),
+        "{}",
+        stdout(&o)
+    );
 
     // The report says where it came from; replay refuses it and names the rerun instead.
     let report = std::fs::read_dir(&dir.0)
@@ -643,8 +770,10 @@ fn real_takes_explores_parameter_flags_into_its_story() {
 
 #[test]
 fn real_cases_searches_real_runs_and_finds_the_pause_violation() {
-    // `explore`'s generator against real servers: the first failing case is reported, and the
-    // simulation says whether it agrees.
+    // `explore`'s generator against real servers, drawing only schedules that keep their story
+    // on a real machine: the search (seed 1), which used to find nothing in 20 cases,
+    // finds the pause violation at case 2 (measured: 27 s). Each case's schedule is printed as
+    // it starts; the first failing case is reported, and the simulation says whether it agrees.
     if !redis_installed() {
         return;
     }
@@ -657,7 +786,9 @@ fn real_cases_searches_real_runs_and_finds_the_pause_violation() {
             "--faults",
             "pause",
             "--cases",
-            "20",
+            "4",
+            "--seed",
+            "1",
             "--report",
             reports,
         ],
@@ -670,6 +801,18 @@ fn real_cases_searches_real_runs_and_finds_the_pause_violation() {
         "{out}"
     );
     assert!(out.contains("two holders at once"), "{out}");
+    assert!(
+        out.contains("real search: single-redis on redis-0 (one server) × [pause]"),
+        "{out}"
+    );
+    // Each case's schedule, before its run: the hold-back of client-1, then the drawn pauses.
+    assert!(out.contains("case 0: "), "{out}");
+    assert!(out.contains("    0 ms: pause client-1 for 200 ms"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("    ") && l.contains(" ms: pause ") && !l.contains(" 0 ms:")),
+        "{out}"
+    );
     let real_report = dir
         .0
         .read_dir()
@@ -699,6 +842,40 @@ fn real_cases_searches_real_runs_and_finds_the_pause_violation() {
     } else {
         assert!(out.contains("the simulation DISAGREES"), "{out}");
     }
+}
+
+#[test]
+fn real_cases_without_faults_draws_every_profile_real_mode_can_carry_out() {
+    // One case: the header names what is drawn from (every profile but failover, whose drawn
+    // crash is a machine crash), where it used to draw from `none` and run no fault at all.
+    if !redis_installed() {
+        return;
+    }
+    let dir = Scratch::new("real-cases-all");
+    let o = lockcheck_real(
+        &[
+            "--algorithm",
+            "single-redis",
+            "--cases",
+            "1",
+            "--report",
+            dir.0.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let out = stdout(&o);
+    assert_ne!(o.status.code(), Some(2), "{out}{}", stderr(&o));
+    assert!(
+        out.contains(
+            "× [pause,clock-jump,clock-drift,crash-restart,crash-delayed-restart,partition,delay]"
+        ),
+        "{out}"
+    );
+    let faults = out
+        .lines()
+        .filter(|l| l.starts_with("    ") && l.contains(" ms: "))
+        .count();
+    assert!(faults > 1, "a fault besides the hold-back: {out}");
 }
 
 /// A redis-server on a free port, killed by PID when dropped: a server the user runs.

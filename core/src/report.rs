@@ -65,6 +65,29 @@ pub struct ClientRun {
     pub command: String,
     /// Per process, in the order they started: the end of its stderr (what the library logged).
     pub stderr: Vec<ClientStderr>,
+    /// The names the library writes beside the lock, as declared (`--client-keys`: patterns,
+    /// `{key}` standing for the lock's name, a trailing `*` a prefix): checked free before a run
+    /// on the user's servers and removed after it. Empty: none declared.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<String>,
+    /// The lease the library declares it really uses (`--client-lease-ms`), which the liveness
+    /// checks judged by instead of the one lockcheck gave it. None: none declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms: Option<u64>,
+}
+
+impl ClientRun {
+    /// The flags that run this client again: ` --client COMMAND`, and its declarations.
+    pub fn flags(&self) -> String {
+        let mut flags = format!(" --client {}", shell_quote(&self.command));
+        if !self.keys.is_empty() {
+            flags += &format!(" --client-keys {}", shell_quote(&self.keys.join(",")));
+        }
+        if let Some(ms) = self.lease_ms {
+            flags += &format!(" --client-lease-ms {ms}");
+        }
+        flags
+    }
 }
 
 /// The end of one client process's stderr.
@@ -229,8 +252,8 @@ impl Report {
             move |source| ReportError::Io { path, source }
         };
         std::fs::create_dir_all(dir).map_err(io(dir))?;
-        let stem = format!("{name}-{}", &self.history_hash[..8]);
-        let path = dir.join(format!("{stem}.json"));
+        let path = self.path_in(dir, name);
+        let stem = format!("{name}-{}", self.hash8());
         self.replay_command = match self.world {
             RunWorld::Simulation => format!("lockcheck replay {}", path.display()),
             RunWorld::Real => {
@@ -240,10 +263,11 @@ impl Report {
                 crate::output::write_atomically(&scenario, (json + "\n").as_bytes())
                     .map_err(io(&scenario))?;
                 // A run of the user's library reruns that library, not lockcheck's rendition.
-                let client = match &self.client {
-                    Some(c) => format!(" --client {}", shell_quote(&c.command)),
-                    None => String::new(),
-                };
+                let client = self
+                    .client
+                    .as_ref()
+                    .map(ClientRun::flags)
+                    .unwrap_or_default();
                 format!(
                     "lockcheck real --scenario {}{client} (a real run is not byte-replayable: \
                      this reruns its scenario; `lockcheck run` simulates it{})",
@@ -260,6 +284,16 @@ impl Report {
         crate::output::write_atomically(&path, (json + "\n").as_bytes()).map_err(io(&path))?;
         self.write_timeline(&path)?;
         Ok(path)
+    }
+
+    /// Where [`Report::write`] writes the report as `name` in `dir`: `DIR/NAME-HASH.json`.
+    pub fn path_in(&self, dir: &Path, name: &str) -> PathBuf {
+        dir.join(format!("{name}-{}.json", self.hash8()))
+    }
+
+    /// The first 8 characters of the history's hash, which name the report's files.
+    fn hash8(&self) -> &str {
+        self.history_hash.get(..8).unwrap_or(&self.history_hash)
     }
 
     /// Where the HTML timeline of the report at `json` goes: beside it, the same stem with
@@ -299,22 +333,32 @@ impl Report {
             })?;
         // A report written before scenarios said where their randomness came from drew it from
         // the simulation's one shared generator: it replays with that.
-        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-        if value["scenario"].get("randomness").is_none() {
+        // Which fields the scenarios hold is read apart, skipping the rest (the history): the
+        // whole report as a JSON value would take several times the file's size.
+        let written: Written = serde_json::from_str(&text).unwrap_or_default();
+        if !written.scenario.randomness {
             report.scenario.randomness = crate::scenario::Randomness::Shared;
         }
         if let Some(search) = &mut report.search {
-            if value["search"]["original"].get("randomness").is_none() {
+            if !written
+                .search
+                .as_ref()
+                .is_some_and(|s| s.original.randomness)
+            {
                 search.original.randomness = crate::scenario::Randomness::Shared;
             }
         }
         // A report written before servers' clocks had origins of their own ran every server's
         // clock from 0: it replays with that.
-        if value["scenario"].get("server_clocks").is_none() {
+        if !written.scenario.server_clocks {
             report.scenario.server_clocks = crate::scenario::ServerClocks::Zero;
         }
         if let Some(search) = &mut report.search {
-            if value["search"]["original"].get("server_clocks").is_none() {
+            if !written
+                .search
+                .as_ref()
+                .is_some_and(|s| s.original.server_clocks)
+            {
                 search.original.server_clocks = crate::scenario::ServerClocks::Zero;
             }
         }
@@ -328,6 +372,35 @@ impl Report {
         }
         Ok(report)
     }
+}
+
+/// Which of the fields added to scenarios since the first reports a report's scenarios hold (as
+/// written: a missing one means the behaviour of before it), read without the rest.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Written {
+    scenario: WrittenScenario,
+    search: Option<WrittenSearch>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct WrittenSearch {
+    original: WrittenScenario,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct WrittenScenario {
+    #[serde(deserialize_with = "present")]
+    randomness: bool,
+    #[serde(deserialize_with = "present")]
+    server_clocks: bool,
+}
+
+/// `true` for a field that is there, whatever its value (a missing one is `false`, the default).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
 }
 
 /// A recorded field of a report that its replay does not reproduce (or that contradicts the rest
@@ -447,18 +520,30 @@ mod tests {
                 incarnation: 1,
                 lines: vec!["connected".into()],
             }],
+            keys: vec!["lock:{key}".into(), "lock-signal:{key}*".into()],
+            lease_ms: Some(60_000),
         });
         let dir = std::env::temp_dir().join(format!("lockcheck-report-{}", std::process::id()));
         let path = report.write(&dir, "real-single-redis").unwrap();
         assert!(
-            report
-                .replay_command
-                .contains(r#" --client 'node clients/node-redlock/redlock_client.js '\''a b'\'''"#),
+            report.replay_command.contains(concat!(
+                r#" --client 'node clients/node-redlock/redlock_client.js '\''a b'\'''"#,
+                " --client-keys 'lock:{key},lock-signal:{key}*' --client-lease-ms 60000"
+            )),
             "{}",
             report.replay_command
         );
         let read = Report::read(&path).unwrap();
         assert_eq!(read.client, report.client);
+        // A client run without the declarations (reports written before them) still reads.
+        let mut value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let client = value["client"].as_object_mut().unwrap();
+        client.remove("keys");
+        client.remove("lease_ms");
+        std::fs::write(&path, value.to_string()).unwrap();
+        let read = Report::read(&path).unwrap().client.unwrap();
+        assert_eq!((read.keys.len(), read.lease_ms), (0, None));
         // A report without the field (every report written before it) still reads.
         let mut value: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();

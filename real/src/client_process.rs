@@ -14,6 +14,13 @@
 //! the group, a restart a new process; a client whose clock the scenario moves runs under the
 //! time-shift library ([`crate::timeshift`]) from its start.
 //!
+//! Credentials reach a client in its environment only ([`LOGIN_VARS`], listed in
+//! [`crate::protocol`]'s documentation): the user, the password, and for MariaDB, whose client
+//! speaks TLS itself, the TLS files; never on a command line, in a log or in a report, and a
+//! line of the client's kept for an error or a report has the password blanked out. What the
+//! user declares of the library ([`ClientCommand::keys`], [`ClientCommand::lease_ms`]) is
+//! checked by [`check`] and used by the runner ([`crate::declared`]).
+//!
 //! A client that exits, prints a line that is not the protocol's, or stays silent past a timeout
 //! (time spent paused by the nemesis does not count) ends the run with [`RealError::Client`],
 //! naming it, with what it printed and the end of its stderr: never a verdict. The end of every
@@ -22,6 +29,7 @@
 //! killed by its group at the end of the run, on error and on Ctrl-C ([`ClientProcesses::close`]),
 //! and started with `PR_SET_PDEATHSIG` as a last resort.
 
+use crate::endpoints::Login;
 use crate::error::RealError;
 use crate::protocol::{self, Command, Reply};
 use crate::timeshift::{self, ClockFile};
@@ -55,6 +63,13 @@ pub struct ClientCommand {
     /// How long a client may stay silent beyond what it was asked to do (`wait_ms`, `hold_ms`,
     /// an access's timeout), not counting time it spent paused by the nemesis.
     pub silence: Duration,
+    /// The names the library writes beside the lock (`--client-keys`): patterns in which
+    /// `{key}` stands for the lock's name, a trailing `*` a prefix ([`crate::declared`]). On
+    /// servers the user runs they are checked free before the run and removed after it.
+    pub keys: Vec<String>,
+    /// The lease the library really uses, when it is not the one lockcheck tells it
+    /// (`LOCKCHECK_TTL_MS`): the liveness checks judge by it, and the probe waits twice it.
+    pub lease_ms: Option<u64>,
 }
 
 impl ClientCommand {
@@ -64,7 +79,98 @@ impl ClientCommand {
             command: command.into(),
             start_timeout: Duration::from_secs(60),
             silence: Duration::from_secs(10),
+            keys: Vec::new(),
+            lease_ms: None,
         }
+    }
+
+    /// The same command, its library writing `keys` beside the lock (see [`ClientCommand::keys`]).
+    pub fn with_keys(mut self, keys: impl IntoIterator<Item = impl Into<String>>) -> ClientCommand {
+        self.keys = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The same command, its library's lease `lease_ms` (see [`ClientCommand::lease_ms`]).
+    pub fn with_lease_ms(mut self, lease_ms: u64) -> ClientCommand {
+        self.lease_ms = Some(lease_ms);
+        self
+    }
+}
+
+/// The variables that carry credentials to a client process: set by lockcheck from the run's
+/// login ([`ClientProcesses::log_in_as`]) or removed, never inherited from lockcheck's own
+/// environment (a password there is for servers lockcheck logs in to, not for servers it
+/// started without one).
+pub const LOGIN_VARS: [&str; 7] = [
+    "LOCKCHECK_USER",
+    crate::endpoints::PASSWORD_VAR,
+    "LOCKCHECK_TLS",
+    "LOCKCHECK_TLS_CA",
+    "LOCKCHECK_TLS_CERT",
+    "LOCKCHECK_TLS_KEY",
+    "LOCKCHECK_TLS_SERVER_NAME",
+];
+
+/// What a client process is given to log in with (no `Debug`: it holds the password).
+#[derive(Default)]
+struct ClientLogin {
+    /// The variables of [`LOGIN_VARS`] that are set, with their values.
+    vars: Vec<(&'static str, String)>,
+    /// The password, hidden from every line of the client's kept for an error or a report.
+    password: Option<String>,
+}
+
+impl ClientLogin {
+    /// The variables for a client of a `backend` lock logging in as `login`: the user (MariaDB:
+    /// `root` when none is given, as lockcheck's own clients), the password, and for MariaDB
+    /// over TLS, which its client speaks itself, the TLS files (absolute paths) and the name the
+    /// server's certificate must carry. Redis, ZooKeeper and etcd clients speak plaintext to
+    /// their proxies, which speak TLS to the servers ([`crate::tls`]): they get no TLS variable.
+    fn of(login: &Login, backend: Backend) -> ClientLogin {
+        let mut vars = Vec::new();
+        let user = login.user.clone().or_else(|| {
+            (backend == Backend::Mysql).then(|| crate::launcher::mariadb::USER.to_string())
+        });
+        if let Some(user) = user {
+            vars.push(("LOCKCHECK_USER", user));
+        }
+        if let Some(password) = &login.password {
+            vars.push((crate::endpoints::PASSWORD_VAR, password.clone()));
+        }
+        if let (Some(tls), Backend::Mysql) = (&login.tls, backend) {
+            vars.push(("LOCKCHECK_TLS", "1".to_string()));
+            let files = tls.files();
+            let path = |p: &std::path::Path| {
+                std::path::absolute(p)
+                    .unwrap_or_else(|_| p.to_path_buf())
+                    .display()
+                    .to_string()
+            };
+            for (var, file) in [
+                ("LOCKCHECK_TLS_CA", &files.ca),
+                ("LOCKCHECK_TLS_CERT", &files.cert),
+                ("LOCKCHECK_TLS_KEY", &files.key),
+            ] {
+                if let Some(file) = file {
+                    vars.push((var, path(file)));
+                }
+            }
+            if let Some(name) = &files.server_name {
+                vars.push(("LOCKCHECK_TLS_SERVER_NAME", name.clone()));
+            }
+        }
+        ClientLogin {
+            vars,
+            password: login.password.clone().filter(|p| !p.is_empty()),
+        }
+    }
+}
+
+/// `line` without `password` in it.
+fn redact(line: String, password: Option<&str>) -> String {
+    match password {
+        Some(p) if line.contains(p) => line.replace(p, "[LOCKCHECK_PASSWORD]"),
+        _ => line,
     }
 }
 
@@ -76,6 +182,8 @@ pub fn check(scenario: &Scenario, command: &ClientCommand) -> Result<(), RealErr
             "--client: the command is empty".into(),
         ));
     }
+    crate::declared::check(scenario.algorithm.backend(), &command.keys)?;
+    crate::declared::check_lease(command.lease_ms)?;
     check_scenario(scenario)
 }
 
@@ -128,6 +236,8 @@ pub struct ClientProcesses {
     stderr_logs: RefCell<Vec<(String, u64, Stderr)>>,
     /// The tasks reading the processes' stderr: each ends when its pipe closes.
     readers: RefCell<Vec<tokio::task::JoinHandle<()>>>,
+    /// What the processes are given to log in with.
+    login: RefCell<ClientLogin>,
 }
 
 /// The longest [`ClientProcesses::drained`] waits for the last stderr lines of processes
@@ -149,7 +259,43 @@ impl ClientProcesses {
             pids: RefCell::default(),
             stderr_logs: RefCell::default(),
             readers: RefCell::default(),
+            login: RefCell::default(),
         }
+    }
+
+    /// Gives the processes started from now on the credentials of `login`, for a `backend` lock
+    /// (see [`LOGIN_VARS`]): in their environment only, never in a command line, a log or a
+    /// report; a line of theirs kept for an error or a report has the password blanked out.
+    pub fn log_in_as(&self, login: &Login, backend: Backend) {
+        *self.login.borrow_mut() = ClientLogin::of(login, backend);
+    }
+
+    /// `line` as kept: without the password.
+    fn redact(&self, line: String) -> String {
+        redact(line, self.login.borrow().password.as_deref())
+    }
+
+    /// `reply` with the password blanked out of its free text (a reason), which the history
+    /// records.
+    fn redact_reply(&self, reply: Reply) -> Reply {
+        match reply {
+            Reply::NotAcquired { reason } => Reply::NotAcquired {
+                reason: reason.map(|r| self.redact(r)),
+            },
+            Reply::Lost { reason } => Reply::Lost {
+                reason: reason.map(|r| self.redact(r)),
+            },
+            Reply::Error { reason } => Reply::Error {
+                reason: self.redact(reason),
+            },
+            other => other,
+        }
+    }
+
+    /// What the user declared of the library: [`ClientCommand::keys`] and
+    /// [`ClientCommand::lease_ms`].
+    pub fn client(&self) -> &ClientCommand {
+        &self.command
     }
 
     /// Waits (at most [`DRAIN_TIMEOUT`]) until every stderr reader has read its pipe to the
@@ -178,6 +324,8 @@ impl ClientProcesses {
                     },
                 )
                 .collect(),
+            keys: self.command.keys.clone(),
+            lease_ms: self.command.lease_ms,
         }
     }
 
@@ -238,6 +386,10 @@ impl ClientProcesses {
                 "LOCKCHECK_TTL_MS",
                 scenario.algorithm.lease_ms(&scenario.params).to_string(),
             );
+        for var in LOGIN_VARS {
+            command.env_remove(var);
+        }
+        command.envs(self.login.borrow().vars.iter().cloned());
         if moves_clock(scenario, &name) {
             let mut clocks = self.clocks.borrow_mut();
             if let std::collections::btree_map::Entry::Vacant(e) = clocks.entry(node) {
@@ -270,6 +422,7 @@ impl ClientProcesses {
             .push((name.clone(), incarnation, stderr.clone()));
         if let Some(err) = child.stderr.take() {
             let kept = stderr.clone();
+            let password = self.login.borrow().password.clone();
             let reader = tokio::task::spawn_local(async move {
                 let mut lines = BufReader::new(err).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
@@ -277,7 +430,7 @@ impl ClientProcesses {
                     if kept.len() == KEPT_LINES {
                         kept.pop_front();
                     }
-                    kept.push_back(clip_line(line));
+                    kept.push_back(clip_line(redact(line, password.as_deref())));
                 }
             });
             self.readers.borrow_mut().push(reader);
@@ -443,17 +596,22 @@ impl Io {
                     if self.printed.len() == KEPT_LINES {
                         self.printed.pop_front();
                     }
+                    // Read as printed; kept, and its free text recorded, without the password.
+                    let parsed = protocol::parse(&line);
+                    let line = procs.redact(line);
                     self.printed.push_back(line.clone());
-                    return protocol::parse(&line).map_err(|why| {
-                        procs.error(
+                    return match parsed {
+                        Ok(reply) => Ok(procs.redact_reply(reply)),
+                        Err(why) => Err(procs.error(
                             &self.name,
                             self.node,
                             format!(
-                                "printed a line that is not the protocol's: {why}:\n  {}",
+                                "printed a line that is not the protocol's: {}:\n  {}",
+                                procs.redact(why),
                                 lockcheck_core::input::clip(&line)
                             ),
-                        )
-                    });
+                        )),
+                    };
                 }
                 Ok(Ok(None)) => return Err(self.gone(procs, "exited".into()).await),
                 Ok(Err(e)) => return Err(self.gone(procs, format!("cannot be read ({e})")).await),
@@ -809,4 +967,57 @@ pub async fn probe(world: &Rc<RealWorld>, wait: Duration) -> Result<(), RealErro
     }
     let _ = io.send(procs, Command::Stop).await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(login: &Login, backend: Backend) -> Vec<(&'static str, String)> {
+        ClientLogin::of(login, backend).vars
+    }
+
+    #[test]
+    fn a_client_is_given_the_runs_login_and_nothing_it_does_not_need() {
+        assert_eq!(vars(&Login::default(), Backend::Redis), vec![]);
+        // MariaDB: the account lockcheck's own clients use when no --user is given.
+        assert_eq!(
+            vars(&Login::default(), Backend::Mysql),
+            vec![("LOCKCHECK_USER", "root".to_string())]
+        );
+        let login = Login {
+            user: Some("alice".into()),
+            password: Some("s3cret".into()),
+            tls: None,
+        };
+        assert_eq!(
+            vars(&login, Backend::ZooKeeper),
+            vec![
+                ("LOCKCHECK_USER", "alice".to_string()),
+                ("LOCKCHECK_PASSWORD", "s3cret".to_string())
+            ]
+        );
+        for (var, _) in vars(&login, Backend::Mysql) {
+            assert!(
+                LOGIN_VARS.contains(&var),
+                "{var} is set, so it must be cleared too"
+            );
+        }
+    }
+
+    #[test]
+    fn the_password_is_blanked_out_of_what_is_kept() {
+        assert_eq!(
+            redact("auth s3cret failed".into(), Some("s3cret")),
+            "auth [LOCKCHECK_PASSWORD] failed"
+        );
+        assert_eq!(redact("nothing".into(), Some("s3cret")), "nothing");
+        assert_eq!(redact("nothing".into(), None), "nothing");
+        // An empty password blanks nothing.
+        let login = Login {
+            password: Some(String::new()),
+            ..Login::default()
+        };
+        assert_eq!(ClientLogin::of(&login, Backend::Redis).password, None);
+    }
 }

@@ -65,6 +65,10 @@ pub enum RealError {
         /// What was found.
         found: Vec<String>,
     },
+    /// What a `--client` declares of its library (`--client-keys`, `--client-lease-ms`) cannot
+    /// be used as given: the message names the flag, the value and why.
+    #[error("{0}")]
+    Declared(String),
     /// TLS to the user's servers: a file that does not load, a certificate that does not verify,
     /// a server that does not speak TLS where it was asked to.
     #[error("TLS: {0}")]

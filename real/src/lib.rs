@@ -85,6 +85,7 @@
 pub mod backend;
 pub mod client;
 pub mod client_process;
+pub mod declared;
 pub mod endpoints;
 pub mod ensemble;
 pub mod env;

@@ -6,7 +6,10 @@
 //! of the etcd lock (whole seconds).
 //!
 //! A real run cannot search fault schedules the way `explore` does (each case takes real seconds),
-//! so each profile is the one schedule that tells its story:
+//! so each profile is the one schedule that tells its story. The stories are named as `explore`
+//! names the fault families they come from (`real --cases` draws from those families with the
+//! same names); the families with no story of their own (`clock-drift`, `crash-delayed-restart`,
+//! `delay`) are searched with `real --cases`:
 //!
 //! - `none`: the clients contend for the lock, each holding it for a quarter of the TTL, with no
 //!   fault. Any violation is a bug.
@@ -44,11 +47,11 @@
 //!   `mysql-row`'s lease is judged by the database's clock (UNSAFE), a ZooKeeper session and
 //!   MariaDB's `wait_timeout` by monotonic clocks (safe). An etcd member's clock cannot be moved
 //!   in real mode (`support::check` refuses it).
-//! - `restart` (Redis locks, no persistence): a server that holds `client-0`'s key is killed and
-//!   started again at once, empty, at 3 TTL/10. For Redlock (3 masters) this is seed 002's
-//!   story: `redis-0` is down while `client-0` acquires (crashed at 0, restarted at TTL/5), so its
-//!   quorum is `redis-1` + `redis-2`; `redis-1` restarts empty, and the next client's quorum is
-//!   `redis-0` + `redis-1`.
+//! - `crash-restart` (Redis locks, no persistence; `restart`, its old name, is still read): a
+//!   server that holds `client-0`'s key is killed and started again at once, empty, at
+//!   3 TTL/10. For Redlock (3 masters) this is seed 002's story: `redis-0` is down while
+//!   `client-0` acquires (crashed at 0, restarted at TTL/5), so its quorum is `redis-1` +
+//!   `redis-2`; `redis-1` restarts empty, and the next client's quorum is `redis-0` + `redis-1`.
 //! - `failover` (the Redis locks that run on a primary with replicas: `single-redis`,
 //!   `redis-reentrant`, `redis-fair`): seed 001's high-availability story on a primary and two
 //!   replicas under Sentinel, whose replication links lag by [`FAILOVER_LAG_MS`]. `client-0`
@@ -97,18 +100,23 @@ pub enum Profile {
 }
 
 impl Profile {
-    /// Every profile, by name.
+    /// Every profile, by name: `explore`'s name of the fault family whose story it tells.
     pub const ALL: &'static [(Profile, &'static str)] = &[
         (Profile::None, "none"),
         (Profile::Pause, "pause"),
         (Profile::Partition, "partition"),
         (Profile::ClockJump, "clock-jump"),
-        (Profile::Restart, "restart"),
+        (Profile::Restart, "crash-restart"),
         (Profile::Failover, "failover"),
     ];
 
-    /// The profile called `name`.
+    /// Older names still read, with the name each stands for: `restart` was the restart story's
+    /// name before real mode took explore's (`crash-restart`).
+    pub const ALIASES: &'static [(&'static str, &'static str)] = &[("restart", "crash-restart")];
+
+    /// The profile called `name` (or an alias of it, [`Profile::ALIASES`]).
     pub fn from_name(name: &str) -> Option<Profile> {
+        let name = canonical_name(name).unwrap_or(name);
         Self::ALL.iter().find(|(_, n)| *n == name).map(|(p, _)| *p)
     }
 
@@ -120,6 +128,15 @@ impl Profile {
             .map(|(_, n)| *n)
             .expect("every profile is named")
     }
+}
+
+/// The name an alias stands for ([`Profile::ALIASES`]): `restart` is `crash-restart`, in a story
+/// (`real --faults`) and in a search (`real --cases --faults`) alike. `None` for any other name.
+pub fn canonical_name(name: &str) -> Option<&'static str> {
+    Profile::ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map(|(_, canonical)| *canonical)
 }
 
 /// The size of a run built from a profile.
@@ -171,6 +188,17 @@ impl Shape {
         }
         shape
     }
+}
+
+/// The `failover` story's replicas: a primary and two replicas, one of which Sentinel promotes.
+/// The story is told with these; `real` refuses a `--replicas` that contradicts them rather than
+/// tell another story under its name.
+pub const FAILOVER_REPLICAS: u32 = 2;
+
+/// The replicas `profile`'s story is told with, when it sets them (`failover`); the other stories
+/// run with what the parameters say (none unless `--replicas` is given).
+pub fn story_replicas(profile: Profile) -> Option<u32> {
+    (profile == Profile::Failover).then_some(FAILOVER_REPLICAS)
 }
 
 /// The `failover` story's replication lag: the delay of each replication link, each way.
@@ -355,7 +383,7 @@ pub fn scenario_scripted(
                 )));
             }
             let lag = FAILOVER_LAG_MS;
-            s.params.redis.replicas = 2;
+            s.params.redis.replicas = FAILOVER_REPLICAS;
             s.params.redis.replication_lag_ms = Some(lag);
             // Room for a WAIT of twice the lag (`fit_story`), on the same scenario with or
             // without it.
@@ -579,6 +607,18 @@ mod tests {
             assert_eq!(p.name(), name);
         }
         assert_eq!(Profile::from_name("clock-drift"), None);
+        // explore's name of the family, and the story's old name.
+        assert_eq!(Profile::from_name("crash-restart"), Some(Profile::Restart));
+        assert_eq!(Profile::from_name("restart"), Some(Profile::Restart));
+        assert_eq!(canonical_name("restart"), Some("crash-restart"));
+        for &(p, name) in Profile::ALL {
+            if p != Profile::None {
+                assert!(
+                    lockcheck_core::profile::FaultProfile::parse_list(name).is_ok(),
+                    "{name} is a name explore takes too"
+                );
+            }
+        }
     }
 
     #[test]

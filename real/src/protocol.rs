@@ -3,6 +3,24 @@
 //! (README.md, "Check your own lock"): a field may be added, none removed or changed in meaning,
 //! without a new version.
 //!
+//! The environment each client process is started with ([`crate::client_process`]):
+//! - `LOCKCHECK_PROTOCOL`: `1`, this version.
+//! - `LOCKCHECK_CLIENT_ID`: `client-0`, … or `probe`; `LOCKCHECK_CLIENT_INDEX`: its node index;
+//!   `LOCKCHECK_INCARNATION`: 1, then one more per restart.
+//! - `LOCKCHECK_BACKEND`: `redis`, `zookeeper`, `etcd` or `mysql`.
+//! - `LOCKCHECK_SERVERS`: `HOST:PORT,…` in server order, this client's proxies (plaintext, even
+//!   when lockcheck speaks TLS to the servers).
+//! - `LOCKCHECK_KEY`: the lock's name. `LOCKCHECK_TTL_MS`: the lease lockcheck gives (the TTL,
+//!   the session timeout, the lease TTL).
+//! - Credentials, set from the run's login or removed, never inherited
+//!   ([`crate::client_process::LOGIN_VARS`]): `LOCKCHECK_USER` (`--user`; MariaDB: `root` when
+//!   none is given), `LOCKCHECK_PASSWORD` (only when lockcheck logs in with one); for MariaDB
+//!   over TLS, which its client speaks itself, `LOCKCHECK_TLS` (`1`), `LOCKCHECK_TLS_CA`,
+//!   `LOCKCHECK_TLS_CERT`, `LOCKCHECK_TLS_KEY` (absolute paths, each only when given) and
+//!   `LOCKCHECK_TLS_SERVER_NAME`. Redis, ZooKeeper and etcd clients get no TLS variable: their
+//!   proxies speak TLS to the servers. A credential is passed in the environment only, never on
+//!   a command line; what lockcheck keeps of a client's lines has the password blanked out.
+//!
 //! lockcheck → client (stdin):
 //! - `{"v":1,"op":"acquire","wait_ms":W,"hold_ms":H,"probe":false}`: take the lock, waiting at
 //!   most `W` ms; once taken, do the critical section (below), working `H` ms inside it. With

@@ -124,9 +124,13 @@ pub fn run_with(
     // Set once the user's servers were found free of the run's names: from then on what is there
     // under them is the run's own, and is removed at the end.
     let claimed = Rc::new(std::cell::Cell::new(false));
+    let leases = crate::etcd_store::LeaseLedger::default();
+    // The names the client's library writes beside the run's (`--client-keys`), checked free
+    // before and removed after as the run's own are.
+    let declared = client.map_or(&[][..], |c| &c.keys[..]);
     let result = local.block_on(&runtime, async {
         tokio::select! {
-            result = execute(scenario, servers, launcher.clone(), claimed.clone(), processes.clone()) => result,
+            result = execute(scenario, servers, launcher.clone(), claimed.clone(), processes.clone(), leases.clone()) => result,
             signal = signals::caught_one() => Err(RealError::Interrupted(signal)),
         }
     });
@@ -135,7 +139,8 @@ pub fn run_with(
     // run's names is the run's: it is left alone.
     let (removed, left) = match servers {
         Servers::Endpoints(endpoints) if claimed.get() => {
-            local.block_on(&runtime, clean_up(scenario, endpoints))
+            let leases = leases.borrow().clone();
+            local.block_on(&runtime, clean_up(scenario, endpoints, &leases, declared))
         }
         _ => (Vec::new(), Vec::new()),
     };
@@ -326,6 +331,7 @@ async fn execute(
     launcher: Rc<RefCell<Launcher>>,
     claimed: Rc<std::cell::Cell<bool>>,
     processes: Option<Rc<ClientProcesses>>,
+    leases: crate::etcd_store::LeaseLedger,
 ) -> Result<Outcome, RealError> {
     let topology = scenario.topology();
     let params = &scenario.params;
@@ -338,7 +344,7 @@ async fn execute(
     } = match servers {
         Servers::Launched => launch(scenario, &launcher).await?,
         Servers::Endpoints(endpoints) => {
-            use crate::endpoints::{occupied, prepare, reach};
+            use crate::endpoints::{identity, occupied, prepare, reach};
             let named = || {
                 server_nodes
                     .iter()
@@ -346,7 +352,9 @@ async fn execute(
                     .zip(&endpoints.addrs)
             };
             let login = &endpoints.login;
-            // Every server answers and holds nothing of the run's before anything is written.
+            // Every server answers, is given once (by what it says it is, not only by its
+            // address) and holds nothing of the run's before anything is written.
+            let mut asked = Vec::new();
             for (name, &addr) in named() {
                 if !port_open(addr).await {
                     return Err(RealError::Unreachable {
@@ -355,7 +363,17 @@ async fn execute(
                     });
                 }
                 reach(scenario, name, addr, login).await?;
-                let found = occupied(scenario, name, addr, login).await?;
+                if endpoints.addrs.len() > 1 {
+                    asked.push((name, addr, identity(scenario, name, addr, login).await?));
+                }
+            }
+            crate::endpoints::distinct(&asked)?;
+            let declared = processes.as_ref().map_or(&[][..], |p| &p.client().keys[..]);
+            for (name, &addr) in named() {
+                let mut found = occupied(scenario, name, addr, login).await?;
+                found.extend(
+                    crate::declared::occupied(scenario, declared, name, addr, login).await?,
+                );
                 if !found.is_empty() {
                     return Err(RealError::Occupied {
                         server: name.to_string(),
@@ -402,6 +420,9 @@ async fn execute(
                 .map_err(|source| RealError::Proxy { upstream, source })
         }
     };
+    if let Some(processes) = &processes {
+        processes.log_in_as(&login, scenario.algorithm.backend());
+    }
     let clients = topology.with_role(Role::Client);
     let mut proxies: Vec<Vec<Proxy>> = Vec::new();
     for (c, _) in clients.iter().enumerate() {
@@ -470,7 +491,8 @@ async fn execute(
     let mut world = RealWorld::new(scenario.clone(), addrs, routes)
         .with_peer_links(peer_links)
         .with_etcd_cluster(etcd_cluster.clone())
-        .with_login(login);
+        .with_login(login)
+        .with_leases(leases);
     if !probe_proxies.is_empty() {
         world = world.with_probe_routes(probe_proxies.iter().map(Proxy::addr).collect());
     }
@@ -563,7 +585,12 @@ async fn execute(
             },
         );
     } else {
-        let wait = 2 * Duration::from_millis(scenario.algorithm.lease_ms(params));
+        // A client's library that declared its own lease may hold the lock that long.
+        let lease_ms = processes
+            .as_ref()
+            .and_then(|p| p.client().lease_ms)
+            .unwrap_or_else(|| scenario.algorithm.lease_ms(params));
+        let wait = 2 * Duration::from_millis(lease_ms);
         if let Some(processes) = &processes {
             // A client process has timeouts of its own, and ends the run with an error rather
             // than hang.
@@ -606,21 +633,62 @@ async fn execute(
     // The run's handle on the cluster; its proxies and front doors close with the world's (at
     // the latest when `run_with` drops the tasks' `LocalSet`, after the members are stopped).
     drop(etcd_cluster);
-    Ok(Outcome::of(world.recorder.history(), scenario))
+    let history = world.recorder.history();
+    // A client's library that declared its own lease is judged by it (STUCK's bound).
+    Ok(match processes.as_ref().and_then(|p| p.client().lease_ms) {
+        Some(lease_ms) => Outcome::of_with_lease(history, scenario, lease_ms),
+        None => Outcome::of(history, scenario),
+    })
 }
 
 /// Removes what the run created on the user's servers, unless the user keeps it: what was
-/// removed, and what was left (kept, or with why its removal failed).
-async fn clean_up(scenario: &Scenario, endpoints: &Endpoints) -> (Vec<String>, Vec<String>) {
+/// removed, and what was left (kept, or with why its removal failed). On etcd, the session
+/// leases the run's clients were granted (`leases`) are revoked first, rather than left on the
+/// server until their TTL runs out; with `--keep` they are left (revoking a lease deletes the
+/// keys it holds), and said. The names a client's library declared (`declared`, patterns of
+/// [`crate::declared`]) go (or stay) with the run's own.
+async fn clean_up(
+    scenario: &Scenario,
+    endpoints: &Endpoints,
+    leases: &[lockcheck_algorithms::etcd::store::LeaseId],
+    declared: &[String],
+) -> (Vec<String>, Vec<String>) {
     let topology = scenario.topology();
     let names = topology.with_role(Role::Server);
     let mut removed = Vec::new();
     let mut left = Vec::new();
+    if let (false, Some(&first)) = (leases.is_empty(), names.first()) {
+        let name = topology.name(first);
+        if endpoints.keep {
+            left.push(format!(
+                "{name}: {} etcd session lease(s), until their TTL runs out (--keep)",
+                leases.len()
+            ));
+        } else {
+            match crate::endpoints::revoke_leases(name, endpoints, leases).await {
+                Ok(gone) => removed.extend(gone.into_iter().map(|g| format!("{name}: {g}"))),
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    left.push(format!("{name}: session leases not revoked: {e}"));
+                }
+            }
+        }
+    }
     for (&node, &addr) in names.iter().zip(&endpoints.addrs) {
         let name = topology.name(node);
         if endpoints.keep {
             let key = scenario.params.lock_key();
             left.push(format!("{name}: what the run wrote under '{key}' (--keep)"));
+            if !declared.is_empty() {
+                let names: Vec<String> = crate::declared::names(scenario, declared)
+                    .iter()
+                    .map(|n| format!("'{}'", lockcheck_core::input::clip(&n.shown())))
+                    .collect();
+                left.push(format!(
+                    "{name}: what the client wrote under {} (--keep)",
+                    names.join(", ")
+                ));
+            }
             continue;
         }
         match crate::endpoints::remove(scenario, name, addr, &endpoints.login).await {
@@ -628,6 +696,15 @@ async fn clean_up(scenario: &Scenario, endpoints: &Endpoints) -> (Vec<String>, V
             Err(e) => {
                 tracing::warn!("{e}");
                 left.push(format!("{name}: not removed: {e}"));
+            }
+        }
+        match crate::declared::remove(scenario, declared, name, addr, &endpoints.login).await {
+            Ok(gone) => removed.extend(gone.into_iter().map(|g| format!("{name}: {g}"))),
+            Err(e) => {
+                tracing::warn!("{e}");
+                left.push(format!(
+                    "{name}: the client's declared names not removed: {e}"
+                ));
             }
         }
     }

@@ -25,38 +25,59 @@ pub struct RealArgs {
         long_help = super::algorithm_help()
     )]
     algorithm: Option<String>,
-    /// The fault profile, one story each: `none` (clients contend, no fault); `pause` (the
-    /// first holder is paused inside its critical section until its lease has surely ended,
-    /// while the others wait); `partition` (the first holder is cut off as long: a session
-    /// lock's holder, ZooKeeper or etcd, keeps working past the heal; any other's last access,
-    /// sent inside its lease, is held by the network and arrives late); `clock-jump` (a server holding the first
+    /// The fault profile, one story each, named as `explore` names the fault family it comes
+    /// from: `none` (the default: clients contend, no fault); `pause` (the first holder is
+    /// paused inside its critical section until its lease has surely ended, while the others
+    /// wait); `partition` (the first holder is cut off as long: a session lock's holder,
+    /// ZooKeeper or etcd, keeps working past the heal; any other's last access, sent inside its
+    /// lease, is held by the network and arrives late); `clock-jump` (a server holding the first
     /// holder's key jumps 2 × TTL forward; Redlock: Kleppmann's story on 3 masters; refused for
-    /// etcd, whose clocks real mode cannot move); `restart` (that server is killed and
-    /// restarted empty at once; Redlock: seed 002's story); `failover` (the Redis locks with
-    /// replicas: the primary is killed before its two lagging replicas have the first holder's
-    /// key and Sentinel promotes redis-1; add --wait-replicas 1 for the WAIT variant).
-    #[arg(
-        long,
-        value_name = "F",
-        default_value = "none",
-        conflicts_with = "scenario"
-    )]
-    faults: String,
+    /// etcd, whose clocks real mode cannot move); `crash-restart` (that server is killed and
+    /// restarted empty at once; Redlock: seed 002's story; `restart`, its old name, is still
+    /// read); `failover` (the Redis locks with replicas: the primary redis-0 is killed before
+    /// its 2 lagging replicas have the first holder's key and Sentinel promotes redis-1; add
+    /// --wait-replicas 1 for the WAIT variant; a --replicas other than 2 is refused). explore's
+    /// other families (clock-drift, crash-delayed-restart, delay) have no story: search them
+    /// with --cases.
+    ///
+    /// With --cases: the profiles the schedules are drawn from, comma-separated, as `explore
+    /// --faults` takes them (pause, clock-jump, clock-drift, crash-restart,
+    /// crash-delayed-restart, partition, delay, failover, all, none; `restart` is read as
+    /// crash-restart) [default with --cases: every profile real mode can carry out: pause,
+    /// clock-jump, clock-drift, crash-restart, crash-delayed-restart, partition, delay].
+    #[arg(long, value_name = "F", conflicts_with = "scenario")]
+    faults: Option<String>,
     /// Run this scenario file (the `lockcheck run` format) instead of a profile.
     #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
     /// Search instead of telling one story: run N fault schedules drawn by `explore`'s
-    /// generator (with `--faults` taking explore's profiles: pause, clock-jump, clock-drift,
-    /// crash-restart, crash-delayed-restart, partition, delay, all), timed from the lease,
-    /// each against fresh servers; stop at the first violation, write its real report, and run
-    /// its scenario in the simulation to say whether it agrees. Schedules real mode cannot
-    /// carry out (a machine crash, a clock fault on an etcd member) are not drawn.
+    /// generator from the --faults profiles (explore's names; every profile real mode can carry
+    /// out when --faults is not given), timed from the lease, each against fresh servers and
+    /// printed as it starts; stop at the first violation, write its real report, and run its
+    /// scenario in the simulation to say whether it agrees. Only schedules whose story a real
+    /// machine can tell are drawn; the others are drawn again: what real mode cannot carry out
+    /// (a machine crash, a clock fault on an etcd member), a fault span within --margin-ms of a
+    /// threshold the verdict turns on (the lease, lease + a server's check interval, …), a
+    /// schedule none of whose faults strikes while a client holds the lock (in the
+    /// simulation), and one whose simulated verdict changes when its faults or its sections'
+    /// ends move --margin-ms earlier or later, or under other seeds (a verdict that turns on
+    /// which waiter retries first, or on a pause landing a few ms before its holder leaves, is
+    /// the dice's, and a real run rolls other dice). Every client but client-0 is held back
+    /// 200 ms at the start so that client-0 is the first holder in both worlds: who wins the
+    /// first race otherwise turns on a fraction of a millisecond, and a fault drawn for "the
+    /// holder" strikes a waiting client instead.
     #[arg(
         long,
         value_name = "N",
         conflicts_with_all = ["scenario", "endpoints", "clients", "duration_ms"]
     )]
     cases: Option<u32>,
+    /// With --cases: how far (in ms) a drawn schedule's fault spans keep from the thresholds its
+    /// verdict turns on, and how far its faults and its sections' ends are moved each way to see
+    /// that its simulated verdict stays; a schedule that does not keep it is drawn again. 0
+    /// draws as `explore` does [default: 100].
+    #[arg(long, value_name = "MS", requires = "cases")]
+    margin_ms: Option<u64>,
     /// The seed: of a story's scenario (its clients' randomness), or with --cases of the
     /// search (`explore --seed`: the same seed draws the same schedules) [default: 0].
     #[arg(long, value_name = "S", conflicts_with = "scenario")]
@@ -138,6 +159,27 @@ pub struct RealArgs {
     /// With --cases, every case starts fresh client processes (and fresh servers).
     #[arg(long, value_name = "COMMAND")]
     client: Option<String>,
+    /// With --client: the names your library writes beside the lock, comma-separated patterns
+    /// in which {key} stands for the run's lock name (LOCKCHECK_KEY) and a trailing `*` makes a
+    /// prefix: python-redis-lock's `lock:{key},lock-signal:{key}`. Redis: keys (a prefix: every
+    /// key starting with it, found by SCAN); etcd: keys (a prefix: a range); ZooKeeper: paths,
+    /// each node with its subtree (`/locks/{key}`); not for MariaDB. With --endpoints they are
+    /// checked free before the run (it is refused when one exists) and removed after it, as
+    /// lockcheck's own names are (--keep leaves them). A pattern without {key} is refused: it
+    /// would name your own data, not the run's.
+    #[arg(
+        long,
+        value_name = "PATTERN",
+        value_delimiter = ',',
+        requires = "client"
+    )]
+    client_keys: Option<Vec<String>>,
+    /// With --client: the lease your library really uses, in ms, when it is not the one
+    /// lockcheck gives it (LOCKCHECK_TTL_MS: --ttl-ms, the session timeout, the lease TTL). The
+    /// liveness checks judge by it (a waiter is STUCK after twice it on a free lock) and the
+    /// probe at the end waits twice it. Positive, at most 365 days.
+    #[arg(long, value_name = "MS", requires = "client")]
+    client_lease_ms: Option<u64>,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
     /// beside it) into this directory [with --cases: default reports].
     #[arg(long, value_name = "DIR")]
@@ -171,17 +213,22 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         keep,
         report,
         client,
+        client_keys,
+        client_lease_ms,
         params: flags,
         cases,
         seed,
         max_drift,
         max_partition_ms,
         safety_only,
+        margin_ms,
     } = args;
     if let Some(cases) = cases {
         let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
         let mut params = search_params(algorithm, ttl_ms, nodes, &flags)?;
         params.key = key;
+        let mut template = Scenario::new(algorithm);
+        template.params = params.clone();
         return super::real_search::search(super::real_search::RealSearch {
             algorithm,
             faults,
@@ -191,8 +238,10 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             max_drift: max_drift.unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
             max_partition_ms,
             safety_only,
+            margin_ms: margin_ms.unwrap_or(super::real_search::DEFAULT_MARGIN_MS),
             out: report.unwrap_or_else(|| PathBuf::from("reports")),
-            client: client.map(lockcheck_real::ClientCommand::new),
+            topology: topology_text(&template),
+            client: client.map(|c| client_command(c, client_keys, client_lease_ms)),
         });
     }
     let servers = match endpoints {
@@ -274,14 +323,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             let algorithm = parse_algorithm(algorithm.as_deref().unwrap_or_default())?;
             lockcheck_real::support::check_algorithm(algorithm)
                 .map_err(|e| usage(e.to_string()))?;
-            let profile = Profile::from_name(&faults).ok_or_else(|| {
-                let known: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
-                usage(format!(
-                    "unknown fault profile '{}' for real runs (known: {})",
-                    lockcheck_core::input::clip(&faults),
-                    known.join(", ")
-                ))
-            })?;
+            let profile = story(faults.as_deref().unwrap_or("none"))?;
             let defaults = Shape::for_story(algorithm, profile);
             let shape = Shape {
                 seed: seed.unwrap_or(defaults.seed),
@@ -302,7 +344,20 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             )
             .map_err(|e| usage(e.to_string()))?;
             // The user's settings win over the story's (a restart story with `--persistence
-            // always` asks whether the lock survives a restart that keeps its data).
+            // always` asks whether the lock survives a restart that keeps its data), but for
+            // the topology a story is told on: another replica count is another story.
+            let told_on = lockcheck_real::profile::story_replicas(profile);
+            if let (Some(story), Some(flag)) =
+                (told_on, flags.replicas.filter(|&n| Some(n) != told_on))
+            {
+                return Err(usage(format!(
+                    "--replicas {flag} contradicts the {} story, which is told on a primary and \
+                     {story} replicas (redis-0 primary, redis-1..{story} replicas, sentinel); \
+                     drop --replicas, or give your own topology with --scenario FILE or a \
+                     search with --cases",
+                    profile.name()
+                )));
+            }
             s.params.key = key;
             flags.apply(algorithm, &mut s.params)?;
             lockcheck_real::profile::fit_story(profile, &mut s);
@@ -310,8 +365,96 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
             s
         }
     };
-    let client = client.map(lockcheck_real::ClientCommand::new);
+    let client = client.map(|c| client_command(c, client_keys, client_lease_ms));
     run(&scenario, &servers, client.as_ref(), report.as_deref())
+}
+
+/// The client of `--client COMMAND`, with what `--client-keys` and `--client-lease-ms` declare
+/// of its library (checked with the scenario, by `client_process::check`).
+fn client_command(
+    command: String,
+    keys: Option<Vec<String>>,
+    lease_ms: Option<u64>,
+) -> lockcheck_real::ClientCommand {
+    let mut client = lockcheck_real::ClientCommand::new(command);
+    client.keys = keys.unwrap_or_default();
+    client.lease_ms = lease_ms;
+    client
+}
+
+/// The story `faults` names (`real --faults` without `--cases`): one of [`Profile::ALL`] or an
+/// alias of one. A family `explore` draws from that has no story, or a list, is refused with the
+/// way to search it.
+fn story(faults: &str) -> anyhow::Result<Profile> {
+    if let Some(profile) = Profile::from_name(faults) {
+        return Ok(profile);
+    }
+    let stories: Vec<&str> = Profile::ALL.iter().map(|(_, n)| *n).collect();
+    let shown = lockcheck_core::input::clip(faults);
+    let searchable = lockcheck_core::profile::FaultProfile::parse_list(faults).is_ok();
+    Err(usage(if searchable {
+        format!(
+            "--faults {shown}: real mode tells one story per profile ({}); {shown} is searched \
+             instead: add --cases N to draw N schedules from it",
+            stories.join(", ")
+        )
+    } else {
+        format!(
+            "unknown fault profile '{shown}' for real runs (stories: {}; with --cases, explore's \
+             profiles)",
+            stories.join(", ")
+        )
+    }))
+}
+
+/// The servers `scenario` runs on and their roles, for a run's header: `redis-0 (one server)`,
+/// `redis-0 primary, redis-1..2 replicas, sentinel`, `redis-0..2: 3 Redlock masters`,
+/// `zk-0..2 ensemble`, `etcd-0..2 cluster`.
+pub(super) fn topology_text(scenario: &Scenario) -> String {
+    let topology = scenario.topology();
+    let servers: Vec<&str> = topology
+        .with_role(lockcheck_core::topology::Role::Server)
+        .into_iter()
+        .map(|i| topology.name(i))
+        .collect();
+    let span = |names: &[&str]| match names {
+        [] => String::new(),
+        [one] => (*one).to_string(),
+        [first, .., last] => {
+            let prefix = scenario.algorithm.server_prefix();
+            let number = |n: &str| {
+                n.strip_prefix(prefix)
+                    .unwrap_or(n)
+                    .trim_start_matches('-')
+                    .to_string()
+            };
+            format!("{first}..{}", number(last))
+        }
+    };
+    let replicas = scenario.params.redis.replicas as usize;
+    if replicas > 0 && servers.len() > replicas {
+        let primaries = servers.len() - replicas;
+        return format!(
+            "{} primary, {} replica{}, sentinel",
+            span(&servers[..primaries]),
+            span(&servers[primaries..]),
+            if replicas == 1 { "" } else { "s" }
+        );
+    }
+    if servers.len() == 1 {
+        return format!("{} (one server)", servers[0]);
+    }
+    let all = span(&servers);
+    if scenario.is_zookeeper_ensemble() {
+        format!("{all} ensemble")
+    } else if scenario.is_etcd_cluster() {
+        format!("{all} cluster")
+    } else if scenario.algorithm.backend() == lockcheck_core::scenario::Backend::Redis {
+        // Several Redis servers without replicas: independent masters, as Redlock has them.
+        format!("{all}: {} Redlock masters", servers.len())
+    } else {
+        format!("{all}: {} servers", servers.len())
+    }
 }
 
 /// The parameters of a search of real runs of `algorithm` (`real --cases`, `differential`): the
@@ -396,8 +539,9 @@ fn run(
         None => "no lease".to_string(),
     };
     say!(
-        "real run: {} with {} client(s), {lease}, against {against}",
+        "real run: {} on {} with {} client(s), {lease}, against {against}",
         scenario.algorithm.name(),
+        topology_text(scenario),
         scenario.clients,
     );
     if let Some(client) = client {
@@ -407,6 +551,23 @@ fn run(
             lockcheck_real::protocol::VERSION,
             scenario.algorithm.name()
         );
+        if !client.keys.is_empty() {
+            let names: Vec<String> = lockcheck_real::declared::names(scenario, &client.keys)
+                .iter()
+                .map(|n| lockcheck_core::input::clip(&n.shown()))
+                .collect();
+            say!(
+                "  the library's own names (--client-keys): {}{}",
+                names.join(", "),
+                match servers {
+                    Servers::Endpoints(_) => ", checked free before and removed after",
+                    Servers::Launched => "",
+                }
+            );
+        }
+        if let Some(ms) = client.lease_ms {
+            say!("  the library's lease (--client-lease-ms): {ms} ms; liveness is judged by it");
+        }
     }
     for fault in &scenario.faults {
         say!("  {}", fault.describe());
@@ -456,11 +617,8 @@ fn run(
     // One line: saved to a file, it reruns here (`lockcheck real --scenario FILE`, with the
     // same `--client`) or in the simulation (`lockcheck run FILE`); the run itself is not
     // byte-replayable.
-    let rerun = match client {
-        Some(c) => format!(
-            ", with --client {}",
-            lockcheck_core::report::shell_quote(&c.command)
-        ),
+    let rerun = match &real.client {
+        Some(c) => format!(", with{}", c.flags()),
         None => String::new(),
     };
     say!(
@@ -468,4 +626,52 @@ fn run(
         serde_json::to_string(scenario)?
     );
     Ok(super::run::exit_code(outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology_of(algorithm: Algorithm, nodes: Option<u32>, replicas: u32) -> String {
+        let mut s = Scenario::new(algorithm);
+        s.params.nodes = nodes;
+        s.params.redis.replicas = replicas;
+        topology_text(&s)
+    }
+
+    #[test]
+    fn a_runs_header_names_its_servers_and_their_roles() {
+        assert_eq!(
+            topology_of(Algorithm::SingleRedis, None, 0),
+            "redis-0 (one server)"
+        );
+        assert_eq!(
+            topology_of(Algorithm::SingleRedis, None, 2),
+            "redis-0 primary, redis-1..2 replicas, sentinel"
+        );
+        assert_eq!(
+            topology_of(Algorithm::SingleRedis, None, 1),
+            "redis-0 primary, redis-1 replica, sentinel"
+        );
+        assert_eq!(
+            topology_of(Algorithm::Redlock, Some(3), 0),
+            "redis-0..2: 3 Redlock masters"
+        );
+        assert_eq!(
+            topology_of(Algorithm::Redlock, None, 0),
+            "redis-0..4: 5 Redlock masters"
+        );
+        assert_eq!(
+            topology_of(Algorithm::ZkSequential, Some(3), 0),
+            "zk-0..2 ensemble"
+        );
+        assert_eq!(
+            topology_of(Algorithm::EtcdMutex, Some(3), 0),
+            "etcd-0..2 cluster"
+        );
+        assert_eq!(
+            topology_of(Algorithm::MysqlRow, None, 0),
+            "mysql-0 (one server)"
+        );
+    }
 }
