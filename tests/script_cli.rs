@@ -177,7 +177,7 @@ fn bad_scripts_and_misplaced_ones_exit_2_naming_the_problem() {
                 "--out",
                 out,
             ],
-            "unknown variant 'nope' of redis-reentrant (known: redisson-3.44+",
+            "unknown variant 'nope' of redis-reentrant (known: redisson-3.52+",
         ),
         (
             vec!["matrix", "--algorithms", "single-redis@x", "--out", out],

@@ -166,7 +166,7 @@ impl Description {
     pub fn variant(&self, name: Option<&str>) -> Option<&'static LibraryVariant> {
         match name {
             None => self.variants.first(),
-            Some(name) => self.variants.iter().find(|v| v.name == name),
+            Some(name) => self.variants.iter().find(|v| v.answers_to(name)),
         }
     }
 
@@ -189,6 +189,16 @@ pub struct LibraryVariant {
     pub follows: &'static str,
     /// One line on what differs from the other variants.
     pub about: &'static str,
+    /// Names it had before its range was split or renamed, still accepted for it (a scenario
+    /// or report written then still runs as it did).
+    pub formerly: &'static [&'static str],
+}
+
+impl LibraryVariant {
+    /// Whether `name` names it: its name, or one it had before.
+    pub fn answers_to(&self, name: &str) -> bool {
+        self.name == name || self.formerly.contains(&name)
+    }
 }
 
 /// The settings every lock is built from, worked out once from a scenario's parameters and the
@@ -207,6 +217,10 @@ pub struct Settings {
     pub fencing: bool,
     /// After acquiring, `WAIT` for this many replicas within this long.
     pub wait_replicas: Option<(u32, Duration)>,
+    /// Asynchronous replicas of the one server (`params.redis.replicas`): a client that knows
+    /// it talks to a replicated Redis (Redisson's Sentinel and replicated configurations) may
+    /// follow its writes with `WAIT`; 0 is a single server.
+    pub replicas: u32,
     /// How long a waiter keeps its place in a [`Order::Fifo`] queue without polling.
     pub queue_timeout: Duration,
     /// ZooKeeper: treat a disconnected session as a lost lock at once.
@@ -236,7 +250,7 @@ impl Settings {
             None => 0,
             Some(name) => variants
                 .iter()
-                .position(|v| v.name == name)
+                .position(|v| v.answers_to(name))
                 .unwrap_or_else(|| panic!("variant {name:?} passed validation but is not listed")),
         }
     }

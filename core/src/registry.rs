@@ -257,6 +257,7 @@ pub fn settings(scenario: &Scenario) -> Settings {
             p.redis.wait_replicas,
             Duration::from_millis(p.redis.wait_timeout_ms()),
         )),
+        replicas: p.redis.replicas,
         queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
         suspended_is_lost: p.zookeeper.suspended_is_lost,
         script: p.redis.script.clone(),

@@ -312,10 +312,11 @@ pub fn reply_of(value: Value) -> Reply {
     }
 }
 
-impl RedisStore for RealRedis {
-    async fn call(&self, command: Command) -> Result<Reply, StoreError> {
+impl RealRedis {
+    /// One command, waiting at most `timeout` for its reply.
+    async fn call_within(&self, command: Command, timeout: Duration) -> Result<Reply, StoreError> {
         self.gate.pass().await;
-        let result = tokio::time::timeout(self.timeout, self.exchange(&command)).await;
+        let result = tokio::time::timeout(timeout, self.exchange(&command)).await;
         self.gate.pass().await;
         match result {
             Ok(Ok(reply)) => Ok(reply),
@@ -326,6 +327,18 @@ impl RedisStore for RealRedis {
             }
             Err(_) => Err(StoreError::Timeout),
         }
+    }
+}
+
+impl RedisStore for RealRedis {
+    async fn call(&self, command: Command) -> Result<Reply, StoreError> {
+        self.call_within(command, self.timeout).await
+    }
+
+    /// As the simulated store: the request timeout plus what the server holds the command
+    /// (`WAIT`'s own timeout), so that a `WAIT` longer than the request timeout gets its reply.
+    async fn call_blocking(&self, command: Command, blocks: Duration) -> Result<Reply, StoreError> {
+        self.call_within(command, self.timeout + blocks).await
     }
 
     async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {

@@ -14,12 +14,25 @@ use lockcheck_sim::explore::ExploreOptions;
 use lockcheck_sim::run;
 
 /// Every variant of redis-reentrant, the default (the current release) first.
-const VARIANTS: [&str; 4] = [
-    "redisson-3.44+",
+const VARIANTS: [&str; 10] = [
+    "redisson-3.52+",
+    "redisson-3.51",
+    "redisson-3.47",
+    "redisson-3.46",
     "redisson-3.43",
     "redisson-3.36",
+    "redisson-3.24",
     "redisson-3.23",
+    "redisson-3.19",
+    "redisson-3.16",
 ];
+
+/// The ranges with the unlock latch (3.24 and later): the first seven.
+const WITH_LATCH: usize = 7;
+
+/// The ranges whose watchdog renews again after a failed renewal (3.44 and later): the first
+/// four.
+const RESCHEDULING: usize = 4;
 
 /// The scenario file `name` as variant `variant` tells it.
 fn as_variant(name: &str, variant: &str) -> Scenario {
@@ -49,6 +62,14 @@ fn the_variants_are_the_ones_the_description_lists_the_current_release_first() {
     s.params.variant = Some("redisson-3.23".into());
     let e = s.validate().unwrap_err().to_string();
     assert!(e.contains("single-redis has no library variants"), "{e}");
+    // The default's name before 3.44–3.51 were told apart still names the current release.
+    let mut s = Scenario::new(Algorithm::RedisReentrant);
+    s.params.variant = Some("redisson-3.44+".into());
+    s.validate().unwrap();
+    assert_eq!(
+        d.variant(Some("redisson-3.44+")).map(|v| v.name),
+        Some(VARIANTS[0])
+    );
 }
 
 /// Story (Redisson issue #4871): client-0 holds the lock two levels deep (count 2). At 1.5 s
@@ -56,8 +77,9 @@ fn the_variants_are_the_ones_the_description_lists_the_current_release_first() {
 /// unlock (at about 2 s) arrives and takes the count to 1, but its reply comes back after
 /// Redisson's 3 s `timeout`: to the client, a lost reply. Redisson ≤ 3.23 sends the unlock again
 /// 1.5 s later; it applies again, the count drops to 0 and the lock is deleted while client-0
-/// still holds it one level deep. 3.24–3.36 send the same unlock under a request id whose latch
-/// answers the re-send without applying it; 3.37 and later do not re-send the unlock at all.
+/// still holds it one level deep (and so do 3.10–3.19, which re-send the same way). 3.24–3.36
+/// send the same unlock under a request id whose latch answers the re-send without applying it;
+/// 3.37 and later do not re-send a single server's unlock at all.
 #[test]
 fn a_resent_inner_unlock_frees_the_lock_under_its_holder_up_to_redisson_3_23() {
     let file = "redisson-resent-inner-unlock.json";
@@ -81,9 +103,16 @@ fn a_resent_inner_unlock_frees_the_lock_under_its_holder_up_to_redisson_3_23() {
         [Some(1), Some(2), Some(1), Some(0)],
         "{counts:?}"
     );
-    for variant in &VARIANTS[..3] {
+    for variant in &VARIANTS[..WITH_LATCH] {
         let s = as_variant(file, variant);
         assert_eq!(kinds(&s), [], "{variant}");
+    }
+    for variant in &VARIANTS[WITH_LATCH..] {
+        let s = as_variant(file, variant);
+        assert!(
+            kinds(&s).contains(&ViolationKind::FreedWhileHeld),
+            "{variant}"
+        );
     }
 }
 
@@ -115,12 +144,14 @@ fn a_resent_unlock_under_the_latch_applies_once_from_redisson_3_24() {
 #[test]
 fn a_watchdog_that_stops_after_one_failed_renewal_lets_the_lease_run_out_up_to_redisson_3_43() {
     let file = "redisson-watchdog-failed-renewal.json";
-    for variant in &VARIANTS[1..] {
+    for variant in &VARIANTS[RESCHEDULING..] {
         let s = as_variant(file, variant);
         assert_eq!(kinds(&s), [ViolationKind::MutualExclusion], "{variant}");
     }
-    let current = as_variant(file, VARIANTS[0]);
-    assert_eq!(kinds(&current), []);
+    for variant in &VARIANTS[..RESCHEDULING] {
+        let s = as_variant(file, variant);
+        assert_eq!(kinds(&s), [], "{variant}");
+    }
     // The file itself names the newest range that stops.
     assert_eq!(
         scenario_file(file).params.variant.as_deref(),
@@ -176,7 +207,7 @@ fn the_search_finds_the_resent_unlock_with_late_replies_only_up_to_redisson_3_23
         "{:?}",
         found.outcome.violations
     );
-    nothing_found(&search("redisson-3.44+"));
+    nothing_found(&search("redisson-3.52+"));
 }
 
 /// The watchdog's failure policy found by the search, with the same late replies: the holders
@@ -209,5 +240,5 @@ fn the_search_finds_the_watchdog_that_gives_up_only_up_to_redisson_3_43() {
         "{:?}",
         found.outcome.violations
     );
-    nothing_found(&search("redisson-3.44+"));
+    nothing_found(&search("redisson-3.52+"));
 }

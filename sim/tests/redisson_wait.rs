@@ -47,12 +47,10 @@ fn hand_over(entries: &[Entry]) -> (u64, u64) {
 /// again as soon as it arrives: within a few message latencies, in every Redisson release.
 #[test]
 fn the_release_wakes_the_waiter_within_a_few_message_latencies() {
-    for variant in [
-        "redisson-3.44+",
-        "redisson-3.43",
-        "redisson-3.36",
-        "redisson-3.23",
-    ] {
+    for variant in lockcheck_core::Algorithm::RedisReentrant
+        .description()
+        .variant_names()
+    {
         let mut s = scenario_file("redisson-wake-up.json");
         s.params.variant = Some(variant.into());
         let outcome = run(&s);

@@ -47,6 +47,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
         follows: "client/v3/concurrency/mutex.go (Lock, tryAcquire, Unlock), key.go (waitDeletes)",
         about: "after waiting for the keys created before its own, Lock reads its own key and \
                 fails with ErrSessionExpired when it is gone",
+        formerly: &[],
     },
     LibraryVariant {
         name: "etcd-3.4",
@@ -54,6 +55,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
         follows: "clientv3/concurrency/mutex.go (Lock, Unlock), key.go (waitDeletes)",
         about: "Lock returns once the keys created before its own are gone, without checking \
                 that its own key (its session's lease) still exists",
+        formerly: &[],
     },
 ];
 

@@ -522,6 +522,12 @@ pub enum Command {
         /// Milliseconds to wait at most (0: forever, as in Redis).
         timeout_ms: u64,
     },
+    /// `INFO section`: the server's state as `field:value` lines (a bulk string). Redisson reads
+    /// `INFO replication`'s `connected_slaves` to know how many replicas its `WAIT` should count.
+    Info {
+        /// The section (`replication`).
+        section: String,
+    },
     /// `EVAL script numkeys key… arg…` (the real client sends `EVALSHA` first).
     Eval {
         /// The script.
@@ -557,12 +563,12 @@ impl Command {
                 | Command::ZRangeByScore { .. }
                 | Command::Publish { .. }
                 | Command::Wait { .. }
+                | Command::Info { .. }
         )
     }
 
     /// The keys it names, as Redis Cluster reads them to route it (none for `PUBLISH`, `WAIT`,
-    /// `TIME`;
-    /// an `EVAL`'s are its `KEYS`).
+    /// `TIME`, `INFO`; an `EVAL`'s are its `KEYS`).
     pub fn keys(&self) -> Vec<&str> {
         match self {
             Command::Set { key, .. }
@@ -608,7 +614,10 @@ impl Command {
             Command::Del { keys } | Command::Unlink { keys } | Command::Eval { keys, .. } => {
                 keys.iter().map(String::as_str).collect()
             }
-            Command::Publish { .. } | Command::Wait { .. } | Command::Time => Vec::new(),
+            Command::Publish { .. }
+            | Command::Wait { .. }
+            | Command::Time
+            | Command::Info { .. } => Vec::new(),
         }
     }
 
@@ -819,6 +828,7 @@ impl Command {
                 replicas,
                 timeout_ms,
             } => v.extend(["WAIT".into(), replicas.to_string(), timeout_ms.to_string()]),
+            Command::Info { section } => v.extend(["INFO".into(), section.clone()]),
             Command::Eval { script, keys, args } => {
                 v.extend([
                     "EVAL".into(),

@@ -469,16 +469,12 @@ impl<S: RedisStore> Lock for RedisFair<S> {
     }
 
     async fn keep_alive<E: Env>(&self, env: &E, guard: &RefCell<Guard>) {
+        let renew = || async {
+            let command = self.hash.renewal(&self.renew, &self.config.key);
+            self.store.call(command).await.ok()
+        };
         self.hash
-            .keep_alive(
-                env,
-                &self.store,
-                &self.renew,
-                &self.config.key,
-                guard,
-                Watchdog::Reschedule,
-                None,
-            )
+            .keep_alive(env, guard, Watchdog::Reschedule, renew)
             .await
     }
 }

@@ -2,8 +2,6 @@
 //! lock hash, the lease it holds it by, and the watchdog that renews it.
 
 use super::command::{Command, Reply, Script};
-use super::resend::{self, Resend};
-use super::store::RedisStore;
 use crate::env::{Env, LockEvent};
 use crate::error::{LockError, StoreError};
 use crate::guard::Guard;
@@ -90,38 +88,43 @@ impl OwnerHash {
         }))
     }
 
+    /// The renewal command: `renew` sent with the lease, then the owner, for `key`.
+    pub fn renewal(&self, renew: &Script, key: &str) -> Command {
+        Command::Eval {
+            script: renew.clone(),
+            keys: vec![key.to_string()],
+            args: vec![self.lease_ms(), self.owner.clone()],
+        }
+    }
+
     /// The watchdog: renews the lease every third of it while polled and while the client still
     /// owns the hash, moving `guard`'s validity; returns when the lock is gone, or, under
-    /// [`Watchdog::StopOnFailure`], after the first renewal that got no reply.
+    /// [`Watchdog::StopOnFailure`], after the first renewal that failed.
     ///
-    /// `renew` is sent with `args` (the lease, then the owner) and replies 1 (or `[1]`, Redisson
-    /// 3.44's batched renewal) while the caller owns the hash; `resend` re-sends a renewal whose
-    /// reply was lost, as Redisson's command executor does.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn keep_alive<E: Env, S: RedisStore>(
+    /// `renew` sends one renewal ([`OwnerHash::renewal`], re-sent as the lock's client re-sends
+    /// it) and gives its reply, `None` when the renewal failed (no reply came, or the client
+    /// counts it failed: no replica synced); the reply is 1 (or `[1]`, Redisson 3.44's batched
+    /// renewal) while the caller owns the hash.
+    pub async fn keep_alive<E, F, Fut>(
         &self,
         env: &E,
-        store: &S,
-        renew: &Script,
-        key: &str,
         guard: &RefCell<Guard>,
         policy: Watchdog,
-        resend: Option<&Resend>,
-    ) {
+        mut renew: F,
+    ) where
+        E: Env,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Option<Reply>>,
+    {
         loop {
             env.sleep(self.ttl / 3).await;
             let started = env.mono_now();
-            let command = Command::Eval {
-                script: renew.clone(),
-                keys: vec![key.to_string()],
-                args: vec![self.lease_ms(), self.owner.clone()],
-            };
-            match resend::call(store, env, resend, command).await {
-                Ok(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
-                Ok(Reply::Array(items)) if items.first() == Some(&Reply::Int(1)) => {
+            match renew().await {
+                Some(Reply::Int(1)) => guard.borrow_mut().valid_until = started + self.budget(),
+                Some(Reply::Array(items)) if items.first() == Some(&Reply::Int(1)) => {
                     guard.borrow_mut().valid_until = started + self.budget()
                 }
-                Err(_) => match policy {
+                None => match policy {
                     // Unknown outcome: try again at the next tick while validity may remain.
                     Watchdog::Reschedule => {}
                     // Redisson ≤ 3.43 logs "Can't update lock … expiration" and drops the
@@ -129,7 +132,7 @@ impl OwnerHash {
                     Watchdog::StopOnFailure => return,
                 },
                 // The lock is gone: Redisson's watchdog stops renewing.
-                Ok(_) => return,
+                Some(_) => return,
             }
         }
     }

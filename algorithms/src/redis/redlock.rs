@@ -82,6 +82,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
                   the 2 ms drift term of antirez/redlock-rb's redlock.rb",
         about: "elapsed time on the monotonic clock; drift TTL x factor + 2 ms; a new token and a \
                 delay in [d/2, d] per attempt; release succeeds if any master deleted the key",
+        formerly: &[],
     },
     LibraryVariant {
         name: "node-redlock",
@@ -90,6 +91,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
         about: "elapsed time by Date.now(), the wall clock: a backward step during an attempt \
                 lengthens the validity; drift round(TTL x factor) + 2 ms; one value per lock \
                 call; retries retryDelay +- retryDelay/2 apart; unlock fails below a quorum",
+        formerly: &[],
     },
     LibraryVariant {
         name: "redsync",
@@ -98,6 +100,7 @@ pub const VARIANTS: &[LibraryVariant] = &[
         about: "monotonic clock; drift TTL x factor without the 2 ms; one value per Lock call; \
                 tries 50-250 ms apart (d/4 to 5d/4 of the retry delay); unlock fails below a \
                 quorum",
+        formerly: &[],
     },
 ];
 

@@ -3,6 +3,7 @@
 use super::command::{Command, Reply};
 use crate::error::StoreError;
 use std::future::Future;
+use std::time::Duration;
 
 /// One connection to one Redis server, and a subscription connection beside it.
 ///
@@ -19,6 +20,21 @@ use std::future::Future;
 pub trait RedisStore {
     /// Sends one command and waits for its reply.
     fn call(&self, command: Command) -> impl Future<Output = Result<Reply, StoreError>>;
+
+    /// Sends a command the server holds for up to `blocks` before it replies (`WAIT replicas
+    /// timeout`), waiting that much longer than the request timeout for its reply: as Redisson
+    /// times a batch that ends with `WAIT`, its `timeout` plus the `WAIT`'s own.
+    ///
+    /// The default waits no longer than [`RedisStore::call`] (a store that does not know better:
+    /// a `WAIT` longer than its request timeout then gets no reply).
+    fn call_blocking(
+        &self,
+        command: Command,
+        blocks: Duration,
+    ) -> impl Future<Output = Result<Reply, StoreError>> {
+        let _ = blocks;
+        self.call(command)
+    }
 
     /// `SUBSCRIBE channel` on the store's subscription connection (opened if needed): `Ok` once
     /// the server confirmed it, from when on [`RedisStore::next_message`] hands out what is

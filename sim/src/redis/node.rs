@@ -10,8 +10,10 @@ use crate::world::World;
 use lockcheck_algorithms::redis::{Command, Reply};
 use lockcheck_core::history::{History, KeyChange, Op};
 use lockcheck_core::scenario::Persistence;
+use lockcheck_core::topology::Role;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -180,6 +182,20 @@ pub struct RedisServer {
     offset: Cell<u64>,
     /// The offset each replica last acknowledged.
     acked: RefCell<BTreeMap<usize, u64>>,
+    /// The replicas that replicate from it, as `INFO replication` lists them: each replica's
+    /// node, with its connection and when it was last heard from (server monotonic ms). One is
+    /// dropped when its connection closes (its process died) or after `repl-timeout` of silence
+    /// ([`REPL_TIMEOUT_MS`])
+    /// (`None` for one that connected before the run: see [`RedisServer::start`]).
+    replicas: RefCell<BTreeMap<usize, (Option<SocketAddr>, u64)>>,
+    /// Each client's `WAIT` target: the replication offset when its last command ended,
+    /// whatever the command (Redis 7.0's `c->woff`, set after every `call()` in
+    /// `processCommand`; 7.2 sets it only after a command that propagated something). The
+    /// offset moves without the client's writes too (Sentinel's hellos, the `GETACK` a blocked
+    /// `WAIT` sends): so once a replica stopped acknowledging, a `WAIT` after any command
+    /// counts it out, a read's or a refused script's included, as on a real 7.0 server
+    /// (`real/tests/redis_replication_conformance.rs`).
+    wait_targets: RefCell<BTreeMap<usize, u64>>,
     /// Under `everysec`: told when a write leaves something to fsync.
     written: Signal,
     /// The port its pushes leave from.
@@ -201,7 +217,10 @@ impl Server for RedisServer {
             .persistence_of(scenario.algorithm, world.topology.name(node))
     }
 
-    /// It acts as the primary while the world says it is, and as a replica otherwise.
+    /// It acts as the primary while the world says it is, and as a replica otherwise. The first
+    /// primary's first start finds its replicas connected and in sync with its empty data set:
+    /// they were started and synced before the clients, as real mode starts them (listed by
+    /// `INFO replication`, acknowledged offset 0), until they are heard from themselves.
     fn start(node: Node<Self>, recovered: Option<Snapshot>) -> Self {
         let model = match recovered {
             Some(snapshot) => RedisModel::restore(snapshot),
@@ -219,11 +238,26 @@ impl Server for RedisServer {
             None => 0,
             Some(_) => node.mono_ms() + 1,
         };
+        let (mut replicas, mut acked) = (BTreeMap::new(), BTreeMap::new());
+        let world = &node.world;
+        if node.crashed.is_none()
+            && world.primary() == node.me
+            && world.scenario.params.redis.replicas > 0
+        {
+            for replica in world.topology.with_role(Role::Server) {
+                if replica != node.me {
+                    replicas.insert(replica, (None, node.mono_ms()));
+                    acked.insert(replica, 0);
+                }
+            }
+        }
         RedisServer {
             node,
             model: RefCell::new(model),
             offset: Cell::new(0),
-            acked: RefCell::new(BTreeMap::new()),
+            acked: RefCell::new(acked),
+            replicas: RefCell::new(replicas),
+            wait_targets: RefCell::new(BTreeMap::new()),
             written: Signal::default(),
             pusher,
             cron_from_ms,
@@ -243,8 +277,13 @@ impl Server for RedisServer {
             }) => {
                 let server = self.clone();
                 Handled::later(async move {
-                    RedisResponse::Reply(Reply::Int(server.wait(replicas, timeout_ms).await))
+                    RedisResponse::Reply(server.wait(from, replicas, timeout_ms).await)
                 })
+            }
+            RedisRequest::Command(Command::Info { section }) => {
+                let reply = Reply::Bulk(self.info(&section));
+                self.command_ended(from);
+                Handled::now(RedisResponse::Reply(reply))
             }
             RedisRequest::Command(command) => {
                 Handled::now(RedisResponse::Reply(self.apply(from, &command)))
@@ -253,11 +292,15 @@ impl Server for RedisServer {
                 self.model.borrow_mut().subscribe(&channel, peer.addr);
                 Handled::now(RedisResponse::Subscribed)
             }
-            RedisRequest::Sync => Handled::now(RedisResponse::Sync {
-                snapshot: self.model.borrow().snapshot(),
-                offset: self.offset.get(),
-            }),
+            RedisRequest::Sync => {
+                self.heard_from_replica(peer);
+                Handled::now(RedisResponse::Sync {
+                    snapshot: self.model.borrow().snapshot(),
+                    offset: self.offset_now(),
+                })
+            }
             RedisRequest::Ack { offset } => {
+                self.heard_from_replica(peer);
                 let mut acked = self.acked.borrow_mut();
                 let seen = acked.entry(from).or_insert(0);
                 *seen = (*seen).max(offset);
@@ -269,6 +312,13 @@ impl Server for RedisServer {
     /// A connection that closed takes its subscriptions with it.
     fn connection_closed(&self, from: Peer) {
         self.model.borrow_mut().connection_closed(from.addr);
+        // A replica whose process died: its replication link closed with it.
+        self.replicas
+            .borrow_mut()
+            .retain(|&node, (addr, _)| match addr {
+                Some(addr) => *addr != from.addr,
+                None => node != from.node,
+            });
     }
 
     /// The active expiry cycle runs in `serverCron`, every 100 ms of the server's monotonic
@@ -349,8 +399,31 @@ impl RedisServer {
             }
         }
         drop(model);
+        self.command_ended(from);
         record_effects(&self.node, Some(from), effects);
         reply
+    }
+
+    /// A command of client node `from` ended: its `WAIT` target is the offset now.
+    fn command_ended(&self, from: usize) {
+        self.wait_targets
+            .borrow_mut()
+            .insert(from, self.offset_now());
+    }
+
+    /// The replication offset now: the writes (and `GETACK`s) it fed its replicas and, as a
+    /// primary, Sentinel's hellos: every [`SENTINEL_HELLO_MS`] of its monotonic clock Sentinel
+    /// publishes on `__sentinel__:hello` through the primary, and the `PUBLISH` is propagated,
+    /// moving the offset (a replica that runs acknowledges it at its next sync; one that is
+    /// paused falls behind it). Counted from the clock rather than by a task of its own, so that
+    /// runs that never read it are the same as before it was modelled.
+    fn offset_now(&self) -> u64 {
+        let hellos = if self.is_primary() {
+            self.node.mono_ms() / SENTINEL_HELLO_MS
+        } else {
+            0
+        };
+        self.offset.get() + hellos
     }
 
     /// Hands the data set to the AOF as the persistence policy says.
@@ -395,23 +468,77 @@ impl RedisServer {
         }
     }
 
-    /// `WAIT`: how many replicas acknowledged the current offset within `timeout_ms` (the
-    /// server's monotonic clock; 0 waits forever, as in Redis).
-    async fn wait(&self, replicas: u32, timeout_ms: u64) -> i64 {
+    /// Notes that the replica behind `peer` asked for the data set or acknowledged it.
+    fn heard_from_replica(&self, peer: Peer) {
+        let now = self.node.mono_ms();
+        self.replicas
+            .borrow_mut()
+            .insert(peer.node, (Some(peer.addr), now));
+    }
+
+    /// The replicas connected to it now: heard from within `repl-timeout`, connection open.
+    fn connected_replicas(&self) -> Vec<usize> {
+        let now = self.node.mono_ms();
+        self.replicas
+            .borrow()
+            .iter()
+            .filter(|(_, (_, heard))| now.saturating_sub(*heard) < REPL_TIMEOUT_MS)
+            .map(|(&node, _)| node)
+            .collect()
+    }
+
+    /// `INFO section`: `replication` answers its role and, as a primary, `connected_slaves`
+    /// (what Redisson reads); any other section is answered empty.
+    fn info(&self, section: &str) -> String {
+        if !section.eq_ignore_ascii_case("replication") {
+            return String::new();
+        }
+        if self.is_primary() {
+            let connected = self.connected_replicas().len();
+            format!("# Replication\r\nrole:master\r\nconnected_slaves:{connected}\r\n")
+        } else {
+            "# Replication\r\nrole:slave\r\n".to_string()
+        }
+    }
+
+    /// `WAIT`: how many connected replicas acknowledged the last write of client node `from`
+    /// (every write before the `WAIT` on its connection) within `timeout_ms` (the server's
+    /// monotonic clock; 0 waits forever, as in Redis). A replica refuses it; a primary that
+    /// becomes a replica while the `WAIT` blocks unblocks it with an error, as Redis does when
+    /// it is made a replica (`replicationSetMaster` → `disconnectAllBlockedClients`).
+    async fn wait(&self, from: usize, replicas: u32, timeout_ms: u64) -> Reply {
         let (world, me) = (&self.node.world, self.node.me);
-        let target = self.offset.get();
+        if !self.is_primary() {
+            return Reply::Error(WAIT_ON_A_REPLICA.into());
+        }
+        let target = self.wait_targets.borrow().get(&from).copied().unwrap_or(0);
+        // The `WAIT` is a command too: the next one's target is the offset as it ends here,
+        // before the `GETACK` below.
+        self.command_ended(from);
         let deadline = world.mono_ns(me) + timeout_ms * 1_000_000;
+        let mut asked = false;
         loop {
+            let connected = self.connected_replicas();
             let done = self
                 .acked
                 .borrow()
-                .values()
-                .filter(|&&offset| offset >= target)
+                .iter()
+                .filter(|(node, &offset)| offset >= target && connected.contains(node))
                 .count() as i64;
             if done >= i64::from(replicas) || (timeout_ms > 0 && world.mono_ns(me) >= deadline) {
-                return done;
+                return Reply::Int(done);
+            }
+            if !asked {
+                // A `WAIT` that blocks asks the replicas for an acknowledgement: Redis feeds
+                // `REPLCONF GETACK *` into the replication stream (`beforeSleep`), which moves
+                // the offset past what any replica has acknowledged.
+                asked = true;
+                self.offset.set(self.offset.get() + 1);
             }
             madsim::time::sleep(WAIT_POLL).await;
+            if !self.is_primary() {
+                return Reply::Error(WAIT_UNBLOCKED.into());
+            }
         }
     }
 
@@ -445,8 +572,26 @@ impl RedisServer {
     }
 }
 
+/// How often Sentinel publishes its hello through the primary: real mode's Sentinel's period
+/// (`SENTINEL DEBUG publish-period 100`, `real/src/replication.rs`; Sentinel's default is 2 s).
+/// Either way the offset moves well within a replica's acknowledgement cadence.
+const SENTINEL_HELLO_MS: u64 = 100;
+
 /// How often a blocked `WAIT` looks at the replicas' acknowledgements.
 const WAIT_POLL: Duration = Duration::from_millis(1);
+
+/// Redis 7's reply to a `WAIT` sent to a replica.
+const WAIT_ON_A_REPLICA: &str =
+    "ERR WAIT cannot be used with replica instances. Please also note that \
+     since Redis 4.0 if a replica is configured to be writable (which is not the default) writes \
+     to replicas are just local and are not propagated.";
+
+/// Redis's reply to a client blocked in `WAIT` when its server is made a replica.
+const WAIT_UNBLOCKED: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
+/// `repl-timeout` (Redis's default, 60 s): a replica not heard from for that long is dropped.
+const REPL_TIMEOUT_MS: u64 = 60_000;
 
 #[cfg(test)]
 mod tests {

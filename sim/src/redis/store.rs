@@ -118,6 +118,22 @@ impl RedisStore for SimRedis {
         }
     }
 
+    /// `WAIT`: the server holds it up to `blocks` before it replies, so its reply is waited for
+    /// that much longer than any other's.
+    async fn call_blocking(&self, command: Command, blocks: Duration) -> Result<Reply, StoreError> {
+        let request = RedisRequest::Command(command);
+        match self
+            .rpc
+            .call(self.server(), request, self.timeout + blocks)
+            .await?
+        {
+            RedisResponse::Reply(reply) => Ok(reply),
+            other => Err(StoreError::Unreachable(format!(
+                "not a command's reply: {other:?}"
+            ))),
+        }
+    }
+
     /// Subscribes every channel kept, this one included: after a reset or a failover the others
     /// were lost too.
     async fn subscribe(&self, channel: &str) -> Result<(), StoreError> {

@@ -335,9 +335,10 @@ impl Keyspace {
                         .map_or(0, |s| s.len() as i64),
                 )
             }
-            // Replication lives in the server's node glue, which answers WAIT before the model
-            // sees it; the model alone has no replicas.
+            // Replication lives in the server's node glue, which answers WAIT and INFO before
+            // the model sees them; the model alone has no replicas.
             Command::Wait { .. } => Reply::Int(0),
+            Command::Info { .. } => Reply::Bulk("# Replication\r\nrole:master\r\n".into()),
             Command::Eval { .. } => {
                 Reply::Error("ERR This Redis command is not allowed from script".into())
             }
