@@ -12,7 +12,9 @@
 //! - pause / resume of a server: `SIGSTOP` / `SIGCONT` to its process;
 //! - crash of a server: `SIGKILL`; restart: the binary again on the same port and directory,
 //!   recorded once it is ready (a real restart takes some milliseconds, a JVM's about a second;
-//!   the simulated one is instantaneous);
+//!   the simulated one is instantaneous). The schedule does not wait for it: a cluster member
+//!   is ready only once its peers answer, and the fault that keeps them from answering (a delay
+//!   on its links, a partition) may end while it waits;
 //! - clock jump / drift of a server: its shift file ([`crate::timeshift::ClockFile`]) is
 //!   rewritten, and the server, which runs with the time-shift library preloaded, reads its
 //!   clocks moved from then on; of a client: its `Env`'s [`crate::timeshift::ClockShift`];
@@ -55,6 +57,17 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// The outcome of a restarted server's wait for readiness (a wait aborted because the server
+/// was crashed again is no error).
+async fn join_restart(task: JoinHandle<Result<(), RealError>>) -> Result<(), RealError> {
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_cancelled() => Ok(()),
+        Err(e) => panic!("a restarted server's readiness task panicked: {e}"),
+    }
+}
 
 /// The nemesis of one run.
 pub struct Nemesis {
@@ -72,6 +85,11 @@ pub struct Nemesis {
     /// force cut them apart. The cluster cuts a pair once ([`crate::etcd_cluster::Cluster::cut`]),
     /// so overlapping partitions are counted here, as a proxy's link counts its causes.
     member_cuts: RefCell<BTreeMap<(usize, usize), u32>>,
+    /// Per server restarted and not yet ready: the task that waits for it. The schedule goes on
+    /// meanwhile: a member of a cluster becomes ready only once its peers answer, and a fault
+    /// due meanwhile (a delay on its links ending, a partition healing) may be what it waits
+    /// for.
+    restarting: RefCell<BTreeMap<usize, JoinHandle<Result<(), RealError>>>>,
 }
 
 impl Nemesis {
@@ -92,6 +110,7 @@ impl Nemesis {
             pending: schedule.into(),
             replication: None,
             member_cuts: RefCell::default(),
+            restarting: RefCell::default(),
         }
     }
 
@@ -121,16 +140,47 @@ impl Nemesis {
         Ok(())
     }
 
-    /// Applies the rest of the schedule, sleeping to each action's time.
+    /// Applies the rest of the schedule, sleeping to each action's time, and ends once every
+    /// server it restarted is ready (or with the error of one that was not).
     pub async fn run(mut self) -> Result<(), RealError> {
         while let Some((at, action, text)) = self.pending.pop_front() {
             let now = self.world.true_ns();
             if at > now {
                 tokio::time::sleep(Duration::from_nanos(at - now)).await;
             }
+            self.check_restarts().await?;
             self.apply(action, text).await?;
         }
+        let restarting = std::mem::take(&mut *self.restarting.borrow_mut());
+        for (_, task) in restarting {
+            join_restart(task).await?;
+        }
         Ok(())
+    }
+
+    /// The error of a restarted server that did not become ready, if one has ended so.
+    async fn check_restarts(&self) -> Result<(), RealError> {
+        let finished: Vec<usize> = self
+            .restarting
+            .borrow()
+            .iter()
+            .filter(|(_, task)| task.is_finished())
+            .map(|(&s, _)| s)
+            .collect();
+        for s in finished {
+            let task = self.restarting.borrow_mut().remove(&s);
+            if let Some(task) = task {
+                join_restart(task).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops waiting for server `s`'s restart (it is crashed or restarted again).
+    fn forget_restart(&self, s: usize) {
+        if let Some(task) = self.restarting.borrow_mut().remove(&s) {
+            task.abort();
+        }
     }
 
     /// Server `server`'s shift file; the runner made one for every server whose clock the
@@ -245,13 +295,35 @@ impl Nemesis {
             (Action::Pause(_), _, Some(s)) => self.launcher.borrow_mut().pause(s)?,
             (Action::Resume(_), _, Some(s)) => self.launcher.borrow_mut().resume(s)?,
             (Action::Crash(..), _, Some(s)) => {
+                self.forget_restart(s);
                 self.launcher.borrow_mut().crash(s)?;
                 world.set_down(s, true);
             }
             (Action::Restart(_), _, Some(s)) => {
+                self.forget_restart(s);
                 self.launcher.borrow_mut().respawn(s)?;
-                Launcher::until_ready(&self.launcher, s).await?;
-                world.set_down(s, false);
+                // Recorded once it is ready, by a task of its own: the schedule goes on.
+                let (launcher, world) = (self.launcher.clone(), self.world.clone());
+                let task = tokio::task::spawn_local(async move {
+                    Launcher::until_ready(&launcher, s).await?;
+                    world.set_down(s, false);
+                    tracing::info!(
+                        at_ms = world.true_ns() / 1_000_000,
+                        "nemesis: {text} (ready)"
+                    );
+                    world.record(
+                        target,
+                        Kind::Observe,
+                        Op::Nemesis {
+                            kind: kind.to_string(),
+                            action: text,
+                            target: Some(world.topology().name(target).to_string()),
+                        },
+                    );
+                    Ok(())
+                });
+                self.restarting.borrow_mut().insert(s, task);
+                return Ok(());
             }
             // A client process whose clock moves runs under the time-shift library.
             (Action::ClockJump(_, by_ns), Some(c), _) => {

@@ -154,3 +154,28 @@ fn a_crashed_and_restarted_leader_runs_for_real() {
         assert_eq!(nemesis(&real), ["crash etcd-2", "restart etcd-2"]);
     }
 }
+
+/// `etcd-cluster-restart-under-delay.json` (differential seed 0, story 0): the leader's links
+/// are delayed by 3.7 s from 4039 ms for 1381 ms, and it is killed and restarted at 4592 ms,
+/// inside that span. The restarted member cannot be ready while every message to its peers
+/// takes 3.7 s, so the schedule must go on without waiting for it, up to the delay's end; a
+/// nemesis that waited for the restart before the next action never ended the delay, and the
+/// run failed with "etcd-2: not ready within 10 s".
+#[test]
+fn a_member_restarted_under_a_delay_rejoins_once_the_delay_ends() {
+    if !installed() {
+        return;
+    }
+    let _serial = one_at_a_time();
+    let story = sim_scenario("etcd-cluster-restart-under-delay.json");
+    for real in runs(&story, 4) {
+        assert_eq!(real.server_pids.len(), 4, "three members and the restart");
+        let actions = nemesis(&real);
+        for wanted in ["crash etcd-2", "restart etcd-2"] {
+            assert!(
+                actions.iter().any(|a| a == wanted),
+                "{wanted} carried out: {actions:?}"
+            );
+        }
+    }
+}

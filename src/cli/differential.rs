@@ -74,6 +74,15 @@ pub struct DifferentialArgs {
         conflicts_with = "scenario"
     )]
     stories: u32,
+    /// The first story to run: stories K, K+1, … (K + --stories − 1), so that one story of a
+    /// search (a disagreement, one not run) can be run again on its own with the same --seed.
+    #[arg(
+        long,
+        value_name = "K",
+        default_value_t = 0,
+        conflicts_with = "scenario"
+    )]
+    from_story: u64,
     /// Real runs of each story (real timing varies; the runs of a story that split make it
     /// inconclusive, and a story stops being run once they have split).
     #[arg(long, value_name = "K", default_value_t = 3)]
@@ -211,6 +220,9 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
     let mut not_run: Vec<(String, String)> = Vec::new();
     for (name, scenario) in &stories {
         bar.set_message(format!("story {name}"));
+        // Every story is kept, so that any of them (one that would not run, one whose real
+        // runs ended oddly) can be run again on its own, in either world.
+        let kept = write_story(&args.out, name, scenario)?;
         let simulated = lockcheck_sim::run(scenario);
         let simulation = Seen::of(&simulated);
         // The same story at other tick phases of the servers: a real server's phase is its
@@ -250,7 +262,13 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
             }
         }
         if let Some(e) = failed {
-            bar.suspend(|| say!("story {name}: NOT RUN: a real run failed twice: {e}"));
+            bar.suspend(|| {
+                say!(
+                    "story {name}: NOT RUN: a real run failed twice: {e} (its scenario: {}; \
+                     `lockcheck real --scenario` runs it again)",
+                    kept.display()
+                )
+            });
             not_run.push((name.clone(), e));
             continue;
         }
@@ -332,8 +350,8 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
     print_summary(&args, &results, real_runs, elapsed);
     if !not_run.is_empty() {
         say!(
-            "{} stor{} not run (a real run failed twice; rerun with --seed and --stories to \
-             take them again):",
+            "{} stor{} not run (a real run failed twice; rerun one with --seed, --from-story \
+             and --stories 1):",
             not_run.len(),
             if not_run.len() == 1 { "y" } else { "ies" }
         );
@@ -401,7 +419,15 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
     let strategy = scenarios_where(&options, move |s| {
         lockcheck_real::support::check(s).is_ok() && margin::closest(s, margin_ms).is_none()
     });
-    (0..u64::from(args.stories))
+    let first = args.from_story;
+    lockcheck_core::limits::within(
+        "--from-story",
+        first,
+        0,
+        u64::from(lockcheck_core::limits::MAX_CASES),
+    )
+    .map_err(usage)?;
+    (first..first + u64::from(args.stories))
         .map(|case| {
             draw(&strategy, args.seed, case)
                 .map(|s| (format!("case-{case}"), hold_back_all_but_the_first(s)))
@@ -427,7 +453,7 @@ pub const HOLD_BACK_MS: u64 = 200;
 /// and a story whose fault strikes "the holder" strikes another client in each world (12 of the
 /// first 90 drawn etcd stories had real runs that split, and the one looked at split for that
 /// reason: FIDELITY.md). What the real stories of `lockcheck real --faults` do too.
-fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
+pub(super) fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
     let mut held = scenario.clone();
     held.faults = Fault::hold_backs(scenario.clients, HOLD_BACK_MS);
     held.faults.extend(scenario.faults.iter().cloned());
@@ -440,7 +466,7 @@ fn hold_back_all_but_the_first(scenario: Scenario) -> Scenario {
 }
 
 /// Whether `fault` is a hold-back (which shrinking keeps: without it the story is a race).
-fn is_hold_back(fault: &Fault) -> bool {
+pub(super) fn is_hold_back(fault: &Fault) -> bool {
     matches!(fault, Fault::Pause { at_ms: 0, node, for_ms: HOLD_BACK_MS }
         if node != "client-0" && node.starts_with("client-"))
 }
@@ -560,6 +586,16 @@ fn smaller(scenario: &Scenario) -> Vec<Scenario> {
         out.push(s);
     }
     out
+}
+
+/// Writes a story's scenario (`OUT/stories/NAME.json`), and returns its path.
+fn write_story(out: &Path, name: &str, scenario: &Scenario) -> anyhow::Result<PathBuf> {
+    let dir = out.join("stories");
+    std::fs::create_dir_all(&dir).map_err(|e| usage(format!("{}: {e}", dir.display())))?;
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, scenario.to_json() + "\n")
+        .map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    Ok(path)
 }
 
 /// Writes a disagreement's folder: the scenario, both worlds' reports, the page that sets their
