@@ -10,45 +10,19 @@
 
 mod common;
 
-use common::{installed, one_at_a_time};
+use common::{installed, one_at_a_time, UsersServer};
 use lockcheck_core::scenario::{Persistence, Scenario};
 use lockcheck_core::Algorithm;
-use lockcheck_real::launcher::{Etcd, Launcher, Redis, ServerKind, ZooKeeper};
+use lockcheck_real::launcher::{Etcd, Redis, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run_with, ClientCommand, Endpoints, Login, RealError, Servers};
-use std::cell::RefCell;
 use std::io::Write;
 use std::net::SocketAddr;
 
 const PYTHON: &str = "/usr/bin/python3";
 const PASSWORD: &str = "s3cret-client-pw";
 
-/// A server started as "the user's": used only through its address.
-struct UsersServer {
-    launcher: RefCell<Launcher>,
-    addr: SocketAddr,
-    runtime: tokio::runtime::Runtime,
-}
-
 impl UsersServer {
-    fn start(name: &str, kind: Box<dyn ServerKind>) -> UsersServer {
-        let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
-        let index = launcher.borrow_mut().add(name, kind, Vec::new()).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(Launcher::until_ready(&launcher, index))
-            .unwrap();
-        let addr = launcher.borrow().addr(index);
-        UsersServer {
-            launcher,
-            addr,
-            runtime,
-        }
-    }
-
     /// Sends `args` as `login`; the answer.
     fn query(&self, login: &Login, args: &[&str]) -> redis::Value {
         let info = lockcheck_real::redis_store::connection_info(self.addr, login);
@@ -77,12 +51,6 @@ impl UsersServer {
         };
         keys.sort();
         keys
-    }
-}
-
-impl Drop for UsersServer {
-    fn drop(&mut self) {
-        self.launcher.borrow_mut().close();
     }
 }
 

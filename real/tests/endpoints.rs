@@ -7,48 +7,14 @@
 //! pass, except under CI (`CI=true`), where they fail.
 
 use lockcheck_core::scenario::{Algorithm, FlushPolicy, Persistence, Scenario};
-use lockcheck_real::launcher::{Launcher, MariaDb, Redis, ServerKind, ZooKeeper};
+use lockcheck_real::launcher::{MariaDb, Redis, ServerKind, ZooKeeper};
 use lockcheck_real::profile::{self, Profile, Shape};
 use lockcheck_real::{run_on, Endpoints, Login, RealError, RealRun, Servers};
-use std::cell::RefCell;
 use std::net::SocketAddr;
 
 mod common;
 
-use common::{kinds, one_at_a_time};
-
-/// A server started as "the user's": lockcheck's launcher, but used only through its address.
-struct UsersServer {
-    launcher: RefCell<Launcher>,
-    addr: SocketAddr,
-    runtime: tokio::runtime::Runtime,
-}
-
-impl UsersServer {
-    fn start(name: &str, kind: Box<dyn ServerKind>) -> UsersServer {
-        let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
-        let index = launcher.borrow_mut().add(name, kind, Vec::new()).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime
-            .block_on(Launcher::until_ready(&launcher, index))
-            .unwrap();
-        let addr = launcher.borrow().addr(index);
-        UsersServer {
-            launcher,
-            addr,
-            runtime,
-        }
-    }
-}
-
-impl Drop for UsersServer {
-    fn drop(&mut self) {
-        self.launcher.borrow_mut().close();
-    }
-}
+use common::{kinds, one_at_a_time, UsersServer};
 
 /// A story of `algorithm` with the run's own key, as the CLI gives it.
 fn story(algorithm: Algorithm, profile: Profile, ttl_ms: u64) -> Scenario {

@@ -10,21 +10,6 @@ const ROW_H: f64 = 12.0;
 /// Rows of stacked bars a lane grows to at most; more overlap in the last row.
 const MAX_ROWS: usize = 6;
 
-/// The function of an operation, as the history writes it.
-fn f(op: &Op) -> &'static str {
-    match op {
-        Op::Acquire { .. } => "acquire",
-        Op::Attempt { .. } => "attempt",
-        Op::Release { .. } => "release",
-        Op::Access { .. } => "access",
-        Op::Resource { .. } => "resource",
-        Op::Key { .. } => "key",
-        Op::Watch { .. } => "watch",
-        Op::Nemesis { .. } => "nemesis",
-        Op::Note { .. } => "note",
-    }
-}
-
 fn kind_name(kind: Kind) -> &'static str {
     match kind {
         Kind::Invoke => "invoke",
@@ -37,7 +22,7 @@ fn kind_name(kind: Kind) -> &'static str {
 
 /// A tick for an observation, in the lane's bottom row; hovering it shows the entry.
 fn tick(at: Place, height: f64, entry: &Entry, ctx: &Ctx, shapes: &mut Vec<Shape>) {
-    let mut class = format!("entry {}", f(&entry.op));
+    let mut class = format!("entry {}", entry.op.name());
     match &entry.op {
         Op::Attempt { acquired: true, .. } => class.push_str(" acquired"),
         Op::Resource {
@@ -125,7 +110,7 @@ pub(super) fn client_lane(
     let mut beliefs: Vec<(Belief, u64, Option<&Entry>)> = Vec::new();
     let op_shape = |start: &Entry, end: Option<&Entry>, until: u64| {
         let outcome = end.map_or("pending", |e| kind_name(e.kind));
-        let mut class = format!("op {} {outcome}", f(&start.op));
+        let mut class = format!("op {} {outcome}", start.op.name());
         if let Op::Access { phase, .. } = &start.op {
             class.push_str(match phase {
                 Phase::Enter => " enter",
@@ -134,7 +119,7 @@ pub(super) fn client_lane(
         }
         let mut title = format!(
             "{node}: {} {} ({} → {})\n{}",
-            f(&start.op),
+            start.op.name(),
             outcome,
             ms(start.true_ns),
             ms(until),
@@ -168,7 +153,7 @@ pub(super) fn client_lane(
                 }
             }
             Kind::Ok | Kind::Fail | Kind::Info => {
-                let start = pending.take_if(|p| f(&p.op) == f(&e.op)).unwrap_or(e);
+                let start = pending.take_if(|p| p.op.name() == e.op.name()).unwrap_or(e);
                 shapes.push(op_shape(start, Some(e), e.true_ns));
                 match &e.op {
                     Op::Acquire {

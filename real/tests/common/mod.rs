@@ -7,9 +7,11 @@
 use lockcheck_core::checker::{kinds_both_worlds_see, Violation, ViolationKind};
 use lockcheck_core::history::{Op, Phase};
 use lockcheck_core::scenario::Scenario;
-use lockcheck_real::launcher::ServerKind;
+use lockcheck_real::launcher::{Launcher, ServerKind};
 use lockcheck_real::{run, RealRun};
+use std::cell::RefCell;
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard};
 
 /// Whether `kind`'s server is installed. Says so on the real stderr (not captured) when it is
@@ -139,4 +141,39 @@ pub fn assert_safe(real: &RealRun) {
         "{:#?}",
         real.outcome.violations
     );
+}
+
+/// A server started as "the user's": lockcheck's launcher, but used only through its address
+/// (the `--endpoints` tests). Stopped, and its directory removed, when dropped.
+pub struct UsersServer {
+    pub launcher: RefCell<Launcher>,
+    pub addr: SocketAddr,
+    pub runtime: tokio::runtime::Runtime,
+}
+
+impl UsersServer {
+    /// Server `kind`, named `name`, started and ready.
+    pub fn start(name: &str, kind: Box<dyn ServerKind>) -> UsersServer {
+        let launcher = RefCell::new(Launcher::new().expect("a temp dir"));
+        let index = launcher.borrow_mut().add(name, kind, Vec::new()).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime
+            .block_on(Launcher::until_ready(&launcher, index))
+            .unwrap();
+        let addr = launcher.borrow().addr(index);
+        UsersServer {
+            launcher,
+            addr,
+            runtime,
+        }
+    }
+}
+
+impl Drop for UsersServer {
+    fn drop(&mut self) {
+        self.launcher.borrow_mut().close();
+    }
 }
