@@ -401,6 +401,8 @@ pub struct Recording {
     retention: Retention,
     /// Per node: its row of identical refusals, while one lasts.
     rows: BTreeMap<String, Row>,
+    /// Whether the history reached its cap (its last entry is the note that says so).
+    full: bool,
 }
 
 impl Recording {
@@ -415,7 +417,7 @@ impl Recording {
     /// Appends an entry recorded by `node`, folding it into its row of refusals or, once the
     /// history is full, dropping it.
     pub fn push(&mut self, true_ns: u64, node: &str, local_ns: i64, kind: Kind, op: Op) {
-        if self.is_full() {
+        if self.full {
             return;
         }
         match (&op, kind) {
@@ -453,7 +455,14 @@ impl Recording {
                             row.fold = Some(next);
                         }
                     }
-                    _ => {
+                    Some(row) => {
+                        *row = Row {
+                            attempt,
+                            len: 1,
+                            fold: None,
+                        };
+                    }
+                    None => {
                         self.rows.insert(
                             node.to_string(),
                             Row {
@@ -466,13 +475,16 @@ impl Recording {
                 }
             }
             _ => {
-                self.rows.remove(node);
+                if !self.rows.is_empty() {
+                    self.rows.remove(node);
+                }
             }
         }
         if self.history.entries.len() + 1 >= self.retention.max_entries {
             let text = self.full_note(true_ns);
             self.history
                 .push(true_ns, node, local_ns, Kind::Observe, Op::Note { text });
+            self.full = true;
             return;
         }
         self.history.push(true_ns, node, local_ns, kind, op);
@@ -480,7 +492,7 @@ impl Recording {
 
     /// Whether the history is full: nothing more is recorded.
     pub fn is_full(&self) -> bool {
-        self.history.full().is_some()
+        self.full
     }
 
     /// The history so far.

@@ -23,36 +23,16 @@ pub struct Outcome {
 impl Outcome {
     /// The checker's verdict on `history` of a run of `scenario`, whichever world it came from.
     pub fn of(history: History, scenario: &Scenario) -> Outcome {
-        Outcome {
-            violations: checker::check(
-                &history.entries,
-                &Liveness::of(scenario),
-                scenario.algorithm.description().order,
-            ),
-            stale_accesses: checker::stale_accesses(&history.entries),
-            availability: checker::availability(&history.entries),
-            wakeups: checker::wakeups(&history.entries),
-            history,
-        }
+        Outcome::judged(history, scenario, &Liveness::of(scenario))
     }
 
     /// [`Outcome::of`], with the liveness checks judging by `lease_ms` rather than the lease the
     /// scenario gives: the lease a client library declares it really uses (`lockcheck real
-    /// --client-lease-ms`), when it is not the one lockcheck told it. A dead holder's lock may
-    /// then last `lease_ms`, and a waiter is stuck after twice that (or twice a fair lock's
-    /// queue timeout, if longer), as [`Liveness::of`] bounds it; a stuck waiter's finding says
-    /// which lease it was judged by.
+    /// --client-lease-ms`), when it is not the one lockcheck told it ([`Liveness::with_lease`]);
+    /// a stuck waiter's finding says which lease it was judged by.
     pub fn of_with_lease(history: History, scenario: &Scenario, lease_ms: u64) -> Outcome {
-        let mut outcome = Outcome::of(history, scenario);
-        let mut liveness = Liveness::of(scenario);
-        let lease_ns = lease_ms.saturating_mul(1_000_000);
-        liveness.lease_ns = Some(lease_ns);
-        liveness.stuck_after_ns = 2 * lease_ns.max(liveness.queue_timeout_ns.unwrap_or(0));
-        outcome.violations = checker::check(
-            &outcome.history.entries,
-            &liveness,
-            scenario.algorithm.description().order,
-        );
+        let liveness = Liveness::of(scenario).with_lease(lease_ms.saturating_mul(1_000_000));
+        let mut outcome = Outcome::judged(history, scenario, &liveness);
         let given = scenario.algorithm.lease_ms(&scenario.params);
         for v in &mut outcome.violations {
             if v.kind == checker::ViolationKind::Stuck {
@@ -63,6 +43,21 @@ impl Outcome {
             }
         }
         outcome
+    }
+
+    /// The checkers' verdict on `history`, the liveness checks bounded by `liveness`.
+    fn judged(history: History, scenario: &Scenario, liveness: &Liveness) -> Outcome {
+        Outcome {
+            violations: checker::check(
+                &history.entries,
+                liveness,
+                scenario.algorithm.description().order,
+            ),
+            stale_accesses: checker::stale_accesses(&history.entries),
+            availability: checker::availability(&history.entries),
+            wakeups: checker::wakeups(&history.entries),
+            history,
+        }
     }
 
     /// [`History::digest`] of the history: what a replay must reproduce. Computed on demand,

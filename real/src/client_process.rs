@@ -288,6 +288,16 @@ impl ClientProcesses {
             Reply::Error { reason } => Reply::Error {
                 reason: self.redact(reason),
             },
+            // A token is the client's free text too, kept in the history and the report.
+            Reply::Acquired {
+                token,
+                fence,
+                valid_ms,
+            } => Reply::Acquired {
+                token: token.map(|t| self.redact(t)),
+                fence,
+                valid_ms,
+            },
             other => other,
         }
     }

@@ -59,6 +59,19 @@ use std::rc::Rc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
+/// Records the nemesis's action `text`, of `kind`, on node `target`, as the simulation does.
+fn record_nemesis(world: &RealWorld, target: usize, kind: &str, text: String) {
+    world.record(
+        target,
+        Kind::Observe,
+        Op::Nemesis {
+            kind: kind.to_string(),
+            action: text,
+            target: Some(world.topology().name(target).to_string()),
+        },
+    );
+}
+
 /// The outcome of a restarted server's wait for readiness (a wait aborted because the server
 /// was crashed again is no error).
 async fn join_restart(task: JoinHandle<Result<(), RealError>>) -> Result<(), RealError> {
@@ -218,15 +231,7 @@ impl Nemesis {
                 tracing::info!(at_ms = world.true_ns() / 1_000_000, "nemesis: {text}");
                 self.partition(links, cut);
                 let target = links.group[0];
-                world.record(
-                    target,
-                    Kind::Observe,
-                    Op::Nemesis {
-                        kind: action.kind().to_string(),
-                        action: text,
-                        target: Some(topology.name(target).to_string()),
-                    },
-                );
+                record_nemesis(world, target, action.kind(), text);
                 return Ok(());
             }
             Action::MessagesStart(n, id, loss, delay) => {
@@ -255,15 +260,7 @@ impl Nemesis {
                     "nemesis: Sentinel promoted {}",
                     topology.name(*n)
                 );
-                world.record(
-                    *n,
-                    Kind::Observe,
-                    Op::Nemesis {
-                        kind: action.kind().to_string(),
-                        action: text,
-                        target: Some(topology.name(*n).to_string()),
-                    },
-                );
+                record_nemesis(world, *n, action.kind(), text);
                 return Ok(());
             }
         };
@@ -311,15 +308,7 @@ impl Nemesis {
                         at_ms = world.true_ns() / 1_000_000,
                         "nemesis: {text} (ready)"
                     );
-                    world.record(
-                        target,
-                        Kind::Observe,
-                        Op::Nemesis {
-                            kind: kind.to_string(),
-                            action: text,
-                            target: Some(world.topology().name(target).to_string()),
-                        },
-                    );
+                    record_nemesis(&world, target, kind, text);
                     Ok(())
                 });
                 self.restarting.borrow_mut().insert(s, task);
@@ -348,15 +337,7 @@ impl Nemesis {
                 )))
             }
         }
-        world.record(
-            target,
-            Kind::Observe,
-            Op::Nemesis {
-                kind: kind.to_string(),
-                action: text,
-                target: Some(topology.name(target).to_string()),
-            },
-        );
+        record_nemesis(world, target, kind, text);
         Ok(())
     }
 

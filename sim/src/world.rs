@@ -202,11 +202,9 @@ impl World {
         let local_ns = self.clock(node).wall_ns(true_ns) - WALL_ORIGIN_NS;
         let name = self.topology.name(node);
         let mut history = self.history.lock().unwrap();
-        if history.is_full() {
-            return;
-        }
+        let was_full = history.is_full();
         history.push(true_ns, name, local_ns, kind, op);
-        if history.is_full() {
+        if !was_full && history.is_full() {
             drop(history);
             self.progress.notify();
         }

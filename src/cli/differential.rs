@@ -202,7 +202,7 @@ pub fn differential(args: DifferentialArgs) -> anyhow::Result<u8> {
         .map_err(|e| usage(format!("--out {}: {e}", args.out.display())))?;
     let first = &stories[0].1;
     let algorithm = first.algorithm.name();
-    let topology = topology_text(first);
+    let topology = super::real::topology_text(first);
     say!(
         "differential: {algorithm} ({topology}) × [{faults}], {} stor{} in the simulation and {} \
          real run(s) each against fresh servers; margin {} ms",
@@ -675,7 +675,7 @@ fn summary_lines(story: &Story, quoted_file: &str) -> Vec<String> {
         format!(
             "story: {} ({}), {} clients{}, {} section(s) each, holding {} ms; seed {}",
             s.algorithm.name(),
-            topology_text(s),
+            super::real::topology_text(s),
             s.clients,
             if s.workload.check_before_access {
                 " that check their lock before each access"
@@ -800,21 +800,4 @@ fn markdown(summary: &Summary) -> String {
         ));
     }
     md
-}
-
-/// "one server", "3 servers", "a primary and 1 replica(s) under Sentinel": what the stories
-/// ran on.
-fn topology_text(scenario: &Scenario) -> String {
-    let servers = scenario
-        .topology()
-        .with_role(lockcheck_core::topology::Role::Server)
-        .len();
-    let replicas = scenario.params.redis.replicas;
-    if replicas > 0 {
-        format!("a primary and {replicas} replica(s) under Sentinel")
-    } else if servers == 1 {
-        "one server".into()
-    } else {
-        format!("{servers} servers")
-    }
 }

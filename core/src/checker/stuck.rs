@@ -58,13 +58,29 @@ impl Liveness {
         let lease_ns = algorithm.lease_ms(params) * 1_000_000;
         let queue_timeout_ns = (algorithm.description().order == Order::Fifo)
             .then_some(params.redis.queue_timeout_ms() * 1_000_000);
-        let claim_ns = lease_ns.max(queue_timeout_ns.unwrap_or(0));
         let ends = algorithm.ends_when_silent(params);
         Liveness {
             lease_ns: ends.then_some(lease_ns),
-            stuck_after_ns: 2 * claim_ns,
+            stuck_after_ns: Liveness::stuck_after(lease_ns, queue_timeout_ns),
             queue_timeout_ns,
         }
+    }
+
+    /// These bounds for a lock whose lease is `lease_ns` rather than the scenario's (a client
+    /// library's own, declared with `--client-lease-ms`): a dead holder's lock lasts that long
+    /// (where the lock ends by itself at all), and a waiter is stuck after twice it.
+    pub fn with_lease(self, lease_ns: u64) -> Liveness {
+        Liveness {
+            lease_ns: self.lease_ns.map(|_| lease_ns),
+            stuck_after_ns: Liveness::stuck_after(lease_ns, self.queue_timeout_ns),
+            ..self
+        }
+    }
+
+    /// Twice the longest a dead client's claim may last: its lease, or a fair lock's queue
+    /// timeout if that is longer.
+    fn stuck_after(lease_ns: u64, queue_timeout_ns: Option<u64>) -> u64 {
+        2 * lease_ns.max(queue_timeout_ns.unwrap_or(0))
     }
 
     /// Until when a lock left behind at `t` (its holder crashed, or its release went

@@ -476,15 +476,13 @@ impl RedisServer {
             .insert(peer.node, (Some(peer.addr), now));
     }
 
-    /// The replicas connected to it now: heard from within `repl-timeout`, connection open.
-    fn connected_replicas(&self) -> Vec<usize> {
-        let now = self.node.mono_ms();
+    /// Whether `replica` is connected to it at `now_ms`: heard from within `repl-timeout`, its
+    /// connection open.
+    fn is_connected(&self, replica: usize, now_ms: u64) -> bool {
         self.replicas
             .borrow()
-            .iter()
-            .filter(|(_, (_, heard))| now.saturating_sub(*heard) < REPL_TIMEOUT_MS)
-            .map(|(&node, _)| node)
-            .collect()
+            .get(&replica)
+            .is_some_and(|(_, heard)| now_ms.saturating_sub(*heard) < REPL_TIMEOUT_MS)
     }
 
     /// `INFO section`: `replication` answers its role and, as a primary, `connected_slaves`
@@ -494,7 +492,13 @@ impl RedisServer {
             return String::new();
         }
         if self.is_primary() {
-            let connected = self.connected_replicas().len();
+            let now = self.node.mono_ms();
+            let connected = self
+                .replicas
+                .borrow()
+                .keys()
+                .filter(|&&r| self.is_connected(r, now))
+                .count();
             format!("# Replication\r\nrole:master\r\nconnected_slaves:{connected}\r\n")
         } else {
             "# Replication\r\nrole:slave\r\n".to_string()
@@ -518,12 +522,12 @@ impl RedisServer {
         let deadline = world.mono_ns(me) + timeout_ms * 1_000_000;
         let mut asked = false;
         loop {
-            let connected = self.connected_replicas();
+            let now = self.node.mono_ms();
             let done = self
                 .acked
                 .borrow()
                 .iter()
-                .filter(|(node, &offset)| offset >= target && connected.contains(node))
+                .filter(|(&node, &offset)| offset >= target && self.is_connected(node, now))
                 .count() as i64;
             if done >= i64::from(replicas) || (timeout_ms > 0 && world.mono_ns(me) >= deadline) {
                 return Reply::Int(done);
