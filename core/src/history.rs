@@ -678,7 +678,7 @@ mod tests {
         assert_eq!(plain, folded);
         assert_eq!(plain.digest(), folded.digest());
         assert!(!serde_json::to_string(&folded).unwrap().contains("count"));
-        // An acquisition is never folded, nor a refusal of another client.
+        // An acquisition is never folded.
         let (plain, folded) = both(
             &(0..10)
                 .map(|i| (i, "client-0", Op::attempt(true, 1, 1, 0)))
@@ -686,6 +686,29 @@ mod tests {
             fold_after(0),
         );
         assert_eq!(plain, folded);
+        // Nor a refusal into another client's row: two clients' refusals interleaved are each
+        // client's first one, then one fold each, counting its own.
+        let ops: Vec<(u64, &str, Op)> = (0..20u64)
+            .map(|i| {
+                let client = if i % 2 == 0 { "client-0" } else { "client-1" };
+                (i, client, refused(0))
+            })
+            .collect();
+        let (_, folded) = both(&ops, fold_after(0));
+        let per_client: Vec<(&str, u64)> = folded
+            .entries
+            .iter()
+            .map(|e| (e.node.as_str(), e.attempts()))
+            .collect();
+        assert_eq!(
+            per_client,
+            [
+                ("client-0", 1),
+                ("client-1", 1),
+                ("client-0", 9),
+                ("client-1", 9)
+            ]
+        );
     }
 
     #[test]
