@@ -5,7 +5,7 @@ mod common;
 
 use common::Scratch;
 use lockcheck_core::verdict::VerdictKind;
-use lockcheck_sim::expectations::{self, Expectation};
+use lockcheck_search::expectations::{self, Expectation};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -18,7 +18,7 @@ use lockcheck_core::scenario::{
 };
 use lockcheck_core::topology::Role;
 use lockcheck_core::verdict::Coverage;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions};
 use serde_json::{json, Value};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

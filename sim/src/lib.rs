@@ -5,10 +5,8 @@
 //! the protected resource, lets the [`nemesis`] strike at the scheduled true times, and returns
 //! the history with the checker's verdict ([`Outcome`](lockcheck_core::Outcome)). The same
 //! scenario always yields the same history, byte for byte; [`runner::replay`] proves it for a
-//! report. [`explore`] searches fault schedules with proptest and shrinks what it finds. [`cell`]
-//! is one search with its persisted failures ([`regression`]) replayed first; [`matrix`] runs
-//! every algorithm × fault profile, and [`expectations`] checks searches against the verdicts
-//! they must reach.
+//! report. The search over these runs (explore, shrinking, the matrix, the expectations) is
+//! the crate `lockcheck-search`: this crate runs one scenario, that one decides which to run.
 //!
 //! The simulated servers are in [`redis`], [`zookeeper`] and [`mysql`]: each is a
 //! [`server::Server`] (a model behind the network), run by the one process in [`server`] that
@@ -28,20 +26,15 @@ compile_error!(
 );
 
 pub mod backends;
-pub mod cell;
 pub mod client;
 pub mod disk;
 pub mod env;
 pub mod etcd;
-pub mod expectations;
-pub mod explore;
 pub mod links;
-pub mod matrix;
 pub mod mysql;
 pub mod nemesis;
 pub mod net;
 pub mod redis;
-pub mod regression;
 pub mod resource;
 pub mod runner;
 pub mod script_file;

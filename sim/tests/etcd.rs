@@ -12,7 +12,7 @@ use lockcheck_core::history::{Entry, KeyChange, Kind, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, Params};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_search::explore::ExploreOptions;
 use lockcheck_sim::run;
 
 /// True times (ms) at which the member expired a lease's key.

@@ -9,7 +9,7 @@ use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, Params, RedisParams};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
 
 #[test]

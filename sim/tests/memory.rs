@@ -5,7 +5,7 @@
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Backend;
 use lockcheck_core::Algorithm;
-use lockcheck_sim::explore::{scenarios, ExploreOptions};
+use lockcheck_search::explore::{scenarios, ExploreOptions};
 use lockcheck_sim::run;
 use lockcheck_sim::world::live_worlds;
 use proptest::strategy::{Strategy, ValueTree};

@@ -11,7 +11,7 @@ use lockcheck_core::history::{Entry, KeyChange, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, MysqlParams, Params, Persistence};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_search::explore::ExploreOptions;
 use lockcheck_sim::run;
 
 const MYSQL: [Algorithm; 3] = [

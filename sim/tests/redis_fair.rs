@@ -9,7 +9,7 @@ use lockcheck_core::checker::{fifo, Liveness, ViolationKind};
 use lockcheck_core::history::{KeyChange, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
 
 #[test]

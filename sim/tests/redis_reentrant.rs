@@ -9,7 +9,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Fault;
 use lockcheck_core::verdict::Coverage;
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
 
 fn nested(depth: u32) -> Scenario {

@@ -10,7 +10,7 @@ use lockcheck_core::checker::ViolationKind;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_search::explore::ExploreOptions;
 use lockcheck_sim::run;
 
 /// Every variant of redis-reentrant, the default (the current release) first.

@@ -12,7 +12,7 @@ use lockcheck_core::history::{KeyChange, Op};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, Params};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Finding};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions, Finding};
 use lockcheck_sim::run;
 
 /// The masters on which `token` was written.

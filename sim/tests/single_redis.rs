@@ -10,7 +10,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
 use lockcheck_core::scenario::{Fault, Params, Persistence};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::ExploreOptions;
+use lockcheck_search::explore::ExploreOptions;
 use lockcheck_sim::replay;
 use lockcheck_sim::run;
 
@@ -549,7 +549,7 @@ fn a_story_tells_a_lock_that_expired_inside_a_pause_shorter_than_its_lease() {
         outcome.violated(),
         "the renewal due at 3.3 s fell in the pause"
     );
-    let story = lockcheck_sim::cell::story(&Report::of_run(&s, &outcome));
+    let story = lockcheck_search::cell::story(&Report::of_run(&s, &outcome));
     assert!(
         story.contains("client-0 paused 8.751 s < TTL 10 s at 1452 ms"),
         "{story}"
@@ -566,6 +566,6 @@ fn a_story_tells_a_lock_that_expired_inside_a_pause_shorter_than_its_lease() {
         for_ms: 1_000,
     };
     let outcome = run(&s);
-    let story = lockcheck_sim::cell::story(&Report::of_run(&s, &outcome));
+    let story = lockcheck_search::cell::story(&Report::of_run(&s, &outcome));
     assert!(!story.contains("inside the pause"), "{story}");
 }

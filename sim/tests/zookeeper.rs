@@ -11,7 +11,7 @@ use lockcheck_core::history::{Entry, KeyChange, Kind, Op, Phase};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Fault, Params};
 use lockcheck_core::{Algorithm, Scenario};
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions};
 use lockcheck_sim::run;
 
 const ZOOKEEPER: [Algorithm; 3] = [

@@ -7,10 +7,10 @@ use super::{usage, EXIT_FOUND, EXIT_OK};
 use lockcheck_core::checker::{safety_answer, Severity, ViolationKind};
 use lockcheck_core::report::Report;
 use lockcheck_core::verdict::{Coverage, VerdictKind};
-use lockcheck_sim::cell::{self, CellSearch, CellStats, CellVerdict, Searched};
-use lockcheck_sim::expectations::{Check, Expectation, Story};
-use lockcheck_sim::explore::ExploreOptions;
-use lockcheck_sim::matrix;
+use lockcheck_search::cell::{self, CellSearch, CellStats, CellVerdict, Searched};
+use lockcheck_search::expectations::{Check, Expectation, Story};
+use lockcheck_search::explore::ExploreOptions;
+use lockcheck_search::matrix;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,7 @@ use std::time::Instant;
 enum Ran {
     /// A search's result, and what it searched.
     Search(
-        Result<Searched, lockcheck_sim::cell::CellError>,
+        Result<Searched, lockcheck_search::cell::CellError>,
         Box<ExploreOptions>,
     ),
     /// A story's run: the violations that count (their kinds and one-line stories), and its
@@ -93,7 +93,7 @@ pub struct CheckArgs {
 pub fn check(args: CheckArgs) -> anyhow::Result<u8> {
     let jobs = super::parse_jobs(args.jobs)?;
     let (file, out, format) = (args.file.as_path(), args.out.as_path(), args.format);
-    let all = lockcheck_sim::expectations::read(file).map_err(|e| usage(e.to_string()))?;
+    let all = lockcheck_search::expectations::read(file).map_err(|e| usage(e.to_string()))?;
     let entries = select(&all, &args.only)?;
     // With --accept standard output is the entries' TOML, for pasting: people's lines move to
     // standard error.
@@ -285,12 +285,13 @@ fn judge(file: &Path, entry: &Expectation, ran: Ran) -> anyhow::Result<(Judged, 
                         .violations
                         .iter()
                         .map(|v| v.kind)
-                        .filter(|&k| lockcheck_sim::explore::counts(&options, k))
+                        .filter(|&k| lockcheck_search::explore::counts(&options, k))
                         .collect();
                     j.found = true;
-                    j.word = lockcheck_sim::explore::worst_counted(&options, &u.report.violations)
-                        .unwrap_or(Severity::Unsafe)
-                        .word();
+                    j.word =
+                        lockcheck_search::explore::worst_counted(&options, &u.report.violations)
+                            .unwrap_or(Severity::Unsafe)
+                            .word();
                     j.violations = tally(&counted);
                     j.case_index = u.case_index;
                     j.cases = u.cases;
@@ -386,14 +387,14 @@ fn search_verdict(options: &ExploreOptions, searched: &Searched) -> (String, Vec
     };
     match &searched.verdict {
         CellVerdict::Found(u) => {
-            let worst = lockcheck_sim::explore::worst_counted(options, &u.report.violations)
+            let worst = lockcheck_search::explore::worst_counted(options, &u.report.violations)
                 .unwrap_or(Severity::Unsafe);
             // The kinds it counted, by the names an entry's `violation` takes.
             let kinds: std::collections::BTreeSet<&str> = u
                 .report
                 .violations
                 .iter()
-                .filter(|v| lockcheck_sim::explore::counts(options, v.kind))
+                .filter(|v| lockcheck_search::explore::counts(options, v.kind))
                 .map(|v| v.kind.name())
                 .collect();
             let kinds = kinds.into_iter().collect::<Vec<_>>().join(", ");

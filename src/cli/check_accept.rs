@@ -4,7 +4,7 @@
 //! test to silence.
 
 use lockcheck_core::verdict::VerdictKind;
-use lockcheck_sim::expectations::{self, Check, Expectation};
+use lockcheck_search::expectations::{self, Check, Expectation};
 use std::path::Path;
 
 /// The entry `all[index]` of the expectations file `path`, whose text is `text`, as written

@@ -2,7 +2,7 @@
 //! JSON, JUnit XML and GitHub Actions workflow commands for CI. Every format is made from the
 //! same judged entries ([`Judged`]), so they cannot disagree about a verdict.
 
-use lockcheck_sim::cell::CellStats;
+use lockcheck_search::cell::CellStats;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -39,7 +39,7 @@ use lockcheck_core::scenario::{Fault, Scenario};
 use lockcheck_core::server_clock;
 use lockcheck_real::signals::Signal;
 use lockcheck_real::{RealError, RealRun};
-use lockcheck_sim::explore::{check_options, draw, scenarios_where, ExploreOptions};
+use lockcheck_search::explore::{check_options, draw, scenarios_where, ExploreOptions};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -405,9 +405,9 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
             .unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
         max_partition_ms: args.max_partition_ms,
         careful: if args.no_careful {
-            lockcheck_sim::explore::Careful::Never
+            lockcheck_search::explore::Careful::Never
         } else {
-            lockcheck_sim::explore::Careful::Half
+            lockcheck_search::explore::Careful::Half
         },
         ..ExploreOptions::new(algorithm, profiles, args.stories, args.seed)
     };

@@ -9,8 +9,8 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::verdict::Coverage;
-use lockcheck_sim::cell::{self, CellSearch, CellVerdict, Persisted};
-use lockcheck_sim::explore::{check_options, Careful, ExploreOptions, Shard};
+use lockcheck_search::cell::{self, CellSearch, CellVerdict, Persisted};
+use lockcheck_search::explore::{check_options, Careful, ExploreOptions, Shard};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -176,7 +176,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
             let report = &found.report;
             // The word of the worst finding the search counted (all of them are safety
             // violations under --safety-only).
-            let worst = lockcheck_sim::explore::worst_counted(options, &report.violations)
+            let worst = lockcheck_search::explore::worst_counted(options, &report.violations)
                 .unwrap_or(Severity::Unsafe);
             let word = worst.word();
             match found.case_index {
@@ -188,7 +188,7 @@ fn search(options: &ExploreOptions, faults: &str, out: &Path) -> anyhow::Result<
                 None => say!(
                     "{word}: {name} × [{faults}]: a persisted failure ({}{}) still fails; the \
                      search did not reach it in {} cases",
-                    lockcheck_sim::regression::path(out, &cell.id).display(),
+                    lockcheck_search::regression::path(out, &cell.id).display(),
                     found.regression.as_ref().map_or_else(String::new, origin),
                     found.cases
                 ),
@@ -248,7 +248,7 @@ mod tests {
     use clap::Parser;
     use lockcheck_core::profile::FaultProfile;
     use lockcheck_core::Algorithm;
-    use lockcheck_sim::matrix::{plan, Row};
+    use lockcheck_search::matrix::{plan, Row};
 
     fn parse(flags: &[&str]) -> anyhow::Result<ExploreOptions> {
         let argv = ["lockcheck", "explore", "--faults", "none"]
@@ -312,7 +312,7 @@ mod tests {
     fn every_cells_rerun_flags_parse_back_to_its_search() {
         let (mut searched, mut scripted) = (0, 0);
         let mut rows: Vec<Row> = Algorithm::ALL.iter().copied().map(Row::built_in).collect();
-        rows.extend(lockcheck_sim::matrix::default_rows());
+        rows.extend(lockcheck_search::matrix::default_rows());
         // Users' locks: their rerun flags carry `--script FILE`, which must set exactly what
         // the row's file set (the scripts, fencing, the watchdog for an extend script).
         for example in ["plain-del.toml", "fenced.toml", "watchdog.json"] {
@@ -325,7 +325,7 @@ mod tests {
             rows.push(Row {
                 algorithm: Algorithm::from_name("redis-script").unwrap(),
                 variant: None,
-                user: Some(lockcheck_sim::matrix::UserLock { file, script }),
+                user: Some(lockcheck_search::matrix::UserLock { file, script }),
                 nodes: None,
             });
         }

@@ -5,9 +5,11 @@ use super::{parse_algorithm, parse_jobs, usage, EXIT_OK};
 use clap::Args;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
-use lockcheck_sim::cell::CellStats;
-use lockcheck_sim::explore::Shard;
-use lockcheck_sim::matrix::{self, Budget, CellResult, MatrixEvent, MatrixOptions, Row, UserLock};
+use lockcheck_search::cell::CellStats;
+use lockcheck_search::explore::Shard;
+use lockcheck_search::matrix::{
+    self, Budget, CellResult, MatrixEvent, MatrixOptions, Row, UserLock,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -69,7 +71,7 @@ pub fn matrix(args: MatrixArgs) -> anyhow::Result<u8> {
         careful,
     } = args;
     let careful = careful
-        .map(|c| lockcheck_sim::explore::Careful::parse(&c).map_err(usage))
+        .map(|c| lockcheck_search::explore::Careful::parse(&c).map_err(usage))
         .transpose()?
         .unwrap_or_default();
     // clap refuses --cases together with --budget-seconds; run_matrix checks the rest.

@@ -1,7 +1,7 @@
 //! What people see while searches run and after: a progress bar, and the rates of a search.
 
 use anyhow::Context;
-use lockcheck_sim::cell::CellStats;
+use lockcheck_search::cell::CellStats;
 use std::io::IsTerminal;
 use std::time::Duration;
 

@@ -534,7 +534,7 @@ fn run(
             .collect::<Vec<_>>()
             .join(", "),
     };
-    let lease = match lockcheck_sim::cell::lease(scenario) {
+    let lease = match lockcheck_search::cell::lease(scenario) {
         Some((name, ms)) => format!("{name} {ms} ms"),
         None => "no lease".to_string(),
     };

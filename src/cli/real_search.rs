@@ -1,6 +1,6 @@
 //! `lockcheck real --cases N`: the simulation's search, against real servers.
 //!
-//! The cases are `explore`'s: the same generator (`lockcheck_sim::explore::scenarios`) with the
+//! The cases are `explore`'s: the same generator (`lockcheck_search::explore::scenarios`) with the
 //! same seed draws the same fault schedules, timed from the lease of the run (real mode's short
 //! default, so that a case takes seconds), from the profiles `--faults` names in explore's words
 //! (every profile real mode can carry out when none is given). A drawn schedule is kept only
@@ -54,7 +54,7 @@ use lockcheck_core::report::Report;
 use lockcheck_core::scenario::{Fault, Params, Scenario};
 use lockcheck_core::Algorithm;
 use lockcheck_real::{ClientCommand, RealError, Servers};
-use lockcheck_sim::explore::{check_options, draw, fails, scenarios_where, ExploreOptions};
+use lockcheck_search::explore::{check_options, draw, fails, scenarios_where, ExploreOptions};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -246,7 +246,7 @@ fn undrawable(
     options: &ExploreOptions,
     faults: &str,
     case: u64,
-    e: &lockcheck_sim::explore::ExploreError,
+    e: &lockcheck_search::explore::ExploreError,
 ) -> String {
     let name = search.algorithm.name();
     let with_client = search.client.is_some();

@@ -9,6 +9,9 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+// The search's own test helper: the backend tests pin a model's verdicts by the searches that
+// find them, with the same options and expectations as the search's tests.
+#[path = "../../../search/tests/common/search.rs"]
 pub mod search;
 
 /// The scenario file `name` under `sim/tests/scenarios/` (a story's schedule, shared with the

@@ -377,7 +377,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         if let Some(file) = &entry.script {
             // Relative to the expectations file, as a team keeps both in its repository.
             let file = folder.join(file);
-            match crate::script_file::load(&file) {
+            match lockcheck_sim::script_file::load(&file) {
                 Ok(read) => read.apply_to(&mut params),
                 Err(e) => return bad(format!("script: {e}")),
             }
@@ -394,7 +394,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectationsEr
         if let Err(e) = check_options(&options) {
             return bad(e.to_string());
         }
-        if let Err(e) = crate::script_file::rehearse(options.algorithm, &options.params) {
+        if let Err(e) = lockcheck_sim::script_file::rehearse(options.algorithm, &options.params) {
             return bad(e);
         }
         out.push(Expectation {
@@ -417,7 +417,7 @@ fn read_story(file: &Path, variant: Option<&str>) -> Result<Scenario, String> {
         scenario.params.variant = Some(variant.to_string());
         scenario.validate().map_err(|e| e.to_string())?;
     }
-    crate::script_file::rehearse(scenario.algorithm, &scenario.params)?;
+    lockcheck_sim::script_file::rehearse(scenario.algorithm, &scenario.params)?;
     Ok(scenario)
 }
 

@@ -7,7 +7,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::verdict::Coverage;
 use lockcheck_core::Algorithm;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Shard};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions, Shard};
 
 fn search(base: &ExploreOptions, jobs: usize, shard: Shard) -> Exploration {
     let options = ExploreOptions {

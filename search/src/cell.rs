@@ -1,16 +1,14 @@
 //! One cell: a search as `matrix`, `check` and `explore` carry it out — the failures persisted by
-//! earlier runs first ([`regression`]), then the search ([`explore`]), then the report.
+//! earlier runs first ([`regression`]), then the search ([`explore`](crate::explore)), then the report.
 //!
 //! A search that finds a violation always decides the report, so a cell's report is the one a
 //! fresh run (no regression files) writes, byte for byte. A persisted failure matters when the
 //! search does not reach it (a smaller budget, another seed, a changed generator): the cell is
 //! then UNSAFE by that regression, and its report is the regression's own run.
 
-use crate::explore::{
-    check_options, explore_noting, fails, Exploration, ExploreError, ExploreOptions,
-};
+use crate::explore::{check_options, explore_in, fails, Exploration, ExploreError, ExploreOptions};
 use crate::regression::{self, Regression, RegressionError, SearchKey};
-use crate::run;
+use crate::world::{Simulation, World};
 use lockcheck_core::history::{Entry, KeyChange, Op};
 use lockcheck_core::report::{Report, ReportError};
 use lockcheck_core::scenario::{CrashScope, Fault, Persistence, Scenario};
@@ -114,8 +112,18 @@ pub struct Searched {
     pub unwritten: Vec<String>,
 }
 
-/// Searches one cell; `on_case` is called after every case the search runs.
+/// Searches one cell in the simulation; `on_case` is called after every case the search runs.
 pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched, CellError> {
+    search_in(&Simulation, cell, on_case)
+}
+
+/// [`search`] in `world`: the persisted failures are replayed there too, since a regression
+/// holds only if the world that searches still fails it.
+pub fn search_in(
+    world: &dyn World,
+    cell: &CellSearch,
+    on_case: &(dyn Fn() + Sync),
+) -> Result<Searched, CellError> {
     let options = &cell.options;
     check_options(options)?;
     let started = Instant::now();
@@ -134,7 +142,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
         ..CellStats::default()
     };
     let still_failing = regressions.into_iter().find_map(|r| {
-        let outcome = run(&r.scenario);
+        let outcome = world.run(&r.scenario);
         if outcome.digest() != r.history_hash {
             stats.regressions_changed += 1;
         }
@@ -167,7 +175,7 @@ pub fn search(cell: &CellSearch, on_case: &(dyn Fn() + Sync)) -> Result<Searched
                 *unshrunk.lock().expect("never poisoned") = Some((scenario.clone(), report));
             }
         };
-        match explore_noting(options, &|_| on_case(), &keep_unshrunk)? {
+        match explore_in(world, options, &|_| on_case(), &keep_unshrunk)? {
             Exploration::Found(finding) => {
                 stats.cases = finding.cases;
                 stats.shrink_runs = finding.shrink_runs;

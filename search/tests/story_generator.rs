@@ -5,7 +5,7 @@
 use lockcheck_core::margin;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::{Algorithm, Fault, Scenario};
-use lockcheck_sim::explore::{draw, scenarios, scenarios_where, Careful, ExploreOptions};
+use lockcheck_search::explore::{draw, scenarios, scenarios_where, Careful, ExploreOptions};
 
 fn draws(options: &ExploreOptions, n: u64) -> Vec<Scenario> {
     let strategy = scenarios(options);

@@ -4,7 +4,7 @@ use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::scenario::Params;
 use lockcheck_core::verdict::Coverage;
 use lockcheck_core::Algorithm;
-use lockcheck_sim::explore::{explore, Exploration, ExploreOptions, Finding};
+use lockcheck_search::explore::{explore, Exploration, ExploreOptions, Finding};
 
 /// A search of `algorithm` under `profiles` with `params`, `cases` cases, seed 1.
 pub fn options(

@@ -12,12 +12,12 @@
 use crate::cell::{self, CellError, CellSearch, CellStats, CellVerdict};
 use crate::explore::{Careful, ExploreOptions, Shard};
 use crate::regression;
-use crate::script_file::ScriptFile;
 use lockcheck_algorithms::describe::{Fencing, Lease};
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::{shell_quote, Report, ReportError};
 use lockcheck_core::scenario::{Algorithm, Params};
 use lockcheck_core::verdict::Coverage;
+use lockcheck_sim::script_file::ScriptFile;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -1264,7 +1264,7 @@ fn check_shard_reports(dir: &Path, part: &Matrix) -> Result<(), MatrixError> {
         if search != expected {
             return bad("was found by another search than the cell's".into());
         }
-        let replayed = crate::runner::replay(&r);
+        let replayed = lockcheck_sim::replay(&r);
         if !replayed.identical() {
             let what = match (replayed.first_difference, replayed.differences.first()) {
                 (Some(at), _) => format!("history entry {at}"),

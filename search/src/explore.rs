@@ -1,5 +1,6 @@
-//! Searching for violations: proptest generates fault schedules and workloads, runs each in the
-//! simulator, and shrinks the first failing case to a minimal one.
+//! Searching for violations: proptest generates fault schedules and workloads, runs each in a
+//! [`World`] (the simulator unless told otherwise), and shrinks the first failing case to a
+//! minimal one.
 //!
 //! The search is itself deterministic: case `i` is drawn by proptest from a generator seeded with
 //! `--seed` and `i` alone, and carries its own madsim seed (which shrinking leaves alone), so the
@@ -9,7 +10,7 @@
 //! of lowest index, and shrinks it alone, in order. Nothing is read from the environment
 //! (proptest's `PROPTEST_*` variables are overridden).
 
-use crate::runner::run;
+use crate::world::{Simulation, World};
 use lockcheck_core::checker::{Severity, ViolationKind};
 use lockcheck_core::outcome::Outcome;
 use lockcheck_core::profile::{FaultProfile, DEFAULT_MAX_DRIFT};
@@ -655,6 +656,16 @@ pub fn explore_noting(
     progress: &(dyn Fn(u32) + Sync),
     found: &dyn Fn(u64, &Scenario, &Outcome),
 ) -> Result<Exploration, ExploreError> {
+    explore_in(&Simulation, options, progress, found)
+}
+
+/// [`explore_noting`] in `world`: every case and every shrinking candidate is run there.
+pub fn explore_in(
+    world: &dyn World,
+    options: &ExploreOptions,
+    progress: &(dyn Fn(u32) + Sync),
+    found: &dyn Fn(u64, &Scenario, &Outcome),
+) -> Result<Exploration, ExploreError> {
     check_options(options)?;
     let shard = options.shard;
     let started = Instant::now();
@@ -697,7 +708,7 @@ pub fn explore_noting(
                     return;
                 }
             };
-            let outcome = run(&scenario);
+            let outcome = world.run(&scenario);
             if let Some(refusal) = outcome.refusal(&scenario) {
                 // A case too long to keep: the search is refused, as `run` refuses it.
                 *aborted.lock().expect("no worker panics holding it") =
@@ -759,7 +770,7 @@ pub fn explore_noting(
     let drawn = draw(&scenarios(options), options.seed, case)?;
     found(case, &drawn, &first);
     let shrinking = Instant::now();
-    let (original, scenario, outcome, shrink_runs) = shrink(options, case, first)?;
+    let (original, scenario, outcome, shrink_runs) = shrink(world, options, case, first)?;
     Ok(Exploration::Found(Box::new(Finding {
         original,
         scenario,
@@ -840,6 +851,7 @@ fn case_tree(
 /// passes, at most `MAX_SHRINK_RUNS` runs): the case as drawn, the smallest failing case found
 /// with its outcome, and the runs spent.
 fn shrink(
+    world: &dyn World,
     options: &ExploreOptions,
     case: u64,
     first: Outcome,
@@ -857,7 +869,7 @@ fn shrink(
         while runs < MAX_SHRINK_RUNS {
             runs += 1;
             let candidate = tree.current();
-            let tried = run(&candidate);
+            let tried = world.run(&candidate);
             // A candidate cut short at the history's cap is not judged: it does not count.
             let worst = match tried.cut_short() {
                 Some(_) => None,
