@@ -3,8 +3,9 @@
 //! A run belongs to a world: the deterministic simulation of `lockcheck-sim`, or real servers
 //! (`lockcheck-real`). The search decides which runs to make and what they mean: [`explore`]
 //! draws fault schedules and workloads with proptest from a seed, runs them in a [`World`], and
-//! shrinks the first failure to a minimal one. `lockcheck real --cases` draws the same cases
-//! ([`explore::scenarios_where`], [`explore::draw`]) and runs them against real servers.
+//! shrinks the first failure to a minimal one; [`cases`] hands the same draws one at a time to a
+//! world that runs them itself (`lockcheck real --cases`). One [`ExploreOptions`] says what to
+//! search in either world.
 //!
 //! Around the search: a [`cell`] is one search with the failures persisted by earlier runs
 //! ([`regression`]) replayed first and its report written; the [`matrix`] plans, runs, writes
@@ -35,6 +36,7 @@ compile_error!(
      setting: unset them, or add `--cfg madsim` to them."
 );
 
+pub mod cases;
 pub mod cell;
 pub mod expectations;
 pub mod explore;

@@ -9,6 +9,7 @@ use lockcheck_core::{Algorithm, Scenario};
 use lockcheck_real::endpoints::PASSWORD_VAR;
 use lockcheck_real::profile::{Profile, Shape};
 use lockcheck_real::{Endpoints, Login, RealError, Servers, Tls, TlsFiles};
+use lockcheck_search::ExploreOptions;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 
@@ -229,15 +230,15 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
         params.key = key;
         let mut template = Scenario::new(algorithm);
         template.params = params.clone();
+        let profiles = super::real_search::profiles(faults.as_deref()).map_err(usage)?;
         return super::real_search::search(super::real_search::RealSearch {
-            algorithm,
-            faults,
-            params,
-            cases,
-            seed: seed.unwrap_or(0),
-            max_drift: max_drift.unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
-            max_partition_ms,
-            safety_only,
+            options: ExploreOptions {
+                params,
+                max_drift: max_drift.unwrap_or(lockcheck_core::profile::DEFAULT_MAX_DRIFT),
+                max_partition_ms,
+                safety_only,
+                ..ExploreOptions::new(algorithm, profiles, cases, seed.unwrap_or(0))
+            },
             margin_ms: margin_ms.unwrap_or(super::real_search::DEFAULT_MARGIN_MS),
             out: report.unwrap_or_else(|| PathBuf::from("reports")),
             topology: topology_text(&template),

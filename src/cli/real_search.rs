@@ -51,32 +51,21 @@ use lockcheck_core::history::{History, Kind, Op};
 use lockcheck_core::margin;
 use lockcheck_core::profile::FaultProfile;
 use lockcheck_core::report::Report;
-use lockcheck_core::scenario::{Fault, Params, Scenario};
-use lockcheck_core::Algorithm;
+use lockcheck_core::scenario::{Fault, Scenario};
 use lockcheck_real::{ClientCommand, RealError, Servers};
-use lockcheck_search::explore::{check_options, draw, fails, scenarios_where, ExploreOptions};
+use lockcheck_search::cases::Cases;
+use lockcheck_search::explore::{ExploreError, ExploreOptions};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// A search of real runs.
 pub struct RealSearch {
-    /// The algorithm.
-    pub algorithm: Algorithm,
-    /// The fault profiles, as `explore --faults` names them (`restart` is read as
-    /// `crash-restart`); `None`: every profile real mode can carry out ([`REAL_PROFILES`]).
-    pub faults: Option<String>,
-    /// Its parameters (the lease already real mode's).
-    pub params: Params,
-    /// Cases to run before concluding nothing is found.
-    pub cases: u32,
-    /// The search's seed: `explore --seed`.
-    pub seed: u64,
-    /// `explore --max-drift`.
-    pub max_drift: f64,
-    /// `explore --max-partition-ms`.
-    pub max_partition_ms: Option<u64>,
-    /// `explore --safety-only`.
-    pub safety_only: bool,
+    /// What to search, as `explore` takes it, so that the same options draw the same cases in
+    /// both worlds: the algorithm, the profiles (`--faults` in explore's words, `restart` read
+    /// as `crash-restart`, [`REAL_PROFILES`] when none is given: [`profiles`]), the parameters
+    /// (the lease already real mode's), the cases, the seed and what counts. What only a real
+    /// search has is beside it.
+    pub options: ExploreOptions,
     /// How far a drawn story's fault spans keep from the thresholds its verdict turns on
     /// ([`margin::closest`]), and how far [`story_holds`] moves its faults; 0 draws as `explore`
     /// does.
@@ -120,24 +109,29 @@ pub fn profiles(faults: Option<&str>) -> Result<Vec<FaultProfile>, String> {
 
 /// Runs the search and prints what it found; the exit code is the verdict's.
 pub fn search(search: RealSearch) -> anyhow::Result<u8> {
-    let profiles = profiles(search.faults.as_deref()).map_err(usage)?;
-    let faults_text = profiles
+    let options = &search.options;
+    let faults_text = options
+        .profiles
         .iter()
         .map(|p| p.name())
         .collect::<Vec<_>>()
         .join(",");
-    let options = ExploreOptions {
-        params: search.params.clone(),
-        max_drift: search.max_drift,
-        max_partition_ms: search.max_partition_ms,
-        safety_only: search.safety_only,
-        ..ExploreOptions::new(search.algorithm, profiles, search.cases, search.seed)
-    };
-    check_options(&options).map_err(|e| usage(e.to_string()))?;
+    // A client process cannot be asked for everything lockcheck's own clients can (a hold
+    // until the validity, a reentrant acquisition): such draws are drawn again.
+    let with_client = search.client.is_some();
+    let margin_ms = search.margin_ms;
+    let cases = Cases::new(options.clone(), move |drawn| {
+        let held = hold_back_all_but_the_first(drawn.clone());
+        lockcheck_real::support::check(&held).is_ok()
+            && (!with_client || lockcheck_real::client_process::supports(&held))
+            && margin::closest(drawn, margin_ms).is_none()
+            && story_holds(&held, margin_ms)
+    })
+    .map_err(|e| usage(e.to_string()))?;
     // What real mode refuses whatever the faults (a setting it cannot apply, a lock a client
     // process cannot be asked for) is said once, up front, rather than as a search that finds
     // no case to run.
-    let mut template = Scenario::new(search.algorithm);
+    let mut template = Scenario::new(options.algorithm);
     template.params = options.params.clone();
     if let Some(client) = &search.client {
         lockcheck_real::client_process::check(&template, client)
@@ -145,24 +139,13 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
     }
     lockcheck_real::preflight_on(&template, &Servers::Launched)
         .map_err(|e| usage(e.to_string()))?;
-    // A client process cannot be asked for everything lockcheck's own clients can (a hold
-    // until the validity, a reentrant acquisition): such draws are drawn again.
-    let with_client = search.client.is_some();
-    let margin_ms = search.margin_ms;
-    let strategy = scenarios_where(&options, move |drawn| {
-        let held = hold_back_all_but_the_first(drawn.clone());
-        lockcheck_real::support::check(&held).is_ok()
-            && (!with_client || lockcheck_real::client_process::supports(&held))
-            && margin::closest(drawn, margin_ms).is_none()
-            && story_holds(&held, margin_ms)
-    });
-    let name = search.algorithm.name();
+    let name = options.algorithm.name();
     say!(
         "real search: {name} on {} × [{faults_text}], {} case(s) with seed {}, each against fresh \
          servers{}",
         search.topology,
-        search.cases,
-        search.seed,
+        options.cases,
+        options.seed,
         match &search.client {
             Some(c) => format!(
                 " and fresh processes of `{}` (protocol v{}), not lockcheck's rendition",
@@ -182,15 +165,15 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
              first in both worlds"
         );
     }
-    let bar = progress_bar_with_eta(u64::from(search.cases), "real cases")?;
+    let bar = progress_bar_with_eta(u64::from(options.cases), "real cases")?;
     let started = Instant::now();
     let mut real_time = Duration::ZERO;
-    for case in 0..u64::from(search.cases) {
-        let scenario = match draw(&strategy, search.seed, case) {
+    for case in 0..u64::from(options.cases) {
+        let scenario = match cases.draw(case) {
             Ok(drawn) => hold_back_all_but_the_first(drawn),
             Err(e) => {
                 bar.finish_and_clear();
-                return Err(usage(undrawable(&search, &options, &faults_text, case, &e)));
+                return Err(usage(undrawable(&search, &faults_text, case, &e)));
             }
         };
         bar.suspend(|| print_case(case, &scenario));
@@ -214,7 +197,7 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
             };
         real_time += real.elapsed;
         bar.inc(1);
-        if !fails(&options, &real.outcome) {
+        if !cases.fails(&real.outcome) {
             bar.suspend(|| {
                 say!(
                     "  nothing found ({:.1} s, {:.0} s in all)",
@@ -231,31 +214,26 @@ pub fn search(search: RealSearch) -> anyhow::Result<u8> {
     say!(
         "NOT FOUND: {name} × [{faults_text}]: no violation in {} real case(s) ({:.0} s of real \
          runs, {:.0} s in all) with seed {}",
-        search.cases,
+        options.cases,
         real_time.as_secs_f64(),
         started.elapsed().as_secs_f64(),
-        search.seed
+        options.seed
     );
     Ok(super::EXIT_OK)
 }
 
 /// Why case `case` could not be drawn (`e`): nothing of the profiles real mode can carry out, or
 /// nothing that also keeps its story ([`story_holds`], the margin).
-fn undrawable(
-    search: &RealSearch,
-    options: &ExploreOptions,
-    faults: &str,
-    case: u64,
-    e: &lockcheck_search::explore::ExploreError,
-) -> String {
-    let name = search.algorithm.name();
+fn undrawable(search: &RealSearch, faults: &str, case: u64, e: &ExploreError) -> String {
+    let options = &search.options;
+    let name = options.algorithm.name();
     let with_client = search.client.is_some();
-    let carried_out = scenarios_where(options, move |drawn| {
+    let carried_out = Cases::new(options.clone(), move |drawn| {
         let held = hold_back_all_but_the_first(drawn.clone());
         lockcheck_real::support::check(&held).is_ok()
             && (!with_client || lockcheck_real::client_process::supports(&held))
     });
-    if search.margin_ms > 0 && draw(&carried_out, search.seed, case).is_ok() {
+    if search.margin_ms > 0 && carried_out.and_then(|c| c.draw(case)).is_ok() {
         return format!(
             "case {case}: no schedule of {name} × [{faults}] that keeps its story on a real \
              machine (a {} ms margin, a fault that strikes a holder, a verdict that stays) \
@@ -458,7 +436,7 @@ fn found(
     started: Instant,
 ) -> anyhow::Result<u8> {
     let outcome = &real.outcome;
-    let name = search.algorithm.name();
+    let name = search.options.algorithm.name();
     let worst = Severity::worst(&outcome.violations).unwrap_or(Severity::Unsafe);
     say!(
         "{}: {name} × [{faults}]: found for real at case {case} ({:.0} s in all)",
@@ -532,7 +510,8 @@ fn kinds_text(kinds: &[ViolationKind]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockcheck_core::scenario::Workload;
+    use lockcheck_core::scenario::{Params, Workload};
+    use lockcheck_core::Algorithm;
 
     #[test]
     fn without_faults_a_search_draws_every_profile_real_mode_can_carry_out() {
@@ -553,12 +532,13 @@ mod tests {
                 },
                 ..ExploreOptions::new(Algorithm::SingleRedis, vec![profile], 1, 0)
             };
-            let strategy = scenarios_where(&options, |s| {
+            let cases = Cases::new(options, |s| {
                 let held = hold_back_all_but_the_first(s.clone());
                 lockcheck_real::support::check(&held).is_ok()
                     && story_holds(&held, DEFAULT_MARGIN_MS)
-            });
-            let drawn = draw(&strategy, 0, 0).unwrap_or_else(|e| panic!("{profile:?}: {e}"));
+            })
+            .unwrap_or_else(|e| panic!("{profile:?}: {e}"));
+            let drawn = cases.draw(0).unwrap_or_else(|e| panic!("{profile:?}: {e}"));
             assert!(!drawn.faults.is_empty(), "{profile:?}");
         }
     }
