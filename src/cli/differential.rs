@@ -39,7 +39,8 @@ use lockcheck_core::scenario::{Fault, Scenario};
 use lockcheck_core::server_clock;
 use lockcheck_real::signals::Signal;
 use lockcheck_real::{RealError, RealRun};
-use lockcheck_search::explore::{check_options, draw, scenarios_where, ExploreOptions};
+use lockcheck_search::cases::Cases;
+use lockcheck_search::explore::ExploreOptions;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -411,14 +412,14 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
         },
         ..ExploreOptions::new(algorithm, profiles, args.stories, args.seed)
     };
-    check_options(&options).map_err(|e| usage(e.to_string()))?;
+    let margin_ms = args.margin_ms;
+    let stories = Cases::new(options, move |s| {
+        lockcheck_real::support::check(s).is_ok() && margin::closest(s, margin_ms).is_none()
+    })
+    .map_err(|e| usage(e.to_string()))?;
     // A topology or a setting real mode cannot run, or a server not installed: refused here,
     // before any story is drawn or any server started.
     lockcheck_real::preflight(&template).map_err(|e| usage(e.to_string()))?;
-    let margin_ms = args.margin_ms;
-    let strategy = scenarios_where(&options, move |s| {
-        lockcheck_real::support::check(s).is_ok() && margin::closest(s, margin_ms).is_none()
-    });
     let first = args.from_story;
     lockcheck_core::limits::within(
         "--from-story",
@@ -429,7 +430,8 @@ fn draw_stories(args: &DifferentialArgs) -> anyhow::Result<Vec<(String, Scenario
     .map_err(usage)?;
     (first..first + u64::from(args.stories))
         .map(|case| {
-            draw(&strategy, args.seed, case)
+            stories
+                .draw(case)
                 .map(|s| (format!("case-{case}"), hold_back_all_but_the_first(s)))
                 .map_err(|e| {
                     usage(format!(
