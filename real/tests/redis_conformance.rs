@@ -461,6 +461,104 @@ fn the_simulated_lua_sandbox_refuses_what_redis_refuses() {
     assert!(disagreements.is_empty(), "{}", disagreements.join("\n"));
 }
 
+/// Scripts whose replies, errors word for word, tell Redis's Lua 5.1 (and the libraries Redis
+/// loads into it) from Lua 5.4 (which the simulated Redis ran until stop 54): numbers without an integer
+/// subtype, 5.1's syntax, its error texts, its library functions, `cjson` and `bit`, and the
+/// order `pairs` visits string keys (5.1's string hash is unseeded, so it is Redis's order).
+const LUA_5_1_CASES: &[&str] = &[
+    "return tostring(10/2)",
+    "return {tostring(2^53), tostring(2^63), tostring(0.1), tostring(-0.0), tostring(1e15)}",
+    "return 7/2",
+    "return string.format('%d', 3.7)",
+    "return string.rep('a', 3, ',')",
+    "return {math.pow(2, 10), table.getn({1, 2, 3}), math.mod(7, 3), select('#', unpack({1, 2, 3}))}",
+    "return _VERSION",
+    "return 7 // 2",
+    "return ...",
+    "return select('#', ...)",
+    "goto x",
+    "return 1 & 2",
+    "return math.type(1)",
+    "local x = nil; return x.y",
+    "return ('x'):bad()",
+    "return 1 + {}",
+    "local n; return #n",
+    "return {pcall(error)}",
+    "return {xpcall(function(a) return a end, function(e) return e end, 5)}",
+    "return xpcall(function() error('boom') end, function(e) return 'h:' .. tostring(e) end)",
+    "return setfenv",
+    "return getfenv",
+    "return newproxy",
+    "return loadstring('return 1 + 1')()",
+    "return loadstring('x = 1')()",
+    "local t = {a=1, b=2, c=3, d=4, e=5, f=6} local out = {} for k in pairs(t) do out[#out+1] = k end return out",
+    "local out = {} for k in pairs(string) do if k == 'format' then out[1] = k end end return out",
+    "local out = {} for k in pairs({x = 1, y = 2, z = 3, [1] = 'a', [2] = 'b'}) do out[#out+1] = tostring(k) end return out",
+    // cjson
+    "return cjson.encode({a=1,b={1,2,{c='x/y'}}, d=0.1, e=1/3})",
+    "return {cjson.encode({}), cjson.encode({1, 2, 3}), cjson.encode({[1]=1, [3]=3}), cjson.encode('a\"b\\\\c\\n\\1\\127/'), cjson.encode(2^63), cjson.encode(true), cjson.encode(cjson.null)}",
+    "return cjson.encode({[2]=1, [1.5]=2})",
+    "return cjson.encode({[20]=1})",
+    "return cjson.encode(function() end)",
+    "return cjson.encode({[true]=1})",
+    "return cjson.encode(1/0)",
+    "return cjson.encode()",
+    "return cjson.encode({n = {[10] = 1}})",
+    r#"local t = cjson.decode([[{"a":[1,2,{"b":null}],"s":"\u00e9\/\ud83d\ude00"}]]) return {t.a[1], t.a[2], tostring(t.a[3].b == cjson.null), t.s, type(t.a[3].b)}"#,
+    "return {cjson.decode(' 12.5e1 '), cjson.decode('0x10'), cjson.decode('-0'), tostring(cjson.decode('nan')), cjson.decode('[]')[1] == nil}",
+    "return cjson.decode('x')",
+    "return cjson.decode('[1,2')",
+    "return cjson.decode('{\"a\":1,}')",
+    "return cjson.decode('\"abc')",
+    r#"return cjson.decode([["\q"]])"#,
+    r#"return cjson.decode([["\ud800"]])"#,
+    "return cjson.decode('[1] 2')",
+    "return cjson.decode({})",
+    "return cjson.decode(12)",
+    "return cjson.encode(cjson.decode('{\"k\":\"v\",\"n\":[true,false]}'))",
+    "local ok, e = pcall(function() return cjson.decode('x') end) return e",
+    "local ok, e = pcall(cjson.decode, 'x') return e",
+    "return {cjson._NAME, cjson._VERSION, type(cjson.null)}",
+    // bit's errors, word for word
+    "return bit.band(1, {})",
+    "local ok, e = pcall(function() return bit.bnot() end) return e",
+];
+
+#[test]
+fn the_simulated_lua_is_redis_5_1_with_its_libraries() {
+    if !servers_installed() {
+        return;
+    }
+    let (runtime, launcher, index) = started(Persistence::None);
+    let real = RealRedis::new(
+        launcher.borrow().addr(index),
+        Duration::from_secs(5),
+        PauseGate::new(),
+    );
+    let mut model = RedisModel::new();
+    let mut disagreements = Vec::new();
+    for source in LUA_5_1_CASES {
+        let command = Command::Eval {
+            script: Script::new(source),
+            keys: Vec::new(),
+            args: Vec::new(),
+        };
+        let expected = model.apply(&command, now_ms(), &mut Vec::new());
+        let got = runtime.block_on(real.call(command)).unwrap();
+        if expected != got {
+            disagreements.push(format!("{source}\n  model: {expected:?}\n  real:  {got:?}"));
+        }
+    }
+    drop(launcher);
+    assert!(
+        disagreements.is_empty(),
+        "{} of {} scripts disagree:\n{}",
+        disagreements.len(),
+        LUA_5_1_CASES.len(),
+        disagreements.join("\n")
+    );
+}
+
 /// How far from a key's deadline a command is sent, in ms: before each command the harness
 /// waits until no deadline of the sequence's keys lies within `MARGIN_MS` ahead of the clock, or
 /// within the skew plus `MARGIN_MS` behind it (see [`Sequence::clear_of_deadlines`]). A command

@@ -1,12 +1,12 @@
-//! The `bit` library Redis gives its scripts (LuaBitOp 1.0, `deps/lua/src/lua_bit.c`), for the
-//! simulated Redis's Lua 5.4, which has bitwise operators instead and no such library.
+//! The `bit` library Redis gives its scripts (LuaBitOp 1.0, `deps/lua/src/lua_bit.c`), which
+//! stock Lua 5.1 does not have.
 //!
 //! LuaBitOp works on 32-bit integers held in Lua 5.1's doubles: each argument is rounded to the
 //! nearest integer (ties to even, by adding 2^52 + 2^51) and taken modulo 2^32, and each result
 //! is that number read as signed. Scripts use it for hashing and flags (`bit.band`, `bit.bxor`,
-//! `bit.tohex`); a script that works against Redis must not fail here for want of it. Results are
-//! Lua 5.4 integers, so that `tostring` prints them as 5.1 prints an integral double (`5`, not
-//! `5.0`).
+//! `bit.tohex`); a script that works against Redis must not fail here for want of it. An
+//! argument error is LuaBitOp's text, placed as `luaL_error` places it (see
+//! [`library_error`](super::lua::library_error)).
 
 use mlua::{Lua, MultiValue, Table, Value};
 
@@ -105,10 +105,11 @@ fn argument(lua: &Lua, args: &MultiValue, i: usize, name: &str) -> mlua::Result<
         _ => None,
     };
     let Some(number) = number else {
-        return Err(mlua::Error::runtime(format!(
+        let message = format!(
             "bad argument #{} to '{name}' (number expected, got {type_name})",
             i + 1
-        )));
+        );
+        return Err(super::lua::library_error(lua, &message));
     };
     // Adding 2^52 + 2^51 leaves the integer nearest to the number (ties to even) in the low 32
     // bits of the double's mantissa; infinities and NaN leave 0 there.

@@ -3,6 +3,7 @@
 //! wrapped as a madsim node ([`node`]), and the client side ([`store`]).
 
 mod bit;
+mod cjson;
 mod lua;
 pub mod model;
 pub mod node;
