@@ -26,7 +26,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Cases per cell when neither `--cases` nor `--budget-seconds` is given: the whole matrix then
-/// takes a few minutes on 2 cores (README.md gives the measured time).
+/// takes a few minutes on 2 cores (docs/matrix-and-check.md gives the measured time).
 pub const DEFAULT_CASES: u32 = 1_000;
 
 /// The `wait_timeout` of the MariaDB server in the `mysql-for-update-held` cells, in ms: the other
@@ -336,7 +336,7 @@ impl CellSpec {
     }
 
     /// The parameters the cell searches with, from its row's `base` ([`plan`] gives it), or
-    /// why the cell cannot be searched. Every cell takes the defaults (README.md; a user's lock
+    /// why the cell cannot be searched. Every cell takes the defaults (docs/scenarios.md; a user's lock
     /// with its scripts), except: fencing where the row says so; one replica for `failover`,
     /// which needs one to promote; and [`FOR_UPDATE_WAIT_TIMEOUT_MS`] for
     /// `mysql-for-update-held`.
