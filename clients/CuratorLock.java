@@ -1,7 +1,7 @@
 // lockcheck reference client: Apache Curator's InterProcessMutex (Debian libcurator-recipes-java),
 // the very recipe lockcheck's zk-sequential renders, with the session timeout lockcheck gives.
-// A single-file source program (java 11+ compiles it at start); the protocol is README.md's
-// "Check your own lock", version 1. Run (the classpath is clients/curator-classpath):
+// A single-file source program (java 11+ compiles it at start); the protocol is
+// docs/check-your-lock.md's, version 1. Run (the classpath is clients/curator-classpath):
 //   lockcheck real --algorithm zk-sequential --faults pause \
 //     --client "java -cp $(cat clients/curator-classpath) clients/CuratorLock.java"
 

@@ -1,4 +1,4 @@
-"""The client side of lockcheck's client protocol, version 1 (README.md, "Check your own lock"),
+"""The client side of lockcheck's client protocol, version 1 (docs/check-your-lock.md),
 for the Python reference clients: JSON lines on stdin/stdout, the critical section done as
 lockcheck's own clients do it (enter, work hold_ms, exit, release).
 
@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-# What lockcheck tells every client (README.md lists them).
+# What lockcheck tells every client (docs/check-your-lock.md lists them).
 CLIENT_ID = os.environ["LOCKCHECK_CLIENT_ID"]
 SERVERS = [s.rsplit(":", 1) for s in os.environ["LOCKCHECK_SERVERS"].split(",")]
 KEY = os.environ["LOCKCHECK_KEY"]

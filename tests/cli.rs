@@ -265,7 +265,7 @@ fn bad_input_exits_2_naming_the_problem() {
 #[test]
 fn committed_reports_still_replay_identically() {
     // The reference reports under reports/ are evidence a reader browses without running anything;
-    // when a change alters what the simulator does, they must be regenerated (see README.md).
+    // when a change alters what the simulator does, they must be regenerated (see docs/verdicts.md).
     // The matrix (`matrix.json`) sits beside them; each of its UNSAFE cells names its report.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
     let mut seen = 0;
@@ -653,7 +653,7 @@ fn real_names_its_faults_as_explore_does() {
 
 /// The failover story is told on a primary and two replicas: a `--replicas` that says otherwise
 /// is refused, naming both, before any server starts (here no server could: PATH is empty), where
-/// it used to turn the README's safe WAIT story into a DEADLOCK on one replica.
+/// it used to turn docs/real-mode.md's safe WAIT story into a DEADLOCK on one replica.
 #[test]
 fn real_refuses_a_replica_count_that_contradicts_its_story_before_any_server_starts() {
     let empty = Scratch::new("replicas-conflict");
@@ -690,7 +690,7 @@ fn redis_installed() -> bool {
 
 #[test]
 fn real_pause_finds_the_violation_and_reports_it_as_not_byte_replayable() {
-    // The README's command. Needs redis-server (CI installs it; elsewhere this is skipped).
+    // docs/real-mode.md's command. Needs redis-server (CI installs it; elsewhere this is skipped).
     if !redis_installed() {
         return;
     }

@@ -1,6 +1,6 @@
 //! The ranges allow a lease, a pause and a run of a year, a thousand clients and a hundred
 //! thousand sections each (#40 item 2): what a run keeps stays within stated bounds
-//! (README, "Bounds"), and what would not fit is refused, exit 2, naming the parameter.
+//! (docs/scenarios.md, "Bounds"), and what would not fit is refused, exit 2, naming the parameter.
 
 mod common;
 

@@ -594,7 +594,7 @@ fn escape_sequences_in_names_never_reach_the_terminal() {
 }
 
 /// Issue 40 item 7: a float out of range is quoted in a few characters (`{}` of 1e308 is 309
-/// digits; the README promises at most 60 characters of a value), and so is one in range.
+/// digits; docs/scenarios.md promises at most 60 characters of a value), and so is one in range.
 #[test]
 fn a_huge_or_tiny_float_is_printed_in_a_few_characters() {
     let scratch = Scratch::new("floats");

@@ -128,7 +128,7 @@ pub enum Order {
 pub struct Description {
     /// The user-facing name (`single-redis`): the scenario's `algorithm`, the CLI's value.
     pub name: &'static str,
-    /// One line for `--help` and the README: what it is and where it comes from.
+    /// One line for `--help` and docs/algorithms.md: what it is and where it comes from.
     pub summary: &'static str,
     /// The servers it runs against.
     pub backend: Backend,

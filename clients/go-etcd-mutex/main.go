@@ -1,7 +1,8 @@
-// Command go-etcd-mutex is a lockcheck reference client (protocol version 1, README.md, "Your
-// lock library, against real servers"): etcd's own Go client, clientv3/concurrency's Mutex over
-// a Session, from Debian's golang-etcd-server-dev (etcd 3.4.23), the library lockcheck's
-// etcd-mutex renders (its etcd-3.4 variant follows this very source).
+// Command go-etcd-mutex is a lockcheck reference client (protocol version 1,
+// docs/check-your-lock.md, "Your lock library, against real servers"): etcd's own Go client,
+// clientv3/concurrency's Mutex over a Session, from Debian's golang-etcd-server-dev (etcd
+// 3.4.23), the library lockcheck's etcd-mutex renders (its etcd-3.4 variant follows this very
+// source).
 //
 // Build (GOPATH mode: Debian ships Go libraries as source under /usr/share/gocode, and no module
 // is fetched):

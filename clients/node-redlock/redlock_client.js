@@ -1,7 +1,7 @@
 // lockcheck reference client: node-redlock (the `redlock` package, 4.2.0, the npm registry's
 // `latest`) over node_redis (`redis` 3.1.2), one client per master, as redlock's README uses them:
 // `redlock.lock(resource, ttl)`, then `lock.unlock()`. It speaks lockcheck's client protocol v1
-// (README.md, "Check your own lock"): JSON lines on stdin/stdout.
+// (docs/check-your-lock.md): JSON lines on stdin/stdout.
 //
 // Run (after `npm ci` in this directory, which .ci/run does):
 //   lockcheck real --algorithm redlock --faults pause \

@@ -121,8 +121,7 @@ impl Class {
             Class::SimSafeRealUnsafe => {
                 "the simulation finds nothing where every real run broke mutual exclusion: a \
                  model is kinder than the server or client it stands for (or the story is \
-                 outside what the simulation models: see README, \"What the simulation does \
-                 not model\")"
+                 outside what the simulation models: see docs/not-modelled.md)"
             }
             Class::SimUnsafeRealSafe => {
                 "the simulation breaks mutual exclusion where no real run did: the model may \

@@ -6,7 +6,7 @@
 //! [`MAX_MS`] (365 days, MariaDB's largest `wait_timeout`), so a run's horizon (a few such spans
 //! added up) stays far below the 584 years a `u64` of nanoseconds holds; and so that a run cannot
 //! ask the simulator for more than it can build (madsim gives each node an address of its own and
-//! runs out near 64,000). [`markdown`] is the table the README shows; a test keeps the two equal.
+//! runs out near 64,000). [`markdown`] is the table docs/scenarios.md shows; a test keeps the two equal.
 
 use std::fmt::Display;
 
@@ -39,7 +39,7 @@ pub const MAX_BUDGET_SECONDS: u64 = 30 * 24 * 60 * 60;
 /// record more stops there and is refused (exit 2) naming what made it long; a workload that
 /// asks for more ([`workload_entries`]) is refused before it runs. An entry is about 400 bytes
 /// in memory, 260 in a report and up to 700 in its timeline, and drawing the timeline takes
-/// the most: at the cap a run with its report peaks near 1.2 GB (README, "Bounds").
+/// the most: at the cap a run with its report peaks near 1.2 GB (docs/scenarios.md, "Bounds").
 pub const MAX_HISTORY_ENTRIES: usize = 500_000;
 
 /// The fewest history entries one critical section records: the acquisition (invoke, an
@@ -195,7 +195,7 @@ pub fn rows() -> Vec<(&'static str, String, &'static str)> {
     ]
 }
 
-/// [`rows`] as the Markdown table the README shows.
+/// [`rows`] as the Markdown table docs/scenarios.md shows.
 pub fn markdown() -> String {
     let mut out = String::from("| Field | Range | Note |\n|---|---|---|\n");
     for (field, range, note) in rows() {
@@ -209,12 +209,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_readme_shows_these_ranges() {
-        let readme = include_str!("../../README.md");
+    fn the_docs_show_these_ranges() {
+        let readme = include_str!("../../docs/scenarios.md");
         let table = markdown();
         assert!(
             readme.contains(&table),
-            "README.md's \"Ranges\" table is not the code's; it should read:\n{table}"
+            "docs/scenarios.md's \"Ranges\" table is not the code's; it should read:\n{table}"
         );
     }
 

@@ -17,7 +17,7 @@
 //! - the renewal interval of a lock that renews (a Redis watchdog, an etcd keep-alive): a third
 //!   of the lease.
 //!
-//! The rule, as the README states it: a span is *within margin* when it is closer than
+//! The rule, as docs/real-mode.md states it: a span is *within margin* when it is closer than
 //! `margin_ms` to one of these. [`closest`] names the nearest such pair, so a story that is
 //! within margin can be drawn again or reported apart, with the reason.
 

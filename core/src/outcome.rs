@@ -101,8 +101,8 @@ impl Outcome {
             .collect();
         Some(format!(
             "{note}. A run keeps at most {} history entries, and this one records more: what it \
-             records grows with simulated time in a way that cannot be folded (see README, \
-             \"Bounds\"). Shorten {}, or lower clients",
+             records grows with simulated time in a way that cannot be folded (see \
+             docs/scenarios.md, \"Bounds\"). Shorten {}, or lower clients",
             crate::limits::MAX_HISTORY_ENTRIES,
             named.join(", ")
         ))

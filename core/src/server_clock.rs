@@ -19,7 +19,7 @@
 //! {"zk-0": 1500}}`) or start every server at 0 as lockcheck did before (`"zero"`: what a report
 //! written before the field existed replays with). A ZooKeeper ensemble's members share the
 //! first member's origin: the simulated ensemble keeps its sessions in one tree on one clock
-//! (README, "What the simulation does not model").
+//! (docs/not-modelled.md).
 //!
 //! Real mode cannot choose a real server's phase (it is whatever the process's start gave it),
 //! so it runs a scenario whatever this says.

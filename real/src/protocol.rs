@@ -1,6 +1,6 @@
 //! The line protocol between lockcheck and a client process (`lockcheck real --client`): JSON
 //! lines, one object a line, each with the protocol version `"v": 1`. A stable contract
-//! (README.md, "Check your own lock"): a field may be added, none removed or changed in meaning,
+//! (docs/check-your-lock.md): a field may be added, none removed or changed in meaning,
 //! without a new version.
 //!
 //! The environment each client process is started with ([`crate::client_process`]):

@@ -572,7 +572,7 @@ fn kazoo_lock_checking_its_session_before_each_access_stays_out_when_cut_off() {
 }
 
 /// A pause defeats the check: on waking, the process's view of its session is what it was when
-/// it stopped. Under the plain pause story that is a race (FINDING, README): the server closed
+/// it stopped. Under the plain pause story that is a race (FINDING, docs/check-your-lock.md): the server closed
 /// the expired session's connection during the pause, and on waking kazoo's connection thread
 /// reads that close and marks the session SUSPENDED while the main thread checks; either may run
 /// first (UNSAFE in about half the runs here). This pins the story without the race: the

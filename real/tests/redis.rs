@@ -353,7 +353,7 @@ fn seed_002s_own_scenario_file_is_safe_for_real_because_tcp_delivers_across_the_
     // loses messages; a real partition (the proxies' blackhole) holds them, and TCP delivers
     // them after the heal. So the first holder's SET reaches redis-0 late, its quorum grows to
     // all three masters, and the restart of redis-1 leaves it two: nobody else gets a majority.
-    // Unsafe in the simulation, safe for real: the difference is the network model (README).
+    // Unsafe in the simulation, safe for real: the difference is the network model (docs/real-mode.md).
     if !servers_installed() {
         return;
     }

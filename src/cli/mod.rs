@@ -108,7 +108,7 @@ pub enum Command {
     ///
     /// The file is JSON: {"algorithm": "single-redis", "params": {...}, "clients": 2,
     /// "workload": {...}, "duration_ms": 60000, "seed": 7, "faults": [...]}. Keys not given take
-    /// their defaults (see README.md); unknown keys are errors.
+    /// their defaults (see docs/scenarios.md); unknown keys are errors.
     Run {
         /// The scenario file.
         file: PathBuf,

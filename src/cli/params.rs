@@ -56,7 +56,7 @@ pub struct ParamArgs {
     #[arg(long, value_name = "MS")]
     pub lock_wait_timeout_ms: Option<u64>,
     /// redis-script: the file of your lock's Lua scripts (TOML, or JSON for a .json file; see
-    /// README, "Check your own lock"). They are embedded in the scenario, so reports replay
+    /// docs/check-your-lock.md). They are embedded in the scenario, so reports replay
     /// without the file; an extend script turns the watchdog on, `fencing = true` fencing.
     #[arg(long, value_name = "FILE")]
     pub script: Option<PathBuf>,

@@ -114,7 +114,7 @@ pub struct RealArgs {
     /// the run writes is named after --key (a fresh name per run by default); a run refuses to
     /// start when something by those names exists, applies the server settings the scenario
     /// relies on to its own sessions (or reads them back and refuses), and removes what it
-    /// created at the end unless --keep. README.md, "Real mode", lists what is created.
+    /// created at the end unless --keep. docs/real-mode.md lists what is created.
     #[arg(long, value_name = "ADDRS", value_delimiter = ',')]
     endpoints: Option<Vec<String>>,
     /// The lock's name: the Redis key (and its derived keys), the ZooKeeper node /KEY, the etcd
@@ -154,7 +154,7 @@ pub struct RealArgs {
     /// Check your own lock library instead of lockcheck's rendition of the algorithm: start one
     /// process per client (and one for the liveness probe) as `sh -c COMMAND`, tell it who it is
     /// and where the servers are (environment variables LOCKCHECK_*), and drive it over the
-    /// JSON-lines protocol of README.md, "Check your own lock". --algorithm (or the scenario)
+    /// JSON-lines protocol of docs/check-your-lock.md. --algorithm (or the scenario)
     /// still says which servers to start and the lease to give the clients. A client pause is
     /// SIGSTOP/SIGCONT of its process group, a crash kill -9.
     /// With --cases, every case starts fresh client processes (and fresh servers).

@@ -81,7 +81,7 @@ pub fn report_in(dir: &Path) -> PathBuf {
         .expect("a report was written")
 }
 
-/// The README's story: client-0 pauses past its 10 s lease while it holds the lock, and
+/// docs/real-mode.md's story: client-0 pauses past its 10 s lease while it holds the lock, and
 /// client-1 takes it: two holders (exit 1).
 pub const PAUSE_STORY: &str = r#"{
   "algorithm": "single-redis",

@@ -36,7 +36,7 @@ pub use plan::{default_rows, has_fencing, plan, CellSpec, Row, UserLock};
 pub use run::{run_matrix, MatrixEvent, MatrixRun};
 
 /// Cases per cell when neither `--cases` nor `--budget-seconds` is given: the whole matrix then
-/// takes a few minutes on 2 cores (README.md gives the measured time).
+/// takes a few minutes on 2 cores (docs/matrix-and-check.md gives the measured time).
 pub const DEFAULT_CASES: u32 = 1_000;
 
 /// The `wait_timeout` of the MariaDB server in the `mysql-for-update-held` cells, in ms: the other

@@ -203,7 +203,7 @@ impl CellSpec {
     }
 
     /// The parameters the cell searches with, from its row's `base` ([`plan`] gives it), or
-    /// why the cell cannot be searched. Every cell takes the defaults (README.md; a user's lock
+    /// why the cell cannot be searched. Every cell takes the defaults (docs/scenarios.md; a user's lock
     /// with its scripts), except: fencing where the row says so; one replica for `failover`,
     /// which needs one to promote; and [`FOR_UPDATE_WAIT_TIMEOUT_MS`] for
     /// `mysql-for-update-held`.
