@@ -577,7 +577,7 @@ fn console_samples_of_the_simulation_are_what_the_binary_prints() {
         let out = scratch.join(format!("sample-{checked}"));
         std::fs::remove_dir_all(&out).ok();
         let mut run_args = args.clone();
-        let mut shown_dir = "reports".to_string();
+        let mut shown_dir = default_out(&args[0]);
         if args[0] != "replay" {
             match args.iter().position(|a| a == "--out") {
                 Some(i) => {
@@ -788,4 +788,26 @@ fn every_seed_label_is_defined_in_the_algorithms_page() {
             rest = &rest[i + 1..];
         }
     }
+}
+
+/// The directory `lockcheck SUB` writes to without `--out`, as its `--help` says
+/// (`[default: …]` on the `--out` option), so that a sample's paths are checked against the
+/// binary's default, not a copy of it.
+fn default_out(sub: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args([sub, "--help"])
+        .output()
+        .expect("the binary runs");
+    let help = String::from_utf8_lossy(&o.stdout).into_owned();
+    let Some(at) = help.find("--out <DIR>") else {
+        return "reports".into();
+    };
+    let rest = &help[at..];
+    let end = rest[2..].find("\n  -").map_or(rest.len(), |i| i + 2);
+    rest[..end]
+        .split("[default: ")
+        .nth(1)
+        .and_then(|d| d.split(']').next())
+        .unwrap_or("reports")
+        .to_string()
 }

@@ -34,8 +34,9 @@ pub struct ExploreArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Where to write the report. Failing cases are also kept in DIR/regressions/ and run
-    /// first the next time.
-    #[arg(long, value_name = "DIR", default_value = "reports")]
+    /// first the next time. The default is ignored by git: `reports/` itself holds the
+    /// committed reference run (`lockcheck matrix`), which a search must not edit.
+    #[arg(long, value_name = "DIR", default_value = super::RUNS_DIR)]
     out: PathBuf,
     /// Lease length in ms (Redis locks: default 10000; mysql-row: no lease unless given).
     #[arg(long, value_name = "MS")]

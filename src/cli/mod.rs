@@ -40,6 +40,11 @@ use clap::{Parser, Subcommand};
 use lockcheck_core::Algorithm;
 use std::path::PathBuf;
 
+/// Where `explore` and `real --cases` write by default: a folder git ignores, so that a search
+/// run from a checkout leaves it clean. `reports/` itself holds the reference run that
+/// `lockcheck matrix` regenerates and that is committed.
+pub const RUNS_DIR: &str = "reports/runs";
+
 /// Exit code: nothing found, or replay identical.
 pub const EXIT_OK: u8 = 0;
 /// Exit code: a safety violation was found (the headline says UNSAFE), or a replay diverged.

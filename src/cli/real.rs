@@ -182,7 +182,7 @@ pub struct RealArgs {
     #[arg(long, value_name = "MS", requires = "client")]
     client_lease_ms: Option<u64>,
     /// Write a report (JSON with the full history, marked as a real run, and its scenario
-    /// beside it) into this directory [with --cases: default reports].
+    /// beside it) into this directory [with --cases: default reports/runs].
     #[arg(long, value_name = "DIR")]
     report: Option<PathBuf>,
     /// The scenario parameters, as `explore` takes them; they change a profile's story or a
@@ -240,7 +240,7 @@ pub fn real(args: RealArgs) -> anyhow::Result<u8> {
                 ..ExploreOptions::new(algorithm, profiles, cases, seed.unwrap_or(0))
             },
             margin_ms: margin_ms.unwrap_or(super::real_search::DEFAULT_MARGIN_MS),
-            out: report.unwrap_or_else(|| PathBuf::from("reports")),
+            out: report.unwrap_or_else(|| PathBuf::from(super::RUNS_DIR)),
             topology: topology_text(&template),
             client: client.map(|c| client_command(c, client_keys, client_lease_ms)),
         });
