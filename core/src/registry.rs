@@ -139,9 +139,10 @@ impl Algorithm {
         self.description().backend
     }
 
-    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`.
+    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`, `etcd-N` (its backend's
+    /// module says).
     pub fn server_prefix(self) -> &'static str {
-        self.backend().server_prefix()
+        crate::backend::BackendExt::server_prefix(self.backend())
     }
 
     /// How many servers the algorithm runs against, given the `nodes` and `replicas` parameters.
@@ -158,20 +159,25 @@ impl Algorithm {
     }
 
     /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
-    /// lease (`ttl_ms`), for a session the session timeout, for a transaction-held lock the
-    /// server's `wait_timeout`. A lock that never expires (a MySQL row without a TTL) uses the
-    /// default TTL as its time scale. Fault spans and the liveness probe's wait are drawn around
-    /// it.
+    /// lease (`ttl_ms`); for a lease the servers hold (a session, a transaction-held lock's idle
+    /// connection), its length as the backend's module says (ZooKeeper's session timeout, etcd's
+    /// lease TTL, MariaDB's `wait_timeout`). A lock that never expires (a MySQL row without a
+    /// TTL) uses the default TTL as its time scale. Fault spans and the liveness probe's wait are
+    /// drawn around it.
     pub fn lease_ms(self, params: &Params) -> u64 {
-        match self.lease() {
-            Lease::Session => match self.backend() {
-                Backend::Etcd => params.etcd.lease_ttl_s() * 1_000,
-                _ => params.zookeeper.session_timeout_ms(),
-            },
-            Lease::IdleConnection => params.mysql.wait_timeout_ms(),
-            Lease::Ttl { .. } | Lease::None => params
+        let default = || {
+            params
                 .ttl_ms_for(self)
-                .unwrap_or(crate::scenario::DEFAULT_TTL_MS),
+                .unwrap_or(crate::scenario::DEFAULT_TTL_MS)
+        };
+        match self.lease() {
+            // (A backend that holds no such lease cannot lend another's: the registry's test
+            // `every_server_held_lease_has_its_backends_length` pins that each one has its own.)
+            lease @ (Lease::Session | Lease::IdleConnection) => {
+                crate::backend::BackendExt::server_lease_ms(self.backend(), lease, params)
+                    .unwrap_or_else(default)
+            }
+            Lease::Ttl { .. } | Lease::None => default(),
         }
     }
 
@@ -308,6 +314,7 @@ registry! { S;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::BackendExt;
     use lockcheck_algorithms::describe::Fencing;
 
     #[test]
@@ -360,9 +367,9 @@ mod tests {
             if let Servers::Masters { min, .. } = d.servers {
                 assert!(valid(&|s| s.params.nodes = Some(min - 1)).is_err());
                 assert!(valid(&|s| s.params.nodes = Some(min + 1)).is_err(), "even");
-            } else if matches!(d.backend, Backend::ZooKeeper | Backend::Etcd) {
-                // One service: a standalone server (one etcd member) or an odd ensemble
-                // (cluster).
+            } else if d.backend.check_nodes(d.name, 3).is_ok() {
+                // One service of several members, as the backend's module says: a standalone
+                // server (one etcd member) or an odd ensemble (cluster).
                 assert_eq!(valid(&|s| s.params.nodes = Some(3)), Ok(()), "{}", d.name);
                 assert!(valid(&|s| s.params.nodes = Some(2)).is_err(), "{}", d.name);
             } else {

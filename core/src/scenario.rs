@@ -5,13 +5,27 @@
 //! user-facing file format (`lockcheck run FILE`) and is embedded in every report, so it is
 //! parsed strictly: unknown keys and impossible values are errors that name the field at fault.
 
+pub use crate::backend::etcd::{
+    EtcdParams, DEFAULT_ETCD_LEASE_TTL_S, MAX_ETCD_LEASE_TTL_S, MIN_ETCD_LEASE_TTL_S,
+};
+pub use crate::backend::mysql::{
+    FlushPolicy, MysqlParams, DEFAULT_LOCK_WAIT_TIMEOUT_MS, DEFAULT_MYSQL_WAIT_TIMEOUT_MS,
+};
+pub use crate::backend::redis::{
+    RedisParams, DEFAULT_QUEUE_TIMEOUT_MS, DEFAULT_REPLICATION_LAG_MS,
+    DEFAULT_WAIT_REPLICAS_TIMEOUT_MS,
+};
+pub use crate::backend::zookeeper::{
+    ZooKeeperParams, DEFAULT_SESSION_TIMEOUT_MS, DEFAULT_TICK_TIME_MS, INIT_LIMIT_TICKS,
+    SYNC_LIMIT_TICKS,
+};
+use crate::backend::BackendExt;
 use crate::input;
 pub use crate::registry::Algorithm;
 pub use crate::server_clock::ServerClocks;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::{Backend, Lease};
-use lockcheck_algorithms::describe::{Fencing, Order, Servers};
-use lockcheck_algorithms::redis::script_spec::Expect;
+use lockcheck_algorithms::describe::{Fencing, Servers};
 pub use lockcheck_algorithms::redis::script_spec::UserScript;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -49,12 +63,10 @@ pub enum Persistence {
 
 /// The lease of the lease locks when a scenario gives none.
 pub const DEFAULT_TTL_MS: u64 = lockcheck_algorithms::describe::DEFAULT_TTL.as_millis() as u64;
-/// Redis: `WAIT`'s timeout when a scenario gives none.
-pub const DEFAULT_WAIT_REPLICAS_TIMEOUT_MS: u64 = 50;
-/// MySQL: the server's `wait_timeout` when a scenario gives none (MariaDB's default, 8 hours).
-pub const DEFAULT_MYSQL_WAIT_TIMEOUT_MS: u64 = 8 * 60 * 60 * 1_000;
-/// MySQL: `innodb_lock_wait_timeout` when a scenario gives none (MariaDB's default, 50 s).
-pub const DEFAULT_LOCK_WAIT_TIMEOUT_MS: u64 = 50_000;
+/// Whether a parameter group is at its default, "not given": it is then left out of the file.
+fn is_unset<T: Default + PartialEq>(group: &T) -> bool {
+    *group == T::default()
+}
 fn default_drift_factor() -> f64 {
     0.01
 }
@@ -64,18 +76,6 @@ fn default_retry_delay_ms() -> u64 {
 fn default_request_timeout_ms() -> u64 {
     100
 }
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-/// Redis: a replica pulls its primary's data set this often when a scenario gives no
-/// `params.redis.replication_lag_ms`.
-pub const DEFAULT_REPLICATION_LAG_MS: u64 = 100;
-/// redis-fair: how long a waiter keeps its place without polling, when a scenario gives none.
-pub const DEFAULT_QUEUE_TIMEOUT_MS: u64 = 5_000;
-/// ZooKeeper: the session timeout a client asks for when a scenario gives none.
-pub const DEFAULT_SESSION_TIMEOUT_MS: u64 = 10_000;
-
 /// Algorithm parameters. Those every algorithm reads (or every one whose description says so)
 /// sit at the top; each backend's own settings sit in its group (`redis`, `zookeeper`,
 /// `mysql`, `etcd`), which only an algorithm on that backend accepts. Files written before the
@@ -138,166 +138,17 @@ pub struct Params {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub variant: Option<String>,
     /// Redis's own settings (the Redis locks only).
-    #[serde(default, skip_serializing_if = "RedisParams::is_unset")]
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub redis: RedisParams,
     /// ZooKeeper's own settings (the ZooKeeper locks only).
-    #[serde(default, skip_serializing_if = "ZooKeeperParams::is_unset")]
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub zookeeper: ZooKeeperParams,
     /// MySQL's own settings (the MySQL locks only).
-    #[serde(default, skip_serializing_if = "MysqlParams::is_unset")]
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub mysql: MysqlParams,
     /// etcd's own settings (the etcd locks only).
-    #[serde(default, skip_serializing_if = "EtcdParams::is_unset")]
+    #[serde(default, skip_serializing_if = "is_unset")]
     pub etcd: EtcdParams,
-}
-
-/// `params.redis`: settings of the Redis servers and of the Redis locks' clients.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RedisParams {
-    /// Asynchronous replicas of the one server (`redis-1`, …; the single-server locks only;
-    /// default 0). Clients always talk to the current primary; `failover` promotes a replica.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub replicas: u32,
-    /// A replica pulls the primary's data set this often (default 100): writes younger than
-    /// that are lost if the primary dies and a replica is promoted. Only with replicas.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replication_lag_ms: Option<u64>,
-    /// After acquiring, `WAIT` for this many replicas to acknowledge the lock, as Redisson can;
-    /// fewer within `wait_timeout_ms` and the client gives the lock back (default 0: no WAIT).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub wait_replicas: u32,
-    /// `WAIT`'s timeout (default 50). Only with `wait_replicas`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_timeout_ms: Option<u64>,
-    /// How long a waiter keeps its place in a fair lock's queue without polling again, judged
-    /// by the clients' wall clocks (default 5000). Only for a fair lock (redis-fair).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub queue_timeout_ms: Option<u64>,
-    /// The user's scripts, for `redis-script` (and only for it): embedded whole, so that a
-    /// report replays without the file they came from (`lockcheck … --script FILE` reads it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub script: Option<UserScript>,
-}
-
-impl RedisParams {
-    fn is_unset(&self) -> bool {
-        *self == RedisParams::default()
-    }
-
-    /// `replication_lag_ms`, or its default.
-    pub fn replication_lag_ms(&self) -> u64 {
-        self.replication_lag_ms
-            .unwrap_or(DEFAULT_REPLICATION_LAG_MS)
-    }
-
-    /// `WAIT`'s timeout, or its default.
-    pub fn wait_timeout_ms(&self) -> u64 {
-        self.wait_timeout_ms
-            .unwrap_or(DEFAULT_WAIT_REPLICAS_TIMEOUT_MS)
-    }
-
-    /// `queue_timeout_ms`, or its default.
-    pub fn queue_timeout_ms(&self) -> u64 {
-        self.queue_timeout_ms.unwrap_or(DEFAULT_QUEUE_TIMEOUT_MS)
-    }
-}
-
-/// `params.zookeeper`: settings of the ZooKeeper sessions.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ZooKeeperParams {
-    /// The session timeout the client asks for (default 10000); the lock dies with the session.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session_timeout_ms: Option<u64>,
-    /// Treat a disconnected session as a lost lock at once, rather than as a suspended one that a
-    /// reconnection may give back (Curator's advice for the cautious; default false). Only a
-    /// client that checks its lock (`workload.check_before_access`) acts on either.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub suspended_is_lost: bool,
-}
-
-impl ZooKeeperParams {
-    fn is_unset(&self) -> bool {
-        *self == ZooKeeperParams::default()
-    }
-
-    /// The session timeout, or its default.
-    pub fn session_timeout_ms(&self) -> u64 {
-        self.session_timeout_ms
-            .unwrap_or(DEFAULT_SESSION_TIMEOUT_MS)
-    }
-}
-
-/// `params.mysql`: settings of the MariaDB server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MysqlParams {
-    /// The server's `wait_timeout`, after which it closes an idle connection and rolls its
-    /// transaction back (default 8 hours, MariaDB's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_timeout_ms: Option<u64>,
-    /// `innodb_lock_wait_timeout`, how long a statement waits for a row lock before failing
-    /// with 1205 (default 50 000, MariaDB's).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_wait_timeout_ms: Option<u64>,
-}
-
-impl MysqlParams {
-    fn is_unset(&self) -> bool {
-        *self == MysqlParams::default()
-    }
-
-    /// `wait_timeout` in ms, or MariaDB's default.
-    pub fn wait_timeout_ms(&self) -> u64 {
-        self.wait_timeout_ms
-            .unwrap_or(DEFAULT_MYSQL_WAIT_TIMEOUT_MS)
-    }
-
-    /// `innodb_lock_wait_timeout` in ms, or MariaDB's default.
-    pub fn lock_wait_timeout_ms(&self) -> u64 {
-        self.lock_wait_timeout_ms
-            .unwrap_or(DEFAULT_LOCK_WAIT_TIMEOUT_MS)
-    }
-}
-
-/// `params.etcd`: settings of the etcd sessions.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EtcdParams {
-    /// The TTL of a client's session lease in seconds, etcd's unit (`concurrency.WithTTL`;
-    /// default 10, where the Go client's is 60, so that faults are measured on the scale of the
-    /// other locks' leases). The lock dies with the lease.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_ttl_s: Option<u64>,
-}
-
-impl EtcdParams {
-    fn is_unset(&self) -> bool {
-        *self == EtcdParams::default()
-    }
-
-    /// The session lease's TTL in seconds, or its default.
-    pub fn lease_ttl_s(&self) -> u64 {
-        self.lease_ttl_s.unwrap_or(DEFAULT_ETCD_LEASE_TTL_S)
-    }
-}
-
-/// The session lease of an etcd lock when a scenario gives none, in seconds.
-pub const DEFAULT_ETCD_LEASE_TTL_S: u64 = 10;
-/// The shortest session lease a scenario may ask of etcd: what etcd grants at least with its
-/// default timing (1.5 × the 1 s election timeout, rounded up).
-pub const MIN_ETCD_LEASE_TTL_S: u64 = 2;
-/// The longest session lease a scenario may ask of etcd: an hour.
-pub const MAX_ETCD_LEASE_TTL_S: u64 = 3_600;
-
-/// The settings a group gives (those it writes: a setting at its "not given" value is left
-/// out), by name, for the message that refuses them.
-fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
-    match serde_json::to_value(group) {
-        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// `params` as a file may write it: the grouped names, and the flat names that files written
@@ -540,12 +391,7 @@ impl Params {
 
     /// The persistence of server `node` of `algorithm`.
     pub fn persistence_of(&self, algorithm: Algorithm, node: &str) -> Persistence {
-        // Redis keeps its data set in memory unless told otherwise; InnoDB, ZooKeeper and etcd
-        // log every change before they answer.
-        let default = match algorithm.backend() {
-            Backend::Redis => Persistence::None,
-            Backend::ZooKeeper | Backend::Mysql | Backend::Etcd => Persistence::Always,
-        };
+        let default = algorithm.backend().default_persistence();
         self.per_node
             .get(node)
             .and_then(|n| n.persistence)
@@ -1028,21 +874,11 @@ impl Scenario {
         }
         // Each backend's group applies to the algorithms on that backend only. (Checked for every
         // generated case, so the given names are worked out only for the message.)
-        let foreign = [
-            (Backend::Redis, !p.redis.is_unset()),
-            (Backend::ZooKeeper, !p.zookeeper.is_unset()),
-            (Backend::Mysql, !p.mysql.is_unset()),
-            (Backend::Etcd, !p.etcd.is_unset()),
-        ]
-        .into_iter()
-        .find(|&(on, given)| given && on != backend);
-        if let Some((on, _)) = foreign {
-            let given = match on {
-                Backend::Redis => given_fields(&p.redis),
-                Backend::ZooKeeper => given_fields(&p.zookeeper),
-                Backend::Mysql => given_fields(&p.mysql),
-                Backend::Etcd => given_fields(&p.etcd),
-            };
+        let foreign = crate::backend::ALL
+            .iter()
+            .filter(|&&on| on != backend)
+            .find_map(|&on| on.given(p).map(|given| (on, given)));
+        if let Some((on, given)) = foreign {
             return bad(format!(
                 "params.{} ({}): {name} does not run on {}; its settings are params.{}",
                 on.name(),
@@ -1051,81 +887,22 @@ impl Scenario {
                 backend.name()
             ));
         }
-        let r = &p.redis;
-        self.validate_script().map_err(ScenarioError::Invalid)?;
-        if r.queue_timeout_ms.is_some() && description.order != Order::Fifo {
-            return bad(format!(
-                "params.redis.queue_timeout_ms: {name} has no queue of waiters; it applies to a \
-                 fair lock"
-            ));
-        }
-        if r.replication_lag_ms.is_some() && r.replicas == 0 {
-            return bad(
-                "params.redis.replication_lag_ms: there is no replica to lag (params.redis.replicas \
-                 is 0)"
-                    .into(),
-            );
-        }
-        if r.wait_timeout_ms.is_some() && r.wait_replicas == 0 {
-            return bad(
-                "params.redis.wait_timeout_ms: WAIT's timeout, but nothing waits \
-                 (params.redis.wait_replicas is 0)"
-                    .into(),
-            );
-        }
+        backend
+            .check_group(algorithm, p)
+            .map_err(ScenarioError::Invalid)?;
         if p.allow_even_nodes && description.servers == Servers::One {
             return bad(format!(
                 "params.allow_even_nodes: {name} runs against one server; it applies to a lock \
                  over independent masters"
             ));
         }
-        // A ZooKeeper lock runs against one standalone server (1, the default) or an ensemble
-        // of `zk-0..zk-{n-1}`: an odd number, since an even one needs a larger quorum and
-        // tolerates no more failures.
-        // An etcd lock runs against one member (1, the default) or a cluster, odd for the
-        // same reason.
-        let ensemble = matches!(backend, Backend::ZooKeeper | Backend::Etcd)
-            && description.servers == Servers::One;
-        if let Some(n) = p.nodes.filter(|&n| ensemble && n != 1) {
-            if n.is_multiple_of(2) {
-                let (what, one) = match backend {
-                    Backend::Etcd => ("a cluster of {n} etcd members", "one member"),
-                    _ => (
-                        "an ensemble of {n} ZooKeeper servers",
-                        "a standalone server",
-                    ),
-                };
-                return bad(format!(
-                    "params.nodes: {} needs a quorum of {} yet tolerates no more failures than \
-                     {} would; use 1 ({one}) or an odd number (3, 5, …)",
-                    what.replace("{n}", &n.to_string()),
-                    n / 2 + 1,
-                    n - 1
-                ));
-            }
-        }
         match description.servers {
-            Servers::One if ensemble => {}
+            // One service: how many servers make one is the backend's rule.
             Servers::One => {
                 if let Some(n) = p.nodes.filter(|&n| n != 1) {
-                    return bad(match backend {
-                        Backend::Redis => {
-                            format!("params.nodes: {name} runs against exactly 1 server, got {n}")
-                        }
-                        Backend::Mysql => {
-                            format!("params.nodes: {name} runs against one MariaDB server, got {n}")
-                        }
-                        // (An ensemble was let through above.)
-                        Backend::ZooKeeper => format!(
-                            "params.nodes: {name} runs against 1 ZooKeeper server or an odd \
-                             ensemble, got {n}"
-                        ),
-                        // (A cluster was let through above.)
-                        Backend::Etcd => format!(
-                            "params.nodes: {name} runs against 1 etcd member or an odd \
-                             cluster, got {n}"
-                        ),
-                    });
+                    backend
+                        .check_nodes(name, n)
+                        .map_err(ScenarioError::Invalid)?;
                 }
             }
             Servers::Masters { default, min } => {
@@ -1146,24 +923,9 @@ impl Scenario {
                 }
             }
         }
-        if r.replicas > 0 || r.wait_replicas > 0 {
-            if !description.replicas {
-                // (A lock on another backend was refused above, with the whole Redis group.)
-                return bad(match description.servers {
-                    Servers::Masters { .. } => format!(
-                        "params.redis.replicas: {name}'s masters are independent by design; \
-                         replicas are modelled for the single-server locks"
-                    ),
-                    Servers::One => format!("params.redis.replicas: not modelled for {name}"),
-                });
-            }
-            if r.wait_replicas > r.replicas {
-                return bad(format!(
-                    "params.redis.wait_replicas: {} replicas cannot acknowledge when there are {}",
-                    r.wait_replicas, r.replicas
-                ));
-            }
-        }
+        backend
+            .check_servers(algorithm, p)
+            .map_err(ScenarioError::Invalid)?;
         if let Some(variant) = &p.variant {
             let shown = crate::input::clip(variant);
             if description.variants.is_empty() {
@@ -1195,22 +957,6 @@ impl Scenario {
                 ));
             }
         }
-        if backend == Backend::Mysql {
-            let persistence = p
-                .per_node
-                .values()
-                .filter_map(|n| n.persistence)
-                .chain(p.persistence);
-            for policy in persistence {
-                if policy == Persistence::None {
-                    return bad(
-                        "params.persistence: InnoDB always writes its redo log; use always \
-                         (innodb_flush_log_at_trx_commit=1, the default) or everysec (=2)"
-                            .into(),
-                    );
-                }
-            }
-        }
         let topology = self.topology();
         for node in p.per_node.keys() {
             let server = topology
@@ -1223,44 +969,9 @@ impl Scenario {
                 ));
             }
         }
-        // A server that logs every change before it answers keeps all of it: only `always`
-        // applies, to the whole scenario and to each server alike.
-        let logs_first = match backend {
-            Backend::ZooKeeper => Some("a ZooKeeper server logs every transaction"),
-            Backend::Etcd => Some("etcd fsyncs its write-ahead log"),
-            Backend::Redis | Backend::Mysql => None,
-        };
-        if let Some(why) = logs_first {
-            let policies = p.per_node.values().filter_map(|n| n.persistence);
-            if policies
-                .chain(p.persistence)
-                .any(|policy| policy != Persistence::Always)
-            {
-                return bad(format!(
-                    "params.persistence: {why} before it answers; only always applies"
-                ));
-            }
-        }
-        if backend == Backend::Etcd {
-            let ttl = p.etcd.lease_ttl_s();
-            if !(MIN_ETCD_LEASE_TTL_S..=MAX_ETCD_LEASE_TTL_S).contains(&ttl) {
-                return bad(format!(
-                    "params.etcd.lease_ttl_s must be within {MIN_ETCD_LEASE_TTL_S}..={MAX_ETCD_LEASE_TTL_S} \
-                     (etcd grants at least {MIN_ETCD_LEASE_TTL_S} s with its default timing, and \
-                     would silently raise a shorter TTL), got {ttl}"
-                ));
-            }
-        }
-        if backend == Backend::ZooKeeper {
-            let session = p.zookeeper.session_timeout_ms();
-            if !(4_000..=40_000).contains(&session) {
-                return bad(format!(
-                    "params.zookeeper.session_timeout_ms must be within 4000..=40000 (2 to 20 \
-                     ticks of 2000 ms, what a server with the default tickTime accepts), got \
-                     {session}"
-                ));
-            }
-        }
+        backend
+            .check_server_settings(p)
+            .map_err(ScenarioError::Invalid)?;
         if self.workload.read_fraction.is_some() && !self.algorithm.has_readers() {
             let with_readers: Vec<&str> = Algorithm::ALL
                 .iter()
@@ -1353,48 +1064,6 @@ impl Scenario {
         ))
     }
 
-    /// `params.redis.script` given exactly to the algorithm that runs it, in a shape it can
-    /// run: a renewal to run when the watchdog is on, an integer to read as the fencing token
-    /// when fencing is. (Whether the Lua compiles is checked where Lua is: the simulator's
-    /// `script_file`, when the CLI reads the user's file.)
-    fn validate_script(&self) -> Result<(), String> {
-        let p = &self.params;
-        let name = self.algorithm.name();
-        let scripted = self.algorithm.description().scripted;
-        let Some(script) = &p.redis.script else {
-            return match scripted {
-                true => Err(format!(
-                    "params.redis.script: {name} runs your Lua scripts and none are given \
-                     (lockcheck: --script FILE)"
-                )),
-                false => Ok(()),
-            };
-        };
-        if !scripted {
-            return Err(format!(
-                "params.redis.script: {name} runs its own scripts; a user's scripts are for an \
-                 algorithm that runs them (redis-script)"
-            ));
-        }
-        script
-            .check()
-            .map_err(|e| format!("params.redis.script: {e}"))?;
-        if p.watchdog && script.extend.is_none() {
-            return Err(
-                "params.watchdog: the scripts have no extend script to renew the lock with".into(),
-            );
-        }
-        let last = script.acquire.last().map(|s| s.success);
-        if p.fencing && last != Some(Expect::Positive) {
-            return Err(format!(
-                "params.fencing: the fencing token is the last acquire script's integer reply, so \
-                 that script's reply must be read as integer>0 (it is read as {})",
-                last.map_or_else(|| "nothing".to_string(), |e| e.to_string())
-            ));
-        }
-        Ok(())
-    }
-
     /// Every number within its documented range ([`crate::limits`]), each error naming its
     /// field: what keeps simulated time from overflowing and the simulator within what it can
     /// build, whatever the file says.
@@ -1431,34 +1100,7 @@ impl Scenario {
         if let Some(n) = p.retry_count {
             within("params.retry_count", n, 1, limits::MAX_RETRY_COUNT)?;
         }
-        within(
-            "params.redis.replicas",
-            p.redis.replicas,
-            0,
-            limits::MAX_REPLICAS,
-        )?;
-        let given_ms = [
-            (
-                "params.redis.replication_lag_ms",
-                p.redis.replication_lag_ms,
-            ),
-            ("params.redis.wait_timeout_ms", p.redis.wait_timeout_ms),
-            ("params.redis.queue_timeout_ms", p.redis.queue_timeout_ms),
-            (
-                "params.zookeeper.session_timeout_ms",
-                p.zookeeper.session_timeout_ms,
-            ),
-            ("params.mysql.wait_timeout_ms", p.mysql.wait_timeout_ms),
-            (
-                "params.mysql.lock_wait_timeout_ms",
-                p.mysql.lock_wait_timeout_ms,
-            ),
-        ];
-        for (name, ms) in given_ms {
-            if let Some(ms) = ms {
-                positive_ms(name, ms)?;
-            }
-        }
+        crate::backend::check_ranges(p)?;
         positive_ms("params.request_timeout_ms", p.request_timeout_ms)?;
         let w = &self.workload;
         within(
@@ -1680,57 +1322,12 @@ fn offending_field(text: &str, path: &str, message: &str) -> Option<String> {
     }
 }
 
-/// `innodb_flush_log_at_trx_commit`: when a commit reaches the disk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub enum FlushPolicy {
-    /// `1` (the default): the log is flushed at every commit, before the client hears of it.
-    #[default]
-    AtCommit,
-    /// `2`: the log is written at commit and flushed to disk once a second; a machine crash loses
-    /// the commits of the last second.
-    EverySecond,
-}
-
-impl FlushPolicy {
-    /// The policy a scenario's persistence asks for: `everysec` is `2`, `always` is `1`
-    /// (`none` is refused for MySQL by the scenario's validation; it maps to `1`).
-    pub fn of(persistence: Persistence) -> FlushPolicy {
-        match persistence {
-            Persistence::Everysec => FlushPolicy::EverySecond,
-            _ => FlushPolicy::AtCommit,
-        }
-    }
-
-    /// The value of `innodb_flush_log_at_trx_commit`.
-    pub fn setting(self) -> u8 {
-        match self {
-            FlushPolicy::AtCommit => 1,
-            FlushPolicy::EverySecond => 2,
-        }
-    }
-}
-
-/// The tick used when none is configured. `zoo_sample.cfg`, the official Docker image and the
-/// admin guide's examples all run `tickTime=2000`; the Java constant `DEFAULT_TICK_TIME` (3000)
-/// only applies to an embedded server built without a config, which is not what users run.
-pub const DEFAULT_TICK_TIME_MS: u64 = 2000;
-
-/// An ensemble member's `syncLimit`, in ticks: how long a follower waits for its leader (and a
-/// leader for a quorum of followers) before it gives up and goes back to an election. Both
-/// worlds use it, so a leader paused for less than `SYNC_LIMIT_TICKS × tickTime` comes back as
-/// the leader in both; 5 is `zoo_sample.cfg`'s value.
-pub const SYNC_LIMIT_TICKS: u64 = 5;
-
-/// An ensemble member's `initLimit`, in ticks: how long a follower may take to connect to and
-/// sync with its leader (`zoo_sample.cfg`'s 10).
-pub const INIT_LIMIT_TICKS: u64 = 10;
-
 /// A scenario of `algorithm` with every default, and for a lock that runs the user's scripts
 /// ([`lockcheck_algorithms::describe::Description::scripted`]) a fenced compare-and-delete lock
 /// with a renewal: what the tests that sweep the registry run.
 #[cfg(test)]
 pub(crate) fn runnable(algorithm: Algorithm) -> Scenario {
-    use lockcheck_algorithms::redis::script_spec::{Input, ScriptStep};
+    use lockcheck_algorithms::redis::script_spec::{Expect, Input, ScriptStep};
     let mut s = Scenario::new(algorithm);
     if algorithm.description().scripted {
         let step = |script: &str, keys: Vec<Input>, argv: Vec<Input>, success| ScriptStep {
