@@ -94,7 +94,7 @@ pub fn thresholds(scenario: &Scenario) -> Vec<Threshold> {
     // The backend's own thresholds: a ZooKeeper tick and syncLimit, etcd's lessor loop, …
     algorithm
         .backend()
-        .thresholds(algorithm, params, servers, &mut add);
+        .thresholds(params, algorithm, servers, &mut add);
     out.sort_by_key(|t| t.ms);
     out
 }

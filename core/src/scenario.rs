@@ -19,10 +19,10 @@ pub use crate::backend::zookeeper::{
     ZooKeeperParams, DEFAULT_SESSION_TIMEOUT_MS, DEFAULT_TICK_TIME_MS, INIT_LIMIT_TICKS,
     SYNC_LIMIT_TICKS,
 };
-use crate::backend::BackendExt;
+use crate::backend::{BackendExt, Common, Groups};
 use crate::input;
+pub use crate::persistence::Persistence;
 pub use crate::registry::Algorithm;
-pub use crate::server_clock::ServerClocks;
 use crate::topology::Topology;
 pub use lockcheck_algorithms::describe::{Backend, Lease};
 use lockcheck_algorithms::describe::{Fencing, Servers};
@@ -45,20 +45,6 @@ pub enum ScenarioError {
     /// Well-formed, but impossible or contradictory.
     #[error("{0}")]
     Invalid(String),
-}
-
-/// What a crashed server keeps on restart.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Persistence {
-    /// Nothing: a restarted server is empty.
-    #[default]
-    None,
-    /// The data set as of the last whole second (Redis `appendfsync everysec`): up to a second of
-    /// writes is lost.
-    Everysec,
-    /// Every write is on disk before it is acknowledged (`appendfsync always`).
-    Always,
 }
 
 /// The lease of the lease locks when a scenario gives none.
@@ -331,6 +317,9 @@ impl TryFrom<ParamsFile> for Params {
     }
 }
 
+/// The lock key every client contends for when a scenario names none ([`Params::key`]).
+pub const LOCK_KEY: &str = "lock";
+
 /// The longest lock name [`check_key`] accepts.
 pub const MAX_KEY_LEN: usize = 48;
 
@@ -361,6 +350,22 @@ impl Default for Params {
     }
 }
 
+/// The groups the backends' rules read (one line a backend, as `backends!` lists them).
+impl Groups for Params {
+    fn redis(&self) -> &RedisParams {
+        &self.redis
+    }
+    fn zookeeper(&self) -> &ZooKeeperParams {
+        &self.zookeeper
+    }
+    fn mysql(&self) -> &MysqlParams {
+        &self.mysql
+    }
+    fn etcd(&self) -> &EtcdParams {
+        &self.etcd
+    }
+}
+
 /// Settings of one server that differ from the scenario's.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -386,7 +391,7 @@ impl Params {
 
     /// The lock's name ([`Params::key`], `lock` when not given).
     pub fn lock_key(&self) -> &str {
-        self.key.as_deref().unwrap_or(crate::workload::LOCK_KEY)
+        self.key.as_deref().unwrap_or(LOCK_KEY)
     }
 
     /// The persistence of server `node` of `algorithm`.
@@ -414,6 +419,77 @@ impl Params {
             .get(node)
             .and_then(|n| n.restart_delay_ms)
             .unwrap_or(self.restart_delay_ms)
+    }
+}
+
+/// What an algorithm comes to under a scenario's parameters: how many servers, how long a silent
+/// holder's lock lasts. Here rather than in the registry, which lists algorithms and knows no
+/// parameters, so that the format reads the registry and not the reverse.
+impl Algorithm {
+    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`, `etcd-N` (its backend's
+    /// module says).
+    pub fn server_prefix(self) -> &'static str {
+        crate::backend::BackendExt::server_prefix(self.backend())
+    }
+
+    /// How many servers the algorithm runs against, given the `nodes` and `replicas` parameters.
+    pub fn servers(self, params: &Params) -> usize {
+        match self.description().servers {
+            Servers::One => params.nodes.unwrap_or(1) as usize + params.redis.replicas as usize,
+            Servers::Masters { default, .. } => params.nodes.unwrap_or(default) as usize,
+        }
+    }
+
+    /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
+    /// lease (`ttl_ms`); for a lease the servers hold (a session, a transaction-held lock's idle
+    /// connection), its length as the backend's module says (ZooKeeper's session timeout, etcd's
+    /// lease TTL, MariaDB's `wait_timeout`). A lock that never expires (a MySQL row without a
+    /// TTL) uses the default TTL as its time scale. Fault spans and the liveness probe's wait are
+    /// drawn around it.
+    pub fn lease_ms(self, params: &Params) -> u64 {
+        let default = || {
+            params
+                .ttl_ms_for(self)
+                .unwrap_or(crate::scenario::DEFAULT_TTL_MS)
+        };
+        match self.lease() {
+            // (A backend that holds no such lease cannot lend another's: the registry's test
+            // `every_server_held_lease_has_its_backends_length` pins that each one has its own.)
+            lease @ (Lease::Session | Lease::IdleConnection) => {
+                crate::backend::BackendExt::server_lease_ms(self.backend(), lease, params)
+                    .unwrap_or_else(default)
+            }
+            Lease::Ttl { .. } | Lease::None => default(),
+        }
+    }
+
+    /// Whether its lock ends by time whatever the holder does: a lease, or for a transaction-held
+    /// lock the server's `wait_timeout` on an idle connection. A holder that wants to keep such a
+    /// lock must finish its work within that time. (A session does not: a live holder keeps it.)
+    pub fn expires(self, params: &Params) -> bool {
+        match self.lease() {
+            Lease::IdleConnection => true,
+            Lease::Ttl { .. } => params.ttl_ms_for(self).is_some(),
+            Lease::Session | Lease::None => false,
+        }
+    }
+
+    /// Whether the lock of a holder that went silent (crashed, paused, cut off) ends by itself:
+    /// it [`expires`](Algorithm::expires), or its session does.
+    pub fn ends_when_silent(self, params: &Params) -> bool {
+        self.lease() == Lease::Session || self.expires(params)
+    }
+
+    /// The name and length in ms of what a fault is measured against, when a silent holder's
+    /// lock ends: "TTL", "session timeout", "wait_timeout".
+    pub fn lease_named(self, params: &Params) -> Option<(&'static str, u64)> {
+        self.ends_when_silent(params)
+            .then(|| (self.lease().name(), self.lease_ms(params)))
+    }
+
+    /// Whether the client is told how long its lock stays valid (a lease it counts down).
+    pub fn reports_validity(self, params: &Params) -> bool {
+        params.ttl_ms_for(self).is_some()
     }
 }
 
@@ -776,6 +852,19 @@ pub struct Scenario {
     pub server_clocks: ServerClocks,
 }
 
+/// Where the servers' monotonic clocks start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerClocks {
+    /// Each server's origin is drawn from the seed and its name (the default).
+    #[default]
+    Drawn,
+    /// Every server's clock reads 0 at the start (lockcheck before the field existed).
+    Zero,
+    /// The origins in ms of the servers listed; the others are drawn.
+    Pinned(BTreeMap<String, u64>),
+}
+
 /// Where a simulated client's random choices (tokens, retry jitter, reader or writer) come from.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -856,7 +945,8 @@ impl Scenario {
     /// Checks everything a file can get wrong that its shape cannot express.
     pub fn validate(&self) -> Result<(), ScenarioError> {
         self.validate_ranges().map_err(ScenarioError::Invalid)?;
-        crate::server_clock::check(self).map_err(ScenarioError::Invalid)?;
+        self.validate_server_clocks()
+            .map_err(ScenarioError::Invalid)?;
         let bad = |m: String| Err(ScenarioError::Invalid(m));
         let p = &self.params;
         let algorithm = self.algorithm;
@@ -887,8 +977,20 @@ impl Scenario {
                 backend.name()
             ));
         }
+        let policies: Vec<Persistence> = p
+            .per_node
+            .values()
+            .filter_map(|n| n.persistence)
+            .chain(p.persistence)
+            .collect();
+        let common = Common {
+            algorithm,
+            watchdog: p.watchdog,
+            fencing: p.fencing,
+            policies: &policies,
+        };
         backend
-            .check_group(algorithm, p)
+            .check_group(p, &common)
             .map_err(ScenarioError::Invalid)?;
         if p.allow_even_nodes && description.servers == Servers::One {
             return bad(format!(
@@ -924,7 +1026,7 @@ impl Scenario {
             }
         }
         backend
-            .check_servers(algorithm, p)
+            .check_servers(p, &common)
             .map_err(ScenarioError::Invalid)?;
         if let Some(variant) = &p.variant {
             let shown = crate::input::clip(variant);
@@ -970,7 +1072,7 @@ impl Scenario {
             }
         }
         backend
-            .check_server_settings(p)
+            .check_server_settings(p, &common)
             .map_err(ScenarioError::Invalid)?;
         if self.workload.read_fraction.is_some() && !self.algorithm.has_readers() {
             let with_readers: Vec<&str> = Algorithm::ALL
@@ -1008,6 +1110,45 @@ impl Scenario {
         self.validate_history_size()
             .map_err(ScenarioError::Invalid)?;
         self.validate_faults()
+    }
+
+    /// Pinned server clock origins name servers of the scenario and lie within
+    /// [`crate::limits::ORIGIN_SPAN_MS`].
+    fn validate_server_clocks(&self) -> Result<(), String> {
+        use crate::backend::zookeeper::ENSEMBLE_CLOCK;
+        use crate::limits::ORIGIN_SPAN_MS;
+        let scenario = self;
+        let ServerClocks::Pinned(origins) = &scenario.server_clocks else {
+            return Ok(());
+        };
+        let topology = scenario.topology();
+        let servers: Vec<&str> = topology
+            .with_role(crate::topology::Role::Server)
+            .into_iter()
+            .map(|s| topology.name(s))
+            .collect();
+        for (node, ms) in origins {
+            if scenario.is_zookeeper_ensemble() && node != ENSEMBLE_CLOCK {
+                return Err(format!(
+                    "server_clocks.pinned: '{}' is a member of an ensemble, whose members share \
+                     {ENSEMBLE_CLOCK}'s clock in the simulation: pin {ENSEMBLE_CLOCK}",
+                    crate::input::clip(node)
+                ));
+            }
+            if !servers.contains(&node.as_str()) {
+                return Err(format!(
+                    "server_clocks.pinned: '{}' is not a server of this scenario (its servers: {})",
+                    crate::input::clip(node),
+                    servers.join(", ")
+                ));
+            }
+            if *ms >= ORIGIN_SPAN_MS {
+                return Err(format!(
+                    "server_clocks.pinned.{node}: an origin must be below {ORIGIN_SPAN_MS} ms, got {ms}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// The workload fits in one run's history: a run that does every critical section it asks
@@ -1366,6 +1507,99 @@ pub(crate) fn runnable(algorithm: Algorithm) -> Scenario {
 #[cfg(test)]
 mod tests {
     use super::*;
+    /// A lease the servers hold (a session, an idle connection) is one the algorithm's backend
+    /// gives a length for: no backend's length is borrowed for another's.
+    #[test]
+    fn every_server_held_lease_has_its_backends_length() {
+        for &a in Algorithm::ALL {
+            if let lease @ (Lease::Session | Lease::IdleConnection) = a.lease() {
+                assert!(
+                    a.backend()
+                        .server_lease_ms(lease, &Params::default())
+                        .is_some(),
+                    "{}: {lease:?} on {}",
+                    a.name(),
+                    a.backend().name()
+                );
+            }
+        }
+    }
+
+    /// Each backend's servers have a prefix of their own, so a node name says its backend.
+    #[test]
+    fn server_prefixes_and_names_are_distinct() {
+        for (i, a) in crate::backend::ALL.iter().enumerate() {
+            for b in &crate::backend::ALL[i + 1..] {
+                assert_ne!(a.server_prefix(), b.server_prefix());
+                assert_ne!(a.name(), b.name());
+            }
+        }
+    }
+
+    use lockcheck_algorithms::describe::Fencing;
+
+    /// What the scenario's validation makes of each description: a default scenario is valid,
+    /// and each capability the description denies is refused by name.
+    #[test]
+    fn validation_follows_each_description() {
+        for &a in Algorithm::ALL {
+            let d = a.description();
+            let valid = |f: &dyn Fn(&mut Scenario)| {
+                let mut s = runnable(a);
+                f(&mut s);
+                s.validate()
+            };
+            assert_eq!(valid(&|_| {}), Ok(()), "{}", d.name);
+            let fencing = valid(&|s| s.params.fencing = true);
+            assert_eq!(
+                fencing.is_ok(),
+                d.fencing == Fencing::Token,
+                "{}: {fencing:?}",
+                d.name
+            );
+            let watchdog = valid(&|s| s.params.watchdog = true);
+            assert_eq!(watchdog.is_ok(), d.renews, "{}: {watchdog:?}", d.name);
+            let replicas = valid(&|s| s.params.redis.replicas = 1);
+            assert_eq!(replicas.is_ok(), d.replicas, "{}: {replicas:?}", d.name);
+            let readers = valid(&|s| s.workload.read_fraction = Some(0.5));
+            assert_eq!(readers.is_ok(), d.readers, "{}: {readers:?}", d.name);
+            let nested = valid(&|s| s.workload.reentrant_depth = 2);
+            assert_eq!(nested.is_ok(), d.reentrant, "{}: {nested:?}", d.name);
+            let ttl = valid(&|s| s.params.ttl_ms = Some(5_000));
+            assert_eq!(
+                ttl.is_ok(),
+                matches!(d.lease, Lease::Ttl { .. }),
+                "{}: {ttl:?}",
+                d.name
+            );
+            if let Servers::Masters { min, .. } = d.servers {
+                assert!(valid(&|s| s.params.nodes = Some(min - 1)).is_err());
+                assert!(valid(&|s| s.params.nodes = Some(min + 1)).is_err(), "even");
+            } else if d.backend.check_nodes(d.name, 3).is_ok() {
+                // One service of several members, as the backend's module says: a standalone
+                // server (one etcd member) or an odd ensemble (cluster).
+                assert_eq!(valid(&|s| s.params.nodes = Some(3)), Ok(()), "{}", d.name);
+                assert!(valid(&|s| s.params.nodes = Some(2)).is_err(), "{}", d.name);
+            } else {
+                assert!(valid(&|s| s.params.nodes = Some(3)).is_err(), "{}", d.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_lease_is_what_the_description_says_ends_a_silent_holder() {
+        for &a in Algorithm::ALL {
+            let p = Params::default();
+            let named = a.lease_named(&p).map(|(name, _)| name);
+            let expected = match a.lease() {
+                Lease::Ttl { optional: false } => Some("TTL"),
+                Lease::Session => Some("session timeout"),
+                Lease::IdleConnection => Some("wait_timeout"),
+                Lease::Ttl { optional: true } | Lease::None => None,
+            };
+            assert_eq!(named, expected, "{}", a.name());
+        }
+    }
 
     /// The backend an algorithm is matched to is the one its user-facing name promises; a name
     /// that says none is an error here, not a Redis lock by default.

@@ -2,9 +2,9 @@
 //! session lease as the lease, and its servers' names (`etcd-0`, or a cluster's members
 //! `etcd-0..etcd-{n-1}`).
 
-use super::Module;
+use super::{Common, Module};
+use crate::persistence::Persistence;
 use crate::registry::Algorithm;
-use crate::scenario::{Params, Persistence};
 use lockcheck_algorithms::describe::Lease;
 use serde::{Deserialize, Serialize};
 
@@ -44,18 +44,14 @@ impl Module for Etcd {
     const PERSISTENCE: Persistence = Persistence::Always;
     type Params = EtcdParams;
 
-    fn params(params: &Params) -> &EtcdParams {
-        &params.etcd
-    }
-
     // One member (1, the default) or a cluster of `etcd-0..etcd-{n-1}`.
     fn check_nodes(_name: &str, n: u32) -> Result<(), String> {
         super::check_odd(n, &format!("a cluster of {n} etcd members"), "one member")
     }
 
-    fn check_server_settings(p: &Params) -> Result<(), String> {
-        super::logs_first(p, "etcd fsyncs its write-ahead log")?;
-        let ttl = p.etcd.lease_ttl_s();
+    fn check_server_settings(e: &EtcdParams, common: &Common) -> Result<(), String> {
+        super::logs_first(common, "etcd fsyncs its write-ahead log")?;
+        let ttl = e.lease_ttl_s();
         if !(MIN_ETCD_LEASE_TTL_S..=MAX_ETCD_LEASE_TTL_S).contains(&ttl) {
             return Err(format!(
                 "params.etcd.lease_ttl_s must be within {MIN_ETCD_LEASE_TTL_S}..={MAX_ETCD_LEASE_TTL_S} \
@@ -66,12 +62,12 @@ impl Module for Etcd {
         Ok(())
     }
 
-    fn server_lease_ms(lease: Lease, p: &Params) -> Option<u64> {
-        (lease == Lease::Session).then(|| p.etcd.lease_ttl_s() * 1_000)
+    fn server_lease_ms(lease: Lease, e: &EtcdParams) -> Option<u64> {
+        (lease == Lease::Session).then(|| e.lease_ttl_s() * 1_000)
     }
 
-    fn thresholds(_: Algorithm, p: &Params, _servers: u64, add: &mut dyn FnMut(&str, u64)) {
-        let lease = p.etcd.lease_ttl_s() * 1_000;
+    fn thresholds(e: &EtcdParams, _: Algorithm, _servers: u64, add: &mut dyn FnMut(&str, u64)) {
+        let lease = e.lease_ttl_s() * 1_000;
         add("lease TTL + lessor loop", lease + ETCD_LESSOR_LOOP_MS);
         add("keep-alive interval (a third of the lease)", lease / 3);
     }

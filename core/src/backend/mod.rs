@@ -17,11 +17,26 @@ pub mod mysql;
 pub mod redis;
 pub mod zookeeper;
 
+use crate::persistence::Persistence;
 use crate::registry::Algorithm;
-use crate::scenario::{Params, Persistence};
 pub use lockcheck_algorithms::describe::Backend;
 use lockcheck_algorithms::describe::Lease;
 use serde::Serialize;
+
+/// What a backend's rules read of a scenario besides their own group: the algorithm and the
+/// settings every backend shares. A view rather than the scenario's `Params`, so that this folder
+/// does not depend on the format that holds its groups.
+#[derive(Clone, Copy, Debug)]
+pub struct Common<'a> {
+    /// The algorithm under test.
+    pub algorithm: Algorithm,
+    /// `params.watchdog`.
+    pub watchdog: bool,
+    /// `params.fencing`.
+    pub fencing: bool,
+    /// Every persistence the scenario asks for: each `per_node` one, then `params.persistence`.
+    pub policies: &'a [Persistence],
+}
 
 /// What a backend's module tells core. Implemented by one unit type per module; every method
 /// with a default is a rule most backends do not have, so a module writes only its own.
@@ -35,9 +50,6 @@ pub trait Module {
     /// Its parameter group: its default is "not given", and it is written only when set.
     type Params: Serialize + Default + PartialEq;
 
-    /// Its group within a scenario's parameters.
-    fn params(params: &Params) -> &Self::Params;
-
     /// Its group's numbers within their documented ranges ([`crate::limits`]), checked for
     /// every scenario whatever its backend, before anything else is judged.
     fn check_ranges(_group: &Self::Params) -> Result<(), String> {
@@ -46,37 +58,37 @@ pub trait Module {
 
     /// Its group's settings against the algorithm (checked right after a foreign group is
     /// refused, so only for an algorithm on this backend).
-    fn check_group(_algorithm: Algorithm, _params: &Params) -> Result<(), String> {
+    fn check_group(_group: &Self::Params, _common: &Common) -> Result<(), String> {
         Ok(())
     }
 
-    /// `params.nodes` of `n` (not 1) for an algorithm that runs against one service
+    /// `params.nodes` of `n` (not 1) for an algorithm `name` that runs against one service
     /// (`Servers::One`): how many of its servers make one service, if any.
     fn check_nodes(name: &str, n: u32) -> Result<(), String>;
 
     /// The servers' own settings beyond their number (Redis's replicas), checked after it.
-    fn check_servers(_algorithm: Algorithm, _params: &Params) -> Result<(), String> {
+    fn check_servers(_group: &Self::Params, _common: &Common) -> Result<(), String> {
         Ok(())
     }
 
-    /// What its servers can be configured to do on a crash (`params.persistence`, each
-    /// `per_node` one) and their timing settings, checked after the per-node names.
-    fn check_server_settings(_params: &Params) -> Result<(), String> {
+    /// What its servers can be configured to keep on a crash and their timing settings,
+    /// checked after the per-node names.
+    fn check_server_settings(_group: &Self::Params, _common: &Common) -> Result<(), String> {
         Ok(())
     }
 
     /// How long, in ms, its servers keep a silent client's `lease` (a session, an idle
     /// connection's transaction); `None` for a kind of lease it does not hold. A lease the
     /// client sets (a TTL) is the scenario's, not the backend's.
-    fn server_lease_ms(_lease: Lease, _params: &Params) -> Option<u64> {
+    fn server_lease_ms(_lease: Lease, _group: &Self::Params) -> Option<u64> {
         None
     }
 
     /// The thresholds of its servers and clients a verdict may turn on besides the lease
     /// ([`crate::margin`]), each given to `add` with its name; `servers` is how many run.
     fn thresholds(
+        _group: &Self::Params,
         _algorithm: Algorithm,
-        _params: &Params,
         _servers: u64,
         _add: &mut dyn FnMut(&str, u64),
     ) {
@@ -92,25 +104,19 @@ fn given_fields<T: Serialize>(group: &T) -> Vec<String> {
     }
 }
 
-/// The names of `M`'s settings `params` gives, `None` when its group is not given at all.
-fn given<M: Module>(params: &Params) -> Option<Vec<String>> {
-    let group = M::params(params);
-    (*group != M::Params::default()).then(|| given_fields(group))
-}
-
-/// Every persistence `params` asks for: each `per_node` one, then the scenario's.
-fn policies(params: &Params) -> impl Iterator<Item = Persistence> + '_ {
-    params
-        .per_node
-        .values()
-        .filter_map(|n| n.persistence)
-        .chain(params.persistence)
+/// The names of the settings `group` gives, `None` when it gives none.
+fn given<T: Serialize + Default + PartialEq>(group: &T) -> Option<Vec<String>> {
+    (*group != T::default()).then(|| given_fields(group))
 }
 
 /// For a server that logs every change before it answers (`why` it does): it keeps all of it,
 /// so only `always` applies, to the whole scenario and to each server alike.
-fn logs_first(params: &Params, why: &str) -> Result<(), String> {
-    if policies(params).any(|policy| policy != Persistence::Always) {
+fn logs_first(common: &Common, why: &str) -> Result<(), String> {
+    if common
+        .policies
+        .iter()
+        .any(|&policy| policy != Persistence::Always)
+    {
         return Err(format!(
             "params.persistence: {why} before it answers; only always applies"
         ));
@@ -133,13 +139,23 @@ fn check_odd(n: u32, what: &str, one: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Registers the backends: `Variant => module::Type;`, one line each. Generates [`ALL`] and,
-/// for each question core asks of a backend, one exhaustive `match` from [`Backend`] to the
-/// module's answer.
+/// Registers the backends: `Variant => module::Type, group;`, one line each (`group` is its
+/// key in `params`). Generates [`ALL`], the [`Groups`] a scenario's parameters give the rules,
+/// and, for each question core asks of a backend, one exhaustive `match` from [`Backend`] to the
+/// module's answer ([`BackendExt`]).
 macro_rules! backends {
-    ($( $variant:ident => $module:ident :: $module_type:ident ; )*) => {
+    ($( $variant:ident => $module:ident :: $module_type:ident , $group:ident ; )*) => {
         /// Every backend, in registration order: the order their groups are checked in.
         pub const ALL: &[Backend] = &[$(Backend::$variant),*];
+
+        /// Each backend's parameter group, as a scenario's parameters hold them
+        /// (`params.redis`, …): implemented by the scenario's `Params`, one line a backend.
+        pub trait Groups {
+            $(
+                #[doc = concat!("`params.", stringify!($group), "`.")]
+                fn $group(&self) -> &<$module::$module_type as Module>::Params;
+            )*
+        }
 
         impl BackendExt for Backend {
             fn name(self) -> &'static str {
@@ -158,14 +174,15 @@ macro_rules! backends {
                 }
             }
 
-            fn given(self, params: &Params) -> Option<Vec<String>> {
-                match self { $( Backend::$variant => given::<$module::$module_type>(params), )* }
+            fn given(self, groups: &dyn Groups) -> Option<Vec<String>> {
+                match self { $( Backend::$variant => given(groups.$group()), )* }
             }
 
-            fn check_group(self, algorithm: Algorithm, params: &Params) -> Result<(), String> {
+            fn check_group(self, groups: &dyn Groups, common: &Common) -> Result<(), String> {
                 match self {
-                    $( Backend::$variant =>
-                        <$module::$module_type as Module>::check_group(algorithm, params), )*
+                    $( Backend::$variant => <$module::$module_type as Module>::check_group(
+                        groups.$group(), common,
+                    ), )*
                 }
             }
 
@@ -176,47 +193,53 @@ macro_rules! backends {
                 }
             }
 
-            fn check_servers(self, algorithm: Algorithm, params: &Params) -> Result<(), String> {
+            fn check_servers(self, groups: &dyn Groups, common: &Common) -> Result<(), String> {
                 match self {
-                    $( Backend::$variant =>
-                        <$module::$module_type as Module>::check_servers(algorithm, params), )*
+                    $( Backend::$variant => <$module::$module_type as Module>::check_servers(
+                        groups.$group(), common,
+                    ), )*
                 }
             }
 
-            fn check_server_settings(self, params: &Params) -> Result<(), String> {
+            fn check_server_settings(
+                self,
+                groups: &dyn Groups,
+                common: &Common,
+            ) -> Result<(), String> {
                 match self {
                     $( Backend::$variant =>
-                        <$module::$module_type as Module>::check_server_settings(params), )*
+                        <$module::$module_type as Module>::check_server_settings(
+                            groups.$group(), common,
+                        ), )*
                 }
             }
 
-            fn server_lease_ms(self, lease: Lease, params: &Params) -> Option<u64> {
+            fn server_lease_ms(self, lease: Lease, groups: &dyn Groups) -> Option<u64> {
                 match self {
-                    $( Backend::$variant =>
-                        <$module::$module_type as Module>::server_lease_ms(lease, params), )*
+                    $( Backend::$variant => <$module::$module_type as Module>::server_lease_ms(
+                        lease, groups.$group(),
+                    ), )*
                 }
             }
 
             fn thresholds(
                 self,
+                groups: &dyn Groups,
                 algorithm: Algorithm,
-                params: &Params,
                 servers: u64,
                 add: &mut dyn FnMut(&str, u64),
             ) {
                 match self {
                     $( Backend::$variant => <$module::$module_type as Module>::thresholds(
-                        algorithm, params, servers, add,
+                        groups.$group(), algorithm, servers, add,
                     ), )*
                 }
             }
         }
 
         /// Every group's numbers within their ranges, the backends in registration order.
-        pub(crate) fn check_ranges(params: &Params) -> Result<(), String> {
-            $( <$module::$module_type as Module>::check_ranges(
-                <$module::$module_type as Module>::params(params),
-            )?; )*
+        pub fn check_ranges(groups: &dyn Groups) -> Result<(), String> {
+            $( <$module::$module_type as Module>::check_ranges(groups.$group())?; )*
             Ok(())
         }
     };
@@ -232,65 +255,31 @@ pub trait BackendExt: Copy {
     fn server_prefix(self) -> &'static str;
     /// What its servers keep across a crash when a scenario does not say.
     fn default_persistence(self) -> Persistence;
-    /// The settings of its group that `params` gives, `None` when it gives none.
-    fn given(self, params: &Params) -> Option<Vec<String>>;
+    /// The settings of its group that `groups` gives, `None` when it gives none.
+    fn given(self, groups: &dyn Groups) -> Option<Vec<String>>;
     /// [`Module::check_group`].
-    fn check_group(self, algorithm: Algorithm, params: &Params) -> Result<(), String>;
+    fn check_group(self, groups: &dyn Groups, common: &Common) -> Result<(), String>;
     /// [`Module::check_nodes`].
     fn check_nodes(self, name: &str, n: u32) -> Result<(), String>;
     /// [`Module::check_servers`].
-    fn check_servers(self, algorithm: Algorithm, params: &Params) -> Result<(), String>;
+    fn check_servers(self, groups: &dyn Groups, common: &Common) -> Result<(), String>;
     /// [`Module::check_server_settings`].
-    fn check_server_settings(self, params: &Params) -> Result<(), String>;
+    fn check_server_settings(self, groups: &dyn Groups, common: &Common) -> Result<(), String>;
     /// [`Module::server_lease_ms`].
-    fn server_lease_ms(self, lease: Lease, params: &Params) -> Option<u64>;
+    fn server_lease_ms(self, lease: Lease, groups: &dyn Groups) -> Option<u64>;
     /// [`Module::thresholds`].
     fn thresholds(
         self,
+        groups: &dyn Groups,
         algorithm: Algorithm,
-        params: &Params,
         servers: u64,
         add: &mut dyn FnMut(&str, u64),
     );
 }
 
 backends! {
-    Redis => redis::Redis;
-    ZooKeeper => zookeeper::ZooKeeper;
-    Mysql => mysql::Mysql;
-    Etcd => etcd::Etcd;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A lease the servers hold (a session, an idle connection) is one the algorithm's backend
-    /// gives a length for: no backend's length is borrowed for another's.
-    #[test]
-    fn every_server_held_lease_has_its_backends_length() {
-        for &a in Algorithm::ALL {
-            if let lease @ (Lease::Session | Lease::IdleConnection) = a.lease() {
-                assert!(
-                    a.backend()
-                        .server_lease_ms(lease, &Params::default())
-                        .is_some(),
-                    "{}: {lease:?} on {}",
-                    a.name(),
-                    a.backend().name()
-                );
-            }
-        }
-    }
-
-    /// Each backend's servers have a prefix of their own, so a node name says its backend.
-    #[test]
-    fn server_prefixes_and_names_are_distinct() {
-        for (i, a) in ALL.iter().enumerate() {
-            for b in &ALL[i + 1..] {
-                assert_ne!(a.server_prefix(), b.server_prefix());
-                assert_ne!(a.name(), b.name());
-            }
-        }
-    }
+    Redis => redis::Redis, redis;
+    ZooKeeper => zookeeper::ZooKeeper, zookeeper;
+    Mysql => mysql::Mysql, mysql;
+    Etcd => etcd::Etcd, etcd;
 }

@@ -2,9 +2,9 @@
 //! scenario follows, its idle connection's `wait_timeout` as the lease, its flush policy, and its
 //! server's name (`mysql-0`).
 
-use super::Module;
+use super::{Common, Module};
+use crate::persistence::Persistence;
 use crate::registry::Algorithm;
-use crate::scenario::{Params, Persistence};
 use lockcheck_algorithms::describe::Lease;
 use serde::{Deserialize, Serialize};
 
@@ -81,10 +81,6 @@ impl Module for Mysql {
     const PERSISTENCE: Persistence = Persistence::Always;
     type Params = MysqlParams;
 
-    fn params(params: &Params) -> &MysqlParams {
-        &params.mysql
-    }
-
     fn check_ranges(m: &MysqlParams) -> Result<(), String> {
         let given_ms = [
             ("params.mysql.wait_timeout_ms", m.wait_timeout_ms),
@@ -104,8 +100,8 @@ impl Module for Mysql {
         ))
     }
 
-    fn check_server_settings(p: &Params) -> Result<(), String> {
-        if super::policies(p).any(|policy| policy == Persistence::None) {
+    fn check_server_settings(_: &MysqlParams, common: &Common) -> Result<(), String> {
+        if common.policies.contains(&Persistence::None) {
             return Err(
                 "params.persistence: InnoDB always writes its redo log; use always \
                  (innodb_flush_log_at_trx_commit=1, the default) or everysec (=2)"
@@ -115,14 +111,19 @@ impl Module for Mysql {
         Ok(())
     }
 
-    fn server_lease_ms(lease: Lease, p: &Params) -> Option<u64> {
-        (lease == Lease::IdleConnection).then(|| p.mysql.wait_timeout_ms())
+    fn server_lease_ms(lease: Lease, m: &MysqlParams) -> Option<u64> {
+        (lease == Lease::IdleConnection).then(|| m.wait_timeout_ms())
     }
 
-    fn thresholds(algorithm: Algorithm, p: &Params, _servers: u64, add: &mut dyn FnMut(&str, u64)) {
+    fn thresholds(
+        m: &MysqlParams,
+        algorithm: Algorithm,
+        _servers: u64,
+        add: &mut dyn FnMut(&str, u64),
+    ) {
         if algorithm.lease() != Lease::IdleConnection {
-            add("wait_timeout", p.mysql.wait_timeout_ms());
+            add("wait_timeout", m.wait_timeout_ms());
         }
-        add("innodb_lock_wait_timeout", p.mysql.lock_wait_timeout_ms());
+        add("innodb_lock_wait_timeout", m.lock_wait_timeout_ms());
     }
 }

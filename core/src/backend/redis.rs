@@ -1,9 +1,8 @@
 //! Redis: its parameter group (`params.redis`), the rules a Redis lock's scenario follows, and
 //! its servers' names (`redis-0`, its replicas `redis-1`, …, or Redlock's masters).
 
-use super::Module;
-use crate::registry::Algorithm;
-use crate::scenario::{Params, Persistence};
+use super::{Common, Module};
+use crate::persistence::Persistence;
 use lockcheck_algorithms::describe::{Order, Servers};
 use lockcheck_algorithms::redis::script_spec::{Expect, UserScript};
 use serde::{Deserialize, Serialize};
@@ -78,10 +77,6 @@ impl Module for Redis {
     const PERSISTENCE: Persistence = Persistence::None;
     type Params = RedisParams;
 
-    fn params(params: &Params) -> &RedisParams {
-        &params.redis
-    }
-
     fn check_ranges(r: &RedisParams) -> Result<(), String> {
         use crate::limits::{self, positive_ms, within};
         within("params.redis.replicas", r.replicas, 0, limits::MAX_REPLICAS)?;
@@ -98,11 +93,10 @@ impl Module for Redis {
         Ok(())
     }
 
-    fn check_group(algorithm: Algorithm, p: &Params) -> Result<(), String> {
-        let r = &p.redis;
-        let name = algorithm.name();
-        check_script(algorithm, p)?;
-        if r.queue_timeout_ms.is_some() && algorithm.description().order != Order::Fifo {
+    fn check_group(r: &RedisParams, common: &Common) -> Result<(), String> {
+        let name = common.algorithm.name();
+        check_script(r, common)?;
+        if r.queue_timeout_ms.is_some() && common.algorithm.description().order != Order::Fifo {
             return Err(format!(
                 "params.redis.queue_timeout_ms: {name} has no queue of waiters; it applies to a \
                  fair lock"
@@ -131,10 +125,9 @@ impl Module for Redis {
         ))
     }
 
-    fn check_servers(algorithm: Algorithm, p: &Params) -> Result<(), String> {
-        let r = &p.redis;
-        let name = algorithm.name();
-        let description = algorithm.description();
+    fn check_servers(r: &RedisParams, common: &Common) -> Result<(), String> {
+        let name = common.algorithm.name();
+        let description = common.algorithm.description();
         if r.replicas > 0 || r.wait_replicas > 0 {
             if !description.replicas {
                 return Err(match description.servers {
@@ -160,10 +153,10 @@ impl Module for Redis {
 /// renewal to run when the watchdog is on, an integer to read as the fencing token when fencing
 /// is. (Whether the Lua compiles is checked where Lua is: the simulator's `script_file`, when
 /// the CLI reads the user's file.)
-fn check_script(algorithm: Algorithm, p: &Params) -> Result<(), String> {
-    let name = algorithm.name();
-    let scripted = algorithm.description().scripted;
-    let Some(script) = &p.redis.script else {
+fn check_script(r: &RedisParams, common: &Common) -> Result<(), String> {
+    let name = common.algorithm.name();
+    let scripted = common.algorithm.description().scripted;
+    let Some(script) = &r.script else {
         return match scripted {
             true => Err(format!(
                 "params.redis.script: {name} runs your Lua scripts and none are given \
@@ -181,13 +174,13 @@ fn check_script(algorithm: Algorithm, p: &Params) -> Result<(), String> {
     script
         .check()
         .map_err(|e| format!("params.redis.script: {e}"))?;
-    if p.watchdog && script.extend.is_none() {
+    if common.watchdog && script.extend.is_none() {
         return Err(
             "params.watchdog: the scripts have no extend script to renew the lock with".into(),
         );
     }
     let last = script.acquire.last().map(|s| s.success);
-    if p.fencing && last != Some(Expect::Positive) {
+    if common.fencing && last != Some(Expect::Positive) {
         return Err(format!(
             "params.fencing: the fencing token is the last acquire script's integer reply, so \
              that script's reply must be read as integer>0 (it is read as {})",

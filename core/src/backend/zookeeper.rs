@@ -2,9 +2,9 @@
 //! follows, its session as the lease, its timing constants, and its servers' names (`zk-0`, or
 //! an ensemble's members `zk-0..zk-{n-1}`).
 
-use super::Module;
+use super::{Common, Module};
+use crate::persistence::Persistence;
 use crate::registry::Algorithm;
-use crate::scenario::{Params, Persistence};
 use lockcheck_algorithms::describe::Lease;
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,10 @@ pub const SYNC_LIMIT_TICKS: u64 = 5;
 /// An ensemble member's `initLimit`, in ticks: how long a follower may take to connect to and
 /// sync with its leader (`zoo_sample.cfg`'s 10).
 pub const INIT_LIMIT_TICKS: u64 = 10;
+
+/// The member whose origin every member of a ZooKeeper ensemble shares
+/// ([`crate::server_clock`]): the simulated ensemble keeps its sessions in one tree on one clock.
+pub const ENSEMBLE_CLOCK: &str = "zk-0";
 
 /// `params.zookeeper`: settings of the ZooKeeper sessions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,10 +62,6 @@ impl Module for ZooKeeper {
     const PERSISTENCE: Persistence = Persistence::Always;
     type Params = ZooKeeperParams;
 
-    fn params(params: &Params) -> &ZooKeeperParams {
-        &params.zookeeper
-    }
-
     fn check_ranges(z: &ZooKeeperParams) -> Result<(), String> {
         if let Some(ms) = z.session_timeout_ms {
             crate::limits::positive_ms("params.zookeeper.session_timeout_ms", ms)?;
@@ -78,9 +78,9 @@ impl Module for ZooKeeper {
         )
     }
 
-    fn check_server_settings(p: &Params) -> Result<(), String> {
-        super::logs_first(p, "a ZooKeeper server logs every transaction")?;
-        let session = p.zookeeper.session_timeout_ms();
+    fn check_server_settings(z: &ZooKeeperParams, common: &Common) -> Result<(), String> {
+        super::logs_first(common, "a ZooKeeper server logs every transaction")?;
+        let session = z.session_timeout_ms();
         if !(4_000..=40_000).contains(&session) {
             return Err(format!(
                 "params.zookeeper.session_timeout_ms must be within 4000..=40000 (2 to 20 \
@@ -91,12 +91,12 @@ impl Module for ZooKeeper {
         Ok(())
     }
 
-    fn server_lease_ms(lease: Lease, p: &Params) -> Option<u64> {
-        (lease == Lease::Session).then(|| p.zookeeper.session_timeout_ms())
+    fn server_lease_ms(lease: Lease, z: &ZooKeeperParams) -> Option<u64> {
+        (lease == Lease::Session).then(|| z.session_timeout_ms())
     }
 
-    fn thresholds(_: Algorithm, p: &Params, servers: u64, add: &mut dyn FnMut(&str, u64)) {
-        let session = p.zookeeper.session_timeout_ms();
+    fn thresholds(z: &ZooKeeperParams, _: Algorithm, servers: u64, add: &mut dyn FnMut(&str, u64)) {
+        let session = z.session_timeout_ms();
         let tick = DEFAULT_TICK_TIME_MS;
         add("session timeout + tick", session + tick);
         add(
