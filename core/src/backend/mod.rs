@@ -1,7 +1,8 @@
-//! The backends: one module per kind of server, registered once in [`backends!`]'s list.
+//! The backends: one module per kind of server, registered once in the `backends!` list below.
 //!
 //! Everything core knows of one backend sits in its module, so that adding one (PostgreSQL's
-//! advisory locks next) is a file here and a line in the list, not an edit of every rule:
+//! advisory locks next) is a file here, a line in the list and its group's field in the
+//! scenario's `Params` (ARCHITECTURE.md, "How to add a backend"), not an edit of every rule:
 //! its parameter group (`params.redis`, …), the rules a scenario must follow on it (checked by
 //! [`crate::scenario::Scenario::validate`] at fixed points, so messages come in the same order
 //! whatever the backend), the lease its servers hold for a client (a session, an idle
