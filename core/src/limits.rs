@@ -18,10 +18,9 @@ pub const MAX_CLIENTS: u32 = 1_000;
 pub const MAX_NODES: u32 = 99;
 /// The most replicas of a single-server lock.
 pub const MAX_REPLICAS: u32 = 16;
-/// How far back a drawn server clock origin may lie ([`crate::server_clock`]), and the bound
-/// of a pinned one:
-/// an hour of uptime, many ticks and lessor loops of every
-/// length lockcheck runs, so the phase is uniform.
+/// How far back a drawn server clock origin may lie ([`crate::server_clock`]), and the bound of
+/// a pinned one: an hour of uptime, many ticks and lessor loops of every length lockcheck runs,
+/// so the phase is uniform.
 pub const ORIGIN_SPAN_MS: u64 = 3_600_000;
 /// The shortest session lease a scenario may ask of etcd: what etcd grants at least with its
 /// default timing (1.5 × the 1 s election timeout, rounded up).
