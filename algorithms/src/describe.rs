@@ -14,7 +14,9 @@ use crate::retry::Retry;
 use crate::stores::Stores;
 use std::time::Duration;
 
-/// The kind of server a lock algorithm runs against.
+/// The kind of server a lock algorithm runs against. An algorithm names it in its description;
+/// what each one means to lockcheck (its parameter group, its rules, its servers' names) is its
+/// module in `lockcheck_core::backend`, which core maps every variant to exhaustively.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Backend {
     /// Redis: one server, a primary with replicas, or independent masters (Redlock).
@@ -25,28 +27,6 @@ pub enum Backend {
     Mysql,
     /// An etcd member (v3 API).
     Etcd,
-}
-
-impl Backend {
-    /// The prefix of its servers' node names (`redis-0`, `zk-0`, `mysql-0`).
-    pub fn server_prefix(self) -> &'static str {
-        match self {
-            Backend::Redis => "redis",
-            Backend::ZooKeeper => "zk",
-            Backend::Mysql => "mysql",
-            Backend::Etcd => "etcd",
-        }
-    }
-
-    /// Its name in messages and in the scenario's parameter groups.
-    pub fn name(self) -> &'static str {
-        match self {
-            Backend::Redis => "redis",
-            Backend::ZooKeeper => "zookeeper",
-            Backend::Mysql => "mysql",
-            Backend::Etcd => "etcd",
-        }
-    }
 }
 
 /// How many servers an algorithm runs against.

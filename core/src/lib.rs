@@ -12,10 +12,12 @@
 //! - [`report`]: an outcome a person (or CI) reads and replays, and [`timeline`] draws it as a
 //!   self-contained HTML page.
 //!
-//! [`registry`] lists every algorithm and builds it on a world's stores; [`clock`] is the per-node clock arithmetic
+//! [`backend`] holds one module per kind of server (its parameter group, its rules, its lease,
+//! its servers' names), registered once; [`registry`] lists every algorithm and builds it on a world's stores; [`clock`] is the per-node clock arithmetic
 //! both worlds' clock faults follow; [`input`], [`output`] and [`limits`] read, write and bound
 //! what users hand in.
 
+pub mod backend;
 pub mod checker;
 pub mod clock;
 pub mod differential;
@@ -26,10 +28,12 @@ pub mod margin;
 pub mod message_faults;
 pub mod outcome;
 pub mod output;
+pub mod persistence;
 pub mod profile;
 pub mod randomness;
 pub mod registry;
 pub mod report;
+pub mod report_file;
 pub mod resource;
 pub mod scenario;
 pub mod schedule;

@@ -18,6 +18,15 @@ pub const MAX_CLIENTS: u32 = 1_000;
 pub const MAX_NODES: u32 = 99;
 /// The most replicas of a single-server lock.
 pub const MAX_REPLICAS: u32 = 16;
+/// How far back a drawn server clock origin may lie ([`crate::server_clock`]), and the bound of
+/// a pinned one: an hour of uptime, many ticks and lessor loops of every length lockcheck runs,
+/// so the phase is uniform.
+pub const ORIGIN_SPAN_MS: u64 = 3_600_000;
+/// The shortest session lease a scenario may ask of etcd: what etcd grants at least with its
+/// default timing (1.5 × the 1 s election timeout, rounded up).
+pub const MIN_ETCD_LEASE_TTL_S: u64 = 2;
+/// The longest session lease a scenario may ask of etcd: an hour.
+pub const MAX_ETCD_LEASE_TTL_S: u64 = 3_600;
 /// The most critical sections per client.
 pub const MAX_ACQUISITIONS: u32 = 100_000;
 /// The deepest nesting of a reentrant lock.
@@ -122,11 +131,7 @@ pub fn rows() -> Vec<(&'static str, String, &'static str)> {
         ),
         (
             "`params.etcd.lease_ttl_s`",
-            format!(
-                "{}..={} s",
-                crate::scenario::MIN_ETCD_LEASE_TTL_S,
-                crate::scenario::MAX_ETCD_LEASE_TTL_S
-            ),
+            format!("{MIN_ETCD_LEASE_TTL_S}..={MAX_ETCD_LEASE_TTL_S} s"),
             "etcd grants at least 2 s with its default timing (1.5 × the 1 s election timeout, \
              rounded up) and would raise a shorter TTL silently",
         ),

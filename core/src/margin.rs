@@ -21,17 +21,14 @@
 //! `margin_ms` to one of these. [`closest`] names the nearest such pair, so a story that is
 //! within margin can be drawn again or reported apart, with the reason.
 
-use crate::scenario::{
-    Algorithm, Backend, Fault, Lease, Scenario, DEFAULT_TICK_TIME_MS, SYNC_LIMIT_TICKS,
-};
+use crate::backend::BackendExt;
+use crate::scenario::{Algorithm, Fault, Scenario};
 
 /// The default margin, in ms: well above what a loopback machine adds to a span (a few ms for a
 /// signal or a relay, tens for a busy JVM) and well below the shortest lease real mode runs (2 s).
 pub const DEFAULT_MARGIN_MS: u64 = 250;
 
-/// How long etcd's lessor waits between two looks for expired leases (`revokeExpiredLeases`
-/// every 500 ms in `lessor.runLoop`).
-pub const ETCD_LESSOR_LOOP_MS: u64 = 500;
+pub use crate::backend::etcd::ETCD_LESSOR_LOOP_MS;
 
 /// A time a verdict may turn on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,35 +91,10 @@ pub fn thresholds(scenario: &Scenario) -> Vec<Threshold> {
         .topology()
         .with_role(crate::topology::Role::Server)
         .len() as u64;
-    match algorithm.backend() {
-        Backend::ZooKeeper => {
-            let session = params.zookeeper.session_timeout_ms();
-            let tick = DEFAULT_TICK_TIME_MS;
-            add("session timeout + tick", session + tick);
-            add(
-                "client's disconnect (2/3 of the session timeout)",
-                session * 2 / 3,
-            );
-            if servers > 1 {
-                add("syncLimit", SYNC_LIMIT_TICKS * tick);
-            }
-        }
-        Backend::Etcd => {
-            let lease = params.etcd.lease_ttl_s() * 1_000;
-            add("lease TTL + lessor loop", lease + ETCD_LESSOR_LOOP_MS);
-            add("keep-alive interval (a third of the lease)", lease / 3);
-        }
-        Backend::Mysql => {
-            if algorithm.lease() != Lease::IdleConnection {
-                add("wait_timeout", params.mysql.wait_timeout_ms());
-            }
-            add(
-                "innodb_lock_wait_timeout",
-                params.mysql.lock_wait_timeout_ms(),
-            );
-        }
-        Backend::Redis => {}
-    }
+    // The backend's own thresholds: a ZooKeeper tick and syncLimit, etcd's lessor loop, …
+    algorithm
+        .backend()
+        .thresholds(params, algorithm, servers, &mut add);
     out.sort_by_key(|t| t.ms);
     out
 }

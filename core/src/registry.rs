@@ -11,9 +11,7 @@
 //! Registered`), then add a line `Variant: module::path, Type<S::Store>;` to `registry!`'s list
 //! at the bottom of this file. Nothing else matches on algorithm names.
 
-use crate::scenario::{Params, Scenario};
-use lockcheck_algorithms::describe::{Backend, Description, Lease, Registered, Servers, Settings};
-use lockcheck_algorithms::retry::{Retry, MAX_BACKOFF};
+use lockcheck_algorithms::describe::{Backend, Description, Lease, Registered, Settings};
 use lockcheck_algorithms::stores::Stores;
 use lockcheck_algorithms::{Env, Guard, Lock, LockError};
 use std::cell::RefCell;
@@ -55,8 +53,10 @@ macro_rules! registry {
         }
 
         impl<$s: Stores> AnyLock<$s> {
-            /// `algorithm` for one client, from `settings`, over `stores`.
-            fn build_with(
+            /// `algorithm` for one client, from `settings`, over `stores` (a scenario's
+            /// settings are made in [`crate::workload`], which knows scenarios; this list does
+            /// not).
+            pub fn build_with(
                 algorithm: Algorithm,
                 stores: &$s,
                 settings: &Settings,
@@ -139,69 +139,9 @@ impl Algorithm {
         self.description().backend
     }
 
-    /// How its servers are named: `redis-N`, `zk-N`, `mysql-N`.
-    pub fn server_prefix(self) -> &'static str {
-        self.backend().server_prefix()
-    }
-
-    /// How many servers the algorithm runs against, given the `nodes` and `replicas` parameters.
-    pub fn servers(self, params: &Params) -> usize {
-        match self.description().servers {
-            Servers::One => params.nodes.unwrap_or(1) as usize + params.redis.replicas as usize,
-            Servers::Masters { default, .. } => params.nodes.unwrap_or(default) as usize,
-        }
-    }
-
     /// What ends a silent holder's lock.
     pub fn lease(self) -> Lease {
         self.description().lease
-    }
-
-    /// How long, in ms, its lock can outlive a holder that stopped talking to the servers: the
-    /// lease (`ttl_ms`), for a session the session timeout, for a transaction-held lock the
-    /// server's `wait_timeout`. A lock that never expires (a MySQL row without a TTL) uses the
-    /// default TTL as its time scale. Fault spans and the liveness probe's wait are drawn around
-    /// it.
-    pub fn lease_ms(self, params: &Params) -> u64 {
-        match self.lease() {
-            Lease::Session => match self.backend() {
-                Backend::Etcd => params.etcd.lease_ttl_s() * 1_000,
-                _ => params.zookeeper.session_timeout_ms(),
-            },
-            Lease::IdleConnection => params.mysql.wait_timeout_ms(),
-            Lease::Ttl { .. } | Lease::None => params
-                .ttl_ms_for(self)
-                .unwrap_or(crate::scenario::DEFAULT_TTL_MS),
-        }
-    }
-
-    /// Whether its lock ends by time whatever the holder does: a lease, or for a transaction-held
-    /// lock the server's `wait_timeout` on an idle connection. A holder that wants to keep such a
-    /// lock must finish its work within that time. (A session does not: a live holder keeps it.)
-    pub fn expires(self, params: &Params) -> bool {
-        match self.lease() {
-            Lease::IdleConnection => true,
-            Lease::Ttl { .. } => params.ttl_ms_for(self).is_some(),
-            Lease::Session | Lease::None => false,
-        }
-    }
-
-    /// Whether the lock of a holder that went silent (crashed, paused, cut off) ends by itself:
-    /// it [`expires`](Algorithm::expires), or its session does.
-    pub fn ends_when_silent(self, params: &Params) -> bool {
-        self.lease() == Lease::Session || self.expires(params)
-    }
-
-    /// The name and length in ms of what a fault is measured against, when a silent holder's
-    /// lock ends: "TTL", "session timeout", "wait_timeout".
-    pub fn lease_named(self, params: &Params) -> Option<(&'static str, u64)> {
-        self.ends_when_silent(params)
-            .then(|| (self.lease().name(), self.lease_ms(params)))
-    }
-
-    /// Whether the client is told how long its lock stays valid (a lease it counts down).
-    pub fn reports_validity(self, params: &Params) -> bool {
-        params.ttl_ms_for(self).is_some()
     }
 
     /// Whether clients may take it shared (readers) as well as exclusive (writers).
@@ -227,53 +167,6 @@ impl<'de> serde::Deserialize<'de> for Algorithm {
         Algorithm::from_name(&name)
             .ok_or_else(|| serde::de::Error::unknown_variant(&name, Algorithm::NAMES))
     }
-}
-
-impl<S: Stores> AnyLock<S> {
-    /// The lock of `scenario`'s algorithm over `stores`, for the client whose environment is
-    /// `env` (its randomness names the owner of the locks that have one: a (re)started client is
-    /// a new process, so a new owner).
-    pub fn build(scenario: &Scenario, stores: &S, env: &impl Env) -> AnyLock<S> {
-        AnyLock::build_with(scenario.algorithm, stores, &settings(scenario), env)
-    }
-}
-
-/// The settings `scenario`'s lock is built from: one place decides how a scenario's parameters
-/// become an algorithm's configuration, so a verdict means the same thing in both worlds.
-pub fn settings(scenario: &Scenario) -> Settings {
-    let p = &scenario.params;
-    let algorithm = scenario.algorithm;
-    Settings {
-        key: p.lock_key().to_string(),
-        ttl: p.ttl_ms_for(algorithm).map(Duration::from_millis),
-        drift_factor: p.drift_factor,
-        retry: Retry {
-            delay: Duration::from_millis(p.retry_delay_ms),
-            count: p.retry_count,
-            max_delay: max_retry_delay(scenario),
-        },
-        fencing: p.fencing,
-        wait_replicas: (p.redis.wait_replicas > 0).then_some((
-            p.redis.wait_replicas,
-            Duration::from_millis(p.redis.wait_timeout_ms()),
-        )),
-        replicas: p.redis.replicas,
-        queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
-        suspended_is_lost: p.zookeeper.suspended_is_lost,
-        script: p.redis.script.clone(),
-        variant: p.variant.clone(),
-    }
-}
-
-/// The longest a client backs off after attempts that got no answer
-/// ([`lockcheck_algorithms::retry`]): a connection manager's 30 s, but at most half the lease,
-/// so that a waiter does not sit out a free lock for long after an outage ends (the liveness
-/// check allows a lease of slack for retries), and never less than the retry delay.
-pub fn max_retry_delay(scenario: &Scenario) -> Duration {
-    let half_lease = Duration::from_millis(scenario.algorithm.lease_ms(&scenario.params) / 2);
-    half_lease
-        .min(MAX_BACKOFF)
-        .max(Duration::from_millis(scenario.params.retry_delay_ms))
 }
 
 registry! { S;
@@ -308,7 +201,6 @@ registry! { S;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lockcheck_algorithms::describe::Fencing;
 
     #[test]
     fn every_name_is_unique_and_reads_back_as_its_algorithm() {
@@ -321,96 +213,5 @@ mod tests {
         }
         let e = serde_json::from_str::<Algorithm>("\"paxos\"").unwrap_err();
         assert!(e.to_string().contains("paxos") && e.to_string().contains("single-redis"));
-    }
-
-    /// What the scenario's validation makes of each description: a default scenario is valid,
-    /// and each capability the description denies is refused by name.
-    #[test]
-    fn validation_follows_each_description() {
-        for &a in Algorithm::ALL {
-            let d = a.description();
-            let valid = |f: &dyn Fn(&mut Scenario)| {
-                let mut s = crate::scenario::runnable(a);
-                f(&mut s);
-                s.validate()
-            };
-            assert_eq!(valid(&|_| {}), Ok(()), "{}", d.name);
-            let fencing = valid(&|s| s.params.fencing = true);
-            assert_eq!(
-                fencing.is_ok(),
-                d.fencing == Fencing::Token,
-                "{}: {fencing:?}",
-                d.name
-            );
-            let watchdog = valid(&|s| s.params.watchdog = true);
-            assert_eq!(watchdog.is_ok(), d.renews, "{}: {watchdog:?}", d.name);
-            let replicas = valid(&|s| s.params.redis.replicas = 1);
-            assert_eq!(replicas.is_ok(), d.replicas, "{}: {replicas:?}", d.name);
-            let readers = valid(&|s| s.workload.read_fraction = Some(0.5));
-            assert_eq!(readers.is_ok(), d.readers, "{}: {readers:?}", d.name);
-            let nested = valid(&|s| s.workload.reentrant_depth = 2);
-            assert_eq!(nested.is_ok(), d.reentrant, "{}: {nested:?}", d.name);
-            let ttl = valid(&|s| s.params.ttl_ms = Some(5_000));
-            assert_eq!(
-                ttl.is_ok(),
-                matches!(d.lease, Lease::Ttl { .. }),
-                "{}: {ttl:?}",
-                d.name
-            );
-            if let Servers::Masters { min, .. } = d.servers {
-                assert!(valid(&|s| s.params.nodes = Some(min - 1)).is_err());
-                assert!(valid(&|s| s.params.nodes = Some(min + 1)).is_err(), "even");
-            } else if matches!(d.backend, Backend::ZooKeeper | Backend::Etcd) {
-                // One service: a standalone server (one etcd member) or an odd ensemble
-                // (cluster).
-                assert_eq!(valid(&|s| s.params.nodes = Some(3)), Ok(()), "{}", d.name);
-                assert!(valid(&|s| s.params.nodes = Some(2)).is_err(), "{}", d.name);
-            } else {
-                assert!(valid(&|s| s.params.nodes = Some(3)).is_err(), "{}", d.name);
-            }
-        }
-    }
-
-    /// Every variant an algorithm lists is accepted by name and reaches its settings; any other
-    /// name, and any name for an algorithm that lists none, is refused naming the known ones.
-    #[test]
-    fn a_variant_is_one_the_description_lists() {
-        for &a in Algorithm::ALL {
-            let d = a.description();
-            let mut s = crate::scenario::runnable(a);
-            for v in d.variants {
-                s.params.variant = Some(v.name.to_string());
-                assert_eq!(s.validate(), Ok(()), "{}: {}", d.name, v.name);
-                assert_eq!(settings(&s).variant.as_deref(), Some(v.name));
-            }
-            s.params.variant = Some("no-such-version".into());
-            let e = s.validate().unwrap_err().to_string();
-            assert!(e.contains("no-such-version"), "{e}");
-            if d.variants.is_empty() {
-                assert!(e.contains("has no library variants"), "{e}");
-            } else {
-                assert!(d.variants.iter().all(|v| e.contains(v.name)), "{e}");
-            }
-            // Not given, the default: nothing written, so older files read the same.
-            s.params.variant = None;
-            assert!(!serde_json::to_string(&s.params)
-                .unwrap()
-                .contains("variant"));
-        }
-    }
-
-    #[test]
-    fn the_lease_is_what_the_description_says_ends_a_silent_holder() {
-        for &a in Algorithm::ALL {
-            let p = Params::default();
-            let named = a.lease_named(&p).map(|(name, _)| name);
-            let expected = match a.lease() {
-                Lease::Ttl { optional: false } => Some("TTL"),
-                Lease::Session => Some("session timeout"),
-                Lease::IdleConnection => Some("wait_timeout"),
-                Lease::Ttl { optional: true } | Lease::None => None,
-            };
-            assert_eq!(named, expected, "{}", a.name());
-        }
     }
 }

@@ -24,31 +24,12 @@
 //! Real mode cannot choose a real server's phase (it is whatever the process's start gave it),
 //! so it runs a scenario whatever this says.
 
+use crate::backend::zookeeper::ENSEMBLE_CLOCK;
+pub use crate::limits::ORIGIN_SPAN_MS;
 use crate::randomness::mix;
 use crate::scenario::Scenario;
+pub use crate::scenario::ServerClocks;
 use crate::topology::Role;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-
-/// How far back a drawn origin may lie: an hour of uptime, many ticks and lessor loops of every
-/// length lockcheck runs, so the phase is uniform.
-pub const ORIGIN_SPAN_MS: u64 = 3_600_000;
-
-/// The member whose origin every member of a ZooKeeper ensemble shares.
-const ENSEMBLE_CLOCK: &str = "zk-0";
-
-/// Where the servers' monotonic clocks start.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerClocks {
-    /// Each server's origin is drawn from the seed and its name (the default).
-    #[default]
-    Drawn,
-    /// Every server's clock reads 0 at the start (lockcheck before the field existed).
-    Zero,
-    /// The origins in ms of the servers listed; the others are drawn.
-    Pinned(BTreeMap<String, u64>),
-}
 
 /// The clock origins, in ms, at which a story is run again to see whether its verdict turns on
 /// the servers' tick phases (`lockcheck differential`): every 250 ms over 2 s, a ZooKeeper tick
@@ -93,45 +74,15 @@ pub fn origin_ms(scenario: &Scenario, node: &str) -> u64 {
     }
 }
 
-/// Checks that pinned origins name servers of `scenario` and lie within [`ORIGIN_SPAN_MS`].
-pub fn check(scenario: &Scenario) -> Result<(), String> {
-    let ServerClocks::Pinned(origins) = &scenario.server_clocks else {
-        return Ok(());
-    };
-    let topology = scenario.topology();
-    let servers: Vec<&str> = topology
-        .with_role(Role::Server)
-        .into_iter()
-        .map(|s| topology.name(s))
-        .collect();
-    for (node, ms) in origins {
-        if scenario.is_zookeeper_ensemble() && node != ENSEMBLE_CLOCK {
-            return Err(format!(
-                "server_clocks.pinned: '{}' is a member of an ensemble, whose members share \
-                 {ENSEMBLE_CLOCK}'s clock in the simulation: pin {ENSEMBLE_CLOCK}",
-                crate::input::clip(node)
-            ));
-        }
-        if !servers.contains(&node.as_str()) {
-            return Err(format!(
-                "server_clocks.pinned: '{}' is not a server of this scenario (its servers: {})",
-                crate::input::clip(node),
-                servers.join(", ")
-            ));
-        }
-        if *ms >= ORIGIN_SPAN_MS {
-            return Err(format!(
-                "server_clocks.pinned.{node}: an origin must be below {ORIGIN_SPAN_MS} ms, got {ms}"
-            ));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scenario::Algorithm;
+
+    /// The validation of pinned origins ([`Scenario::validate`]) on `s`.
+    fn check(s: &Scenario) -> Result<(), String> {
+        s.validate().map_err(|e| e.to_string())
+    }
 
     #[test]
     fn origins_are_drawn_per_seed_and_server_and_can_be_pinned_or_zero() {

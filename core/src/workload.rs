@@ -11,7 +11,8 @@ use crate::registry::AnyLock;
 use crate::resource::AccessRequest;
 use crate::scenario::{Randomness, Scenario, DEFAULT_READ_FRACTION};
 use futures_util::future::{select, Either};
-use lockcheck_algorithms::describe::Lease;
+use lockcheck_algorithms::describe::{Lease, Settings};
+use lockcheck_algorithms::retry::{Retry, MAX_BACKOFF};
 use lockcheck_algorithms::stores::Stores;
 use lockcheck_algorithms::{Env, Guard, LockError};
 use std::cell::RefCell;
@@ -19,8 +20,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::time::Duration;
 
-/// The lock key every client contends for.
-pub const LOCK_KEY: &str = "lock";
+pub use crate::scenario::LOCK_KEY;
 
 /// Why a release failed when the lock had already gone (expired, or taken by another): the
 /// lock is not held by the releaser any more, so the release leaves nothing behind.
@@ -273,5 +273,86 @@ fn acquire_op(error: Option<&str>, shared: bool) -> Op {
         valid_ns: None,
         error: error.map(str::to_string),
         shared,
+    }
+}
+
+impl<S: Stores> AnyLock<S> {
+    /// The lock of `scenario`'s algorithm over `stores`, for the client whose environment is
+    /// `env` (its randomness names the owner of the locks that have one: a (re)started client is
+    /// a new process, so a new owner).
+    pub fn build(scenario: &Scenario, stores: &S, env: &impl Env) -> AnyLock<S> {
+        AnyLock::build_with(scenario.algorithm, stores, &settings(scenario), env)
+    }
+}
+
+/// The settings `scenario`'s lock is built from: one place decides how a scenario's parameters
+/// become an algorithm's configuration, so a verdict means the same thing in both worlds.
+pub fn settings(scenario: &Scenario) -> Settings {
+    let p = &scenario.params;
+    let algorithm = scenario.algorithm;
+    Settings {
+        key: p.lock_key().to_string(),
+        ttl: p.ttl_ms_for(algorithm).map(Duration::from_millis),
+        drift_factor: p.drift_factor,
+        retry: Retry {
+            delay: Duration::from_millis(p.retry_delay_ms),
+            count: p.retry_count,
+            max_delay: max_retry_delay(scenario),
+        },
+        fencing: p.fencing,
+        wait_replicas: (p.redis.wait_replicas > 0).then_some((
+            p.redis.wait_replicas,
+            Duration::from_millis(p.redis.wait_timeout_ms()),
+        )),
+        replicas: p.redis.replicas,
+        queue_timeout: Duration::from_millis(p.redis.queue_timeout_ms()),
+        suspended_is_lost: p.zookeeper.suspended_is_lost,
+        script: p.redis.script.clone(),
+        variant: p.variant.clone(),
+    }
+}
+
+/// The longest a client backs off after attempts that got no answer
+/// ([`lockcheck_algorithms::retry`]): a connection manager's 30 s, but at most half the lease,
+/// so that a waiter does not sit out a free lock for long after an outage ends (the liveness
+/// check allows a lease of slack for retries), and never less than the retry delay.
+pub fn max_retry_delay(scenario: &Scenario) -> Duration {
+    let half_lease = Duration::from_millis(scenario.algorithm.lease_ms(&scenario.params) / 2);
+    half_lease
+        .min(MAX_BACKOFF)
+        .max(Duration::from_millis(scenario.params.retry_delay_ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{runnable, Algorithm};
+
+    /// Every variant an algorithm lists is accepted by name and reaches its settings; any other
+    /// name, and any name for an algorithm that lists none, is refused naming the known ones.
+    #[test]
+    fn a_variant_is_one_the_description_lists() {
+        for &a in Algorithm::ALL {
+            let d = a.description();
+            let mut s = runnable(a);
+            for v in d.variants {
+                s.params.variant = Some(v.name.to_string());
+                assert_eq!(s.validate(), Ok(()), "{}: {}", d.name, v.name);
+                assert_eq!(settings(&s).variant.as_deref(), Some(v.name));
+            }
+            s.params.variant = Some("no-such-version".into());
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.contains("no-such-version"), "{e}");
+            if d.variants.is_empty() {
+                assert!(e.contains("has no library variants"), "{e}");
+            } else {
+                assert!(d.variants.iter().all(|v| e.contains(v.name)), "{e}");
+            }
+            // Not given, the default: nothing written, so older files read the same.
+            s.params.variant = None;
+            assert!(!serde_json::to_string(&s.params)
+                .unwrap()
+                .contains("variant"));
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! refused with the reason, never half run.
 
 use crate::error::RealError;
+use lockcheck_core::backend::BackendExt;
 use lockcheck_core::scenario::{Algorithm, Fault, Scenario};
 use lockcheck_core::topology::Role;
 

@@ -5,9 +5,9 @@
 
 use lockcheck_algorithms::retry::MAX_BACKOFF;
 use lockcheck_core::history::Entry;
-use lockcheck_core::registry::max_retry_delay;
 use lockcheck_core::scenario::{Fault, Scenario};
 use lockcheck_core::topology::Role;
+use lockcheck_core::workload::max_retry_delay;
 use lockcheck_core::Algorithm;
 
 const HOUR_MS: u64 = 3_600_000;

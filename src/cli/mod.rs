@@ -37,6 +37,7 @@ pub mod real_search;
 pub mod run;
 
 use clap::{Parser, Subcommand};
+use lockcheck_core::backend::BackendExt;
 use lockcheck_core::Algorithm;
 use std::path::PathBuf;
 

@@ -118,11 +118,15 @@ impl ParamArgs {
     /// lease, `mysql-for-update-held`'s `wait_timeout`. (A TTL lock's lease is `--ttl-ms`.)
     pub fn lease_ms(&self, algorithm: Algorithm) -> Option<u64> {
         use lockcheck_core::scenario::Lease;
+        // Each backend's own flag: a session-held lock on a new backend is not given another
+        // backend's timeout (the compiler asks for its arm).
         match (algorithm.lease(), algorithm.backend()) {
             (Lease::Session, Backend::Etcd) => self.lease_ttl_s.map(|s| s.saturating_mul(1_000)),
-            (Lease::Session, _) => self.session_timeout_ms,
-            (Lease::IdleConnection, _) => self.wait_timeout_ms,
-            (Lease::None | Lease::Ttl { .. }, _) => None,
+            (Lease::Session, Backend::ZooKeeper) => self.session_timeout_ms,
+            (Lease::IdleConnection, Backend::Mysql) => self.wait_timeout_ms,
+            (Lease::Session, Backend::Redis | Backend::Mysql)
+            | (Lease::IdleConnection, Backend::Redis | Backend::ZooKeeper | Backend::Etcd)
+            | (Lease::None | Lease::Ttl { .. }, _) => None,
         }
     }
 }
