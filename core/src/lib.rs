@@ -5,7 +5,7 @@
 //! Whichever world carries it out, the same pieces describe and judge it, after Jepsen's split:
 //! - [`workload`]: what every client does (acquire, touch the [`resource`], release), written once
 //!   over the algorithms' `Env` and a world's [`workload::ClientSide`];
-//! - [`schedule`]: the scenario's faults expanded into the one [`schedule::Timeline`] both
+//! - [`schedule`]: the scenario's faults expanded into the one [`schedule::Actions`] both
 //!   nemeses apply, and the [`profile`]s searches draw them from;
 //! - [`history`]: what happened, as both worlds record it; [`topology`] names its nodes;
 //! - [`checker`]: what must hold, judged from the history alone, giving an [`Outcome`];

@@ -1,10 +1,11 @@
 //! A fault schedule as the nemesis of either world carries it out.
 //!
-//! A scenario's faults are expanded into a [`Timeline`] of primitive actions (a pause becomes a
+//! A scenario's faults are expanded into [`Actions`], primitive and timed (a pause becomes a
 //! pause and a resume, a partition a cut and a heal, a restart waits out `restart_delay_ms`),
 //! sorted by time and, for equal times, by the schedule's order. The simulator's nemesis
 //! (`lockcheck_sim::nemesis`) and real mode's (`lockcheck_real::nemesis`) both apply this one
-//! timeline, and the checkers read the history entries it leaves by their [`kind`].
+//! list, and the checkers read the history entries it leaves by their [`kind`]. (The HTML page
+//! that draws a run is `crate::timeline`; the two used to share the name.)
 
 use crate::scenario::{CrashScope, Fault, Scenario};
 use std::collections::BTreeMap;
@@ -141,10 +142,10 @@ impl Action {
 }
 
 /// The schedule as primitive actions: (true time in ns, action, its description).
-pub type Timeline = Vec<(u64, Action, String)>;
+pub type Actions = Vec<(u64, Action, String)>;
 
 /// Expands `scenario`'s fault schedule. The scenario must be valid.
-pub fn timeline(scenario: &Scenario) -> Timeline {
+pub fn actions(scenario: &Scenario) -> Actions {
     let topology = scenario.topology();
     let idx = |name: &str| topology.index_of(name).expect("validated node name");
     let ms = |v: u64| v * 1_000_000;
@@ -338,8 +339,8 @@ pub fn timeline(scenario: &Scenario) -> Timeline {
 }
 
 /// The true time of the last action, i.e. when every fault has ended (0 without faults).
-pub fn quiet_after_ns(timeline: &Timeline) -> u64 {
-    timeline.last().map_or(0, |(t, _, _)| *t)
+pub fn quiet_after_ns(actions: &Actions) -> u64 {
+    actions.last().map_or(0, |(t, _, _)| *t)
 }
 
 /// When a run stops waiting for clients that never finish (blocked, or holding on), in ns of
@@ -373,7 +374,7 @@ mod tests {
                 node: "redis-0".into(),
             },
         ];
-        let t = timeline(&s);
+        let t = actions(&s);
         assert_eq!(t[0].0, 1_000_000_000);
         assert_eq!(t[1].0, 6_000_000_000);
         assert_eq!(
@@ -404,7 +405,7 @@ mod tests {
             restart(12_973),
         ];
         let r = s.topology().index_of("redis-0").unwrap();
-        let acts: Vec<(u64, Action)> = timeline(&s)
+        let acts: Vec<(u64, Action)> = actions(&s)
             .into_iter()
             .map(|(t, a, _)| (t / 1_000_000, a))
             .collect();
@@ -436,7 +437,7 @@ mod tests {
                 for_ms: 10,
             },
         ];
-        let times: Vec<u64> = timeline(&s).iter().map(|(t, _, _)| t / 1_000_000).collect();
+        let times: Vec<u64> = actions(&s).iter().map(|(t, _, _)| t / 1_000_000).collect();
         assert_eq!(times, vec![50, 60, 100, 1_100]);
     }
 
@@ -455,7 +456,7 @@ mod tests {
             delay(1_000, "client-0", 1_000, 100),
             delay(9_000, "client-1", 500, 100),
         ];
-        let settled: Vec<u64> = timeline(&s)
+        let settled: Vec<u64> = actions(&s)
             .iter()
             .filter(|(_, a, _)| matches!(a, Action::MessagesSettled(_)))
             .map(|(t, _, _)| t / 1_000_000)
@@ -469,7 +470,7 @@ mod tests {
                 9_600 + latency
             ]
         );
-        assert_eq!(quiet_after_ns(&timeline(&s)) / 1_000_000, 9_600 + latency);
+        assert_eq!(quiet_after_ns(&actions(&s)) / 1_000_000, 9_600 + latency);
     }
 
     #[test]
@@ -525,7 +526,7 @@ mod tests {
             },
         ];
         s.validate().expect("every value at the edge of its range");
-        let quiet = quiet_after_ns(&timeline(&s));
+        let quiet = quiet_after_ns(&actions(&s));
         // The delays' end plus every extra: the latest the schedule reaches.
         assert!(quiet >= (last + MAX_MS + MAX_MS) * 1_000_000, "{quiet}");
         let end = hard_limit_ns(&s, quiet);

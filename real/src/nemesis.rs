@@ -1,7 +1,7 @@
 //! The real nemesis: carries out the scenario's faults at their times, for real.
 //!
 //! The schedule is expanded exactly as the simulator expands it
-//! ([`lockcheck_core::schedule::timeline`], a pure function): a pause becomes a pause and a resume, a
+//! ([`lockcheck_core::schedule::actions`], a pure function): a pause becomes a pause and a resume, a
 //! restart waits out `restart_delay_ms` after its crash, a crash of a server already down is
 //! skipped. Then each action is applied when the run's clock reaches it:
 //! - pause / resume of a client: its [`crate::gate::PauseGate`] closes / opens; of a client
@@ -51,7 +51,7 @@ use crate::replication::Replication;
 use crate::timeshift::ClockFile;
 use crate::world::RealWorld;
 use lockcheck_core::history::{Kind, Op};
-use lockcheck_core::schedule::{timeline, Action, Timeline};
+use lockcheck_core::schedule::{actions, Action, Actions};
 use lockcheck_core::topology::Role;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -114,7 +114,7 @@ impl Nemesis {
         launcher: Rc<RefCell<Launcher>>,
         server_clocks: BTreeMap<usize, ClockFile>,
     ) -> Nemesis {
-        let schedule: Timeline = timeline(&world.scenario);
+        let schedule: Actions = actions(&world.scenario);
         Nemesis {
             world,
             launcher,

@@ -20,9 +20,11 @@
 
 #[cfg(not(madsim))]
 compile_error!(
-    "lockcheck-sim must be compiled with `--cfg madsim` (set in .cargo/config.toml). \
-     If you see this, RUSTFLAGS or CARGO_ENCODED_RUSTFLAGS in your environment replaced that \
-     setting: unset them, or add `--cfg madsim` to them."
+    "lockcheck-sim must be compiled with `--cfg madsim`. In a checkout, `cargo build`, `cargo run` \
+     and `cargo test` take it from .cargo/config.toml, unless RUSTFLAGS or \
+     CARGO_ENCODED_RUSTFLAGS is set in your environment (it replaces that setting: unset it, or \
+     add `--cfg madsim` to it). `cargo install` never reads .cargo/config.toml: install with \
+     RUSTFLAGS=\"--cfg madsim\" cargo install --path . (or --git URL)."
 );
 
 pub mod backends;

@@ -1,4 +1,4 @@
-//! The simulator's nemesis: carries out a scenario's [`Timeline`] at true times.
+//! The simulator's nemesis: carries out a scenario's [`Actions`] at true times.
 //!
 //! The schedule is expanded once, in `lockcheck_core::schedule`; one task on the simulator's main
 //! node sleeps to each action and applies it to the simulated world. Partitions are counted per
@@ -7,7 +7,7 @@
 use crate::world::World;
 use lockcheck_core::history::{Kind, Op};
 use lockcheck_core::scenario::CrashScope;
-use lockcheck_core::schedule::{Action, Cut, Timeline};
+use lockcheck_core::schedule::{Action, Actions, Cut};
 use lockcheck_core::topology::Topology;
 use madsim::runtime::Handle;
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use std::time::Duration;
 /// The runner calls this after creating the client nodes and before any of them has run: a fault
 /// scheduled for the run's start (a partition at 0 ms) is in place for the clients' first
 /// request, instead of racing it.
-pub fn apply_due(world: &World, mut timeline: Timeline) -> Timeline {
+pub fn apply_due(world: &World, mut timeline: Actions) -> Actions {
     let now = world.true_ns();
     let due = timeline.iter().take_while(|(at, _, _)| *at <= now).count();
     for (_, action, text) in timeline.drain(..due) {
@@ -28,7 +28,7 @@ pub fn apply_due(world: &World, mut timeline: Timeline) -> Timeline {
 }
 
 /// Applies `timeline` in order, sleeping to each action's time. Runs on the main node.
-pub async fn run(world: Arc<World>, timeline: Timeline) {
+pub async fn run(world: Arc<World>, timeline: Actions) {
     for (at, action, text) in timeline {
         let now = world.true_ns();
         if at > now {

@@ -62,7 +62,7 @@ where
 
 async fn simulate(scenario: Scenario, retention: Retention) -> History {
     let handle = Handle::current();
-    let timeline = lockcheck_core::schedule::timeline(&scenario);
+    let timeline = lockcheck_core::schedule::actions(&scenario);
     let quiet_ns = lockcheck_core::schedule::quiet_after_ns(&timeline);
     let world = Arc::new(World::with_retention(scenario, retention));
     let topology = world.topology.clone();

@@ -2,7 +2,7 @@
 //! each moved clock's model.
 //!
 //! Fault times come from the same expansion of the schedule that the simulator and the real
-//! nemesis carry out ([`schedule::timeline`]), at the true time the history recorded each action:
+//! nemesis carry out ([`schedule::actions`]), at the true time the history recorded each action:
 //! in a simulation the planned time, in a real run when it was done (a restart, say, is recorded
 //! once the server is ready).
 
@@ -84,8 +84,7 @@ impl Faults {
         let mut cut: BTreeMap<usize, (u64, String)> = BTreeMap::new();
         let mut cut_groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         let mut messages: BTreeMap<(usize, usize), (u64, String)> = BTreeMap::new();
-        for (i, (planned, action, text)) in schedule::timeline(&report.scenario).iter().enumerate()
-        {
+        for (i, (planned, action, text)) in schedule::actions(&report.scenario).iter().enumerate() {
             // Both worlds record every action, in order, as it happens.
             let at = recorded
                 .get(i)
