@@ -109,7 +109,7 @@ impl Matrix {
         }
         let _ = writeln!(
             md,
-            "\nParameters: every default (README.md, \"Scenario files\"), except one replica in \
+            "\nParameters: every default (docs/scenarios.md), except one replica in \
              the `failover` cells, `wait_timeout_ms` {FOR_UPDATE_WAIT_TIMEOUT_MS} for \
              `mysql-for-update-held`, and `restart_delay_ms` raised to the lease by \
              `crash-delayed-restart`. `clock-drift` draws rates within ±5 % (five times \
