@@ -107,10 +107,8 @@ fn tidy(
     // Each fault the failure does without, from the last; again until none can go.
     loop {
         let mut removed = false;
+        // From the last, so that a removal leaves the indices still to try in place.
         for i in (0..smallest.faults.len()).rev() {
-            if i >= smallest.faults.len() {
-                continue;
-            }
             let mut candidate = smallest.clone();
             candidate.faults.remove(i);
             removed |= attempt(candidate, &mut smallest, &mut outcome);

@@ -23,8 +23,6 @@ const MAX_DEPTH: usize = 1000;
 /// twice its element count and 10 is "excessively sparse" (an error, `DEFAULT_SPARSE_CONVERT` 0).
 const SPARSE_RATIO: i64 = 2;
 const SPARSE_SAFE: i64 = 10;
-/// `DEFAULT_ENCODE_NUMBER_PRECISION`: numbers are written as `%.14g`.
-const NUMBER_PRECISION: usize = 14;
 
 /// Builds the `cjson` table.
 pub(super) fn library(lua: &Lua) -> mlua::Result<Table> {
@@ -72,6 +70,15 @@ fn type_name(value: &Value) -> &'static str {
     }
 }
 
+/// A Lua number's value (mlua reads an integral 5.1 number as an `Integer`).
+fn number(value: &Value) -> f64 {
+    match value {
+        Value::Integer(n) => *n as f64,
+        Value::Number(n) => *n,
+        _ => f64::NAN,
+    }
+}
+
 /// `cjson.encode(value)`.
 fn encode(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::String> {
     if args.len() != 1 {
@@ -89,8 +96,7 @@ fn encode(lua: &Lua, args: MultiValue) -> mlua::Result<mlua::String> {
 fn append(lua: &Lua, value: &Value, depth: usize, out: &mut Vec<u8>) -> mlua::Result<()> {
     match value {
         Value::String(s) => append_string(&s.as_bytes(), out),
-        Value::Integer(n) => append_number(lua, *n as f64, value, out)?,
-        Value::Number(n) => append_number(lua, *n, value, out)?,
+        Value::Integer(_) | Value::Number(_) => append_number(lua, number(value), value, out)?,
         Value::Boolean(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
         Value::Nil => out.extend_from_slice(b"null"),
         Value::LightUserData(p) if p.0.is_null() => out.extend_from_slice(b"null"),
@@ -133,8 +139,7 @@ fn array_length(lua: &Lua, t: &Table) -> mlua::Result<Option<i64>> {
     for pair in t.pairs::<Value, Value>() {
         let (key, _) = pair?;
         let k = match key {
-            Value::Integer(n) => n as f64,
-            Value::Number(n) => n,
+            Value::Integer(_) | Value::Number(_) => number(&key),
             _ => return Ok(None),
         };
         if k == 0.0 || k.floor() != k || k < 1.0 {
@@ -164,14 +169,9 @@ fn append_object(lua: &Lua, t: &Table, depth: usize, out: &mut Vec<u8>) -> mlua:
         }
         first = false;
         match &key {
-            Value::Integer(n) => {
+            Value::Integer(_) | Value::Number(_) => {
                 out.push(b'"');
-                append_number(lua, *n as f64, &key, out)?;
-                out.extend_from_slice(b"\":");
-            }
-            Value::Number(n) => {
-                out.push(b'"');
-                append_number(lua, *n, &key, out)?;
+                append_number(lua, number(&key), &key, out)?;
                 out.extend_from_slice(b"\":");
             }
             Value::String(s) => {
@@ -197,40 +197,13 @@ fn append_number(lua: &Lua, n: f64, value: &Value, out: &mut Vec<u8>) -> mlua::R
     if !n.is_finite() {
         return Err(cannot_serialise(lua, value, "must not be NaN or Inf"));
     }
-    out.extend_from_slice(format_g(n, NUMBER_PRECISION).as_bytes());
+    // Lua 5.1 writes its numbers as `%.14g` too (`LUAI_NUMFMT`), through the same C library
+    // lua-cjson's `fpconv_g_fmt` calls: its own conversion is lua-cjson's text.
+    let text = lua
+        .coerce_string(Value::Number(n))?
+        .ok_or_else(|| mlua::Error::runtime("a number converts to a string"))?;
+    out.extend_from_slice(&text.as_bytes());
     Ok(())
-}
-
-/// C's `%.{precision}g` for a finite number: the shortest of fixed and exponent notation that
-/// `printf` picks, trailing zeros dropped.
-pub(super) fn format_g(n: f64, precision: usize) -> String {
-    if n == 0.0 {
-        return if n.is_sign_negative() { "-0" } else { "0" }.to_string();
-    }
-    let precision = precision.max(1);
-    // Rounded to `precision` significant digits first: the exponent is the rounded number's.
-    let scientific = format!("{:.*e}", precision - 1, n);
-    let (mantissa, exponent) = scientific
-        .split_once('e')
-        .expect("Rust's exponent format has an 'e'");
-    let exponent: i32 = exponent.parse().expect("an integer exponent");
-    if exponent < -4 || exponent >= precision as i32 {
-        let mantissa = trim_fraction(mantissa);
-        let sign = if exponent < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exponent.unsigned_abs())
-    } else {
-        let decimals = (precision as i32 - 1 - exponent).max(0) as usize;
-        trim_fraction(&format!("{n:.decimals$}")).to_string()
-    }
-}
-
-/// A number's text without the trailing zeros of its fraction (and without a bare '.').
-fn trim_fraction(text: &str) -> &str {
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.')
-    } else {
-        text
-    }
 }
 
 /// `json_append_string` with lua-cjson's `char2escape` table: control characters, `"`, `\`,
@@ -803,23 +776,16 @@ mod tests {
 
     #[test]
     fn numbers_are_written_as_printf_g_14() {
-        let cases = [
-            (0.1, "0.1"),
-            (1.0 / 3.0, "0.33333333333333"),
-            (5.0, "5"),
-            (-0.0, "-0"),
-            (1e15, "1e+15"),
-            (123456789012345.0, "1.2345678901234e+14"),
-            (12345678901234.0, "12345678901234"),
-            (2f64.powi(63), "9.2233720368548e+18"),
-            (0.0001, "0.0001"),
-            (0.00001, "1e-05"),
-            (2.5e-300, "2.5e-300"),
-            (100.0, "100"),
-        ];
-        for (n, text) in cases {
-            assert_eq!(format_g(n, 14), text, "{n}");
-        }
+        let lua = Lua::new();
+        lua.globals().set("cjson", library(&lua).unwrap()).unwrap();
+        let text: String = lua
+            .load("return cjson.encode({0.1, 1/3, 5, -0, 1e15, 123456789012345, 2^63, 0.0001, 0.00001})")
+            .eval()
+            .unwrap();
+        assert_eq!(
+            text,
+            "[0.1,0.33333333333333,5,-0,1e+15,1.2345678901234e+14,9.2233720368548e+18,0.0001,1e-05]"
+        );
     }
 
     #[test]
